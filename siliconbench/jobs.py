@@ -1,0 +1,111 @@
+"""Job spec and sweep expansion: pure and deterministic, so the same sweep gives the same job ids."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from .errors import UserError
+from .manifest import ModelCatalog
+from .spec import SweepSpec
+
+
+class JobSpec(BaseModel):
+    """Everything a worker needs to run one job; travels as JSON."""
+
+    job_id: str
+    sweep_id: str
+    sweep_name: str
+    index: int = Field(description="Position in the sweep's run order")
+    model: str
+    engine: Literal["llama.cpp", "mlx"]
+    quant: str = Field(description="Exact quantization of the artifact (F16, Q4_K_M, 4bit ...)")
+    quant_level: str
+    artifact: str = Field(description="Artifact path relative to the models folder")
+    model_sha256: str
+    workload: Literal["generate"] = "generate"
+    n_prompt: int
+    n_gen: int
+    n_depth: int
+    repetitions: int
+    warmup: int
+    delay_s: float
+    seed: int
+    timeout_s: int
+    engine_options: dict = Field(description="The options of this job's engine, plus threads")
+
+    def key(self) -> dict:
+        """The fields that make two jobs the same measurement (what a job id is a digest of)."""
+        return self.model_dump(exclude={"job_id", "sweep_id", "sweep_name", "index"})
+
+    def label(self) -> str:
+        return f"{self.engine} {self.model} {self.quant} p{self.n_prompt} g{self.n_gen} d{self.n_depth}"
+
+
+def digest(obj: object, n: int = 16) -> str:
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:n]
+
+
+def spec_digest(spec: SweepSpec) -> str:
+    return digest(spec.model_dump(mode="json", by_alias=True), 12)
+
+
+def count_jobs(spec: SweepSpec) -> int:
+    """Upper bound of the matrix size, computed before expanding anything."""
+    per_workload = sum(len(w.prompt_tokens) * len(w.gen_tokens) * len(w.depth) for w in spec.workloads)
+    return len(spec.models) * len(spec.engines) * len(spec.quantizations) * per_workload
+
+
+def expand(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str | None = None) -> list[JobSpec]:
+    """The sweep's jobs in run order; raises UserError naming the field for anything impossible.
+
+    Run order: all work on model A, then B (page cache stays warm for one model at a time), and the
+    engines alternate inside each configuration, so slow drift such as thermal throttling does not
+    line up with one engine.
+    """
+    total = count_jobs(spec)
+    if total > spec.max_jobs:
+        raise UserError("max_jobs", f"the sweep expands to {total:,} jobs, over the limit of {spec.max_jobs:,}; "
+                        "narrow the matrix or raise max_jobs.")
+    sweep_id = sweep_id or f"{spec.name}-{spec_digest(spec)}"
+    manifests = {}
+    for i, name in enumerate(spec.models):
+        if "/" in name or name.startswith("."):
+            raise UserError(f"models[{i}]", f"{name!r} is a path; name a model from the models folder "
+                            f"{catalog.models_dir} by its logical name.", catalog.names())
+        manifests[name] = catalog.get(name, field=f"models[{i}]")
+
+    jobs: list[JobSpec] = []
+    for (mi, name), (qi, quant) in itertools.product(enumerate(spec.models), enumerate(spec.quantizations)):
+        m = manifests[name]
+        resolved = {e: m.artifact_for(e, quant) for e in spec.engines}
+        if not any(resolved.values()):
+            raise UserError(f"quantizations[{qi}]", f"model {name!r} has no artifact for {quant!r} "
+                            f"for engines {', '.join(spec.engines)}.", m.quant_names())
+        for wi, w in enumerate(spec.workloads):
+            for n_prompt, n_gen, depth in itertools.product(w.prompt_tokens, w.gen_tokens, w.depth):
+                if depth + n_prompt + n_gen > m.n_ctx:
+                    raise UserError(f"workloads[{wi}]", f"depth {depth} + prompt_tokens {n_prompt} + gen_tokens "
+                                    f"{n_gen} exceeds model {name!r}'s context of {m.n_ctx} tokens.")
+                for engine in spec.engines:  # engines alternate inside each configuration
+                    art = resolved[engine]
+                    if art is None:  # e.g. Q4_K_M exists only as GGUF: not an error, just not this engine
+                        continue
+                    rel = catalog.artifact_path(name, art, field=f"models[{mi}]").relative_to(catalog.models_dir)
+                    opts = spec.engine_options
+                    eng_opts = (opts.llama_cpp if engine == "llama.cpp" else opts.mlx).model_dump()
+                    job = JobSpec(
+                        job_id="", sweep_id=sweep_id, sweep_name=spec.name, index=len(jobs), model=name,
+                        engine=engine, quant=art.quant, quant_level=art.level, artifact=str(rel),
+                        model_sha256=art.sha256, workload=w.kind, n_prompt=n_prompt, n_gen=n_gen, n_depth=depth,
+                        repetitions=spec.repetitions, warmup=spec.warmup, delay_s=spec.delay_s, seed=spec.seed,
+                        timeout_s=spec.timeout_s, engine_options={"threads": opts.threads, **eng_opts},
+                    )
+                    job.job_id = digest({"sweep": sweep_id, **job.key()})
+                    jobs.append(job)
+    return jobs

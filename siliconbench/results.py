@@ -1,0 +1,79 @@
+"""The result record: what a job's child process sends back, stored whole and exported as JSON."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from enum import Enum
+
+from pydantic import BaseModel, Field
+
+from .aggregate import Summary, summarize
+from .jobs import JobSpec, digest
+
+
+class JobStatus(str, Enum):
+    queued = "queued"
+    running = "running"
+    ok = "ok"
+    failed = "failed"
+    cancelled = "cancelled"
+
+
+class Environment(BaseModel):
+    """The machine and software a result was measured with."""
+
+    hostname: str
+    os: str = Field(description="Darwin / Linux")
+    os_version: str = Field(description="macOS product version or kernel release, plus build")
+    chip: str = Field(description="Apple chip (machdep.cpu.brand_string) or CPU model name")
+    cores: int
+    memory_bytes: int
+    machine: str = Field(description="arm64 / x86_64")
+    python: str
+    packages: dict[str, str] = Field(default_factory=dict, description="Versions of engine packages")
+    engine_build: dict[str, str] = Field(default_factory=dict, description="llama.cpp commit/version, system info")
+    backend: str = Field("", description="Metal / CPU / CUDA: the backend the engine actually used")
+    blas: str = Field("", description="MLX on Linux: the BLAS preloaded into the child ('openblas' path) or 'bundled'")
+    engine_options: dict = Field(default_factory=dict)
+
+    def identity(self) -> dict:
+        """Fields that can move a number: results differing in any are never pooled."""
+        return self.model_dump(exclude={"hostname"}) | {"hostname": self.hostname}
+
+
+class Sample(BaseModel):
+    """One repetition's raw values, metric name -> value (see siliconbench.metrics)."""
+
+    repetition: int
+    warmup: bool = False
+    values: dict[str, float]
+
+
+class JobResult(BaseModel):
+    job_id: str
+    status: JobStatus
+    error: str | None = None
+    stderr_tail: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    wall_s: float | None = Field(None, description="Child process wall time, start to exit")
+    load_s: float | None = None
+    peak_memory_bytes: int | None = None
+    baseline_memory_bytes: int | None = None
+    samples: list[Sample] = Field(default_factory=list, description="Warmup repetitions included, flagged")
+    environment: Environment | None = None
+    extra: dict = Field(default_factory=dict, description="Engine-specific facts (n_ctx used, vocab size ...)")
+
+    def measured(self, metric: str) -> list[float]:
+        return [s.values[metric] for s in self.samples if not s.warmup and metric in s.values]
+
+    def summary(self, metric: str) -> Summary | None:
+        return summarize(self.measured(metric))
+
+    def identity_hash(self, job: JobSpec) -> str:
+        env = self.environment.identity() if self.environment else {}
+        return digest({"job": job.key(), "env": env})
+
+
+def failed(job_id: str, error: str, stderr_tail: str | None = None, **kw) -> JobResult:
+    return JobResult(job_id=job_id, status=JobStatus.failed, error=error, stderr_tail=stderr_tail, **kw)

@@ -1,0 +1,58 @@
+"""Settings from the environment, validated at start-up; every field says what it is for."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .errors import UserError
+
+
+def data_dir() -> Path:
+    """The user's data directory for siliconbench (where the embedded SQLite file lives)."""
+    if sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "siliconbench"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SILICONBENCH_", extra="ignore")
+
+    database_url: str | None = Field(
+        None, description="SQLAlchemy URL (postgresql+psycopg://...). Unset: the embedded SQLite file in the data dir.")
+    models_dir: Path | None = Field(None, description="Folder of models with manifests. Unset: <data dir>/models.")
+    broker_url: str | None = Field(None, description="Redis URL of the Celery broker. Unset: sweeps run in-process.")
+    spool_dir: Path | None = Field(None, description="Where a worker keeps results it could not write yet.")
+    max_jobs: int = Field(10_000, gt=0, description="Default limit on a sweep's matrix size")
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        path = data_dir() / "siliconbench.sqlite"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return f"sqlite:///{path}"
+
+    @property
+    def resolved_models_dir(self) -> Path:
+        return (self.models_dir or data_dir() / "models").expanduser()
+
+    @property
+    def embedded(self) -> bool:
+        return not self.broker_url
+
+
+def load_settings(**overrides) -> Settings:
+    """Settings from SILICONBENCH_* variables; a bad value exits with the variable's name."""
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        var = "SILICONBENCH_" + str(err["loc"][0]).upper()
+        raise UserError(var, err["msg"]) from None

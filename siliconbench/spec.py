@@ -1,0 +1,141 @@
+"""The sweep spec: a YAML file validated by pydantic, then checked against the models folder.
+
+Structural errors (unknown keys, non-positive lengths, unknown engines) come from pydantic; errors
+that need the models folder (unknown model, a quantization no model has, a length beyond the model's
+context, a matrix over the job limit) come from ``check_against``. Both become one ``UserError``
+naming the field, so a malformed sweep exits non-zero before anything is run or written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
+
+from .errors import UserError
+from .manifest import ENGINES
+
+DEFAULT_MAX_JOBS = 10_000
+
+Lengths = Annotated[list[PositiveInt], Field(min_length=1)]
+Depths = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class GenerateWorkload(Strict):
+    kind: Literal["generate"] = "generate"
+    prompt_tokens: Lengths = [512]
+    gen_tokens: Lengths = [128]
+    depth: Depths = [0]
+
+
+Workload = Annotated[GenerateWorkload, Field(discriminator="kind")]
+
+
+class LlamaCppOptions(Strict):
+    n_gpu_layers: int = Field(-1, description="Layers offloaded to the GPU (-1 = all; ignored on a CPU build)")
+    use_mmap: bool = True
+    n_batch: PositiveInt = 2048
+    n_ubatch: PositiveInt = 512
+    flash_attn: bool = False
+
+
+class MlxOptions(Strict):
+    blas: Literal["auto", "bundled", "openblas"] = Field(
+        "auto",
+        description="Linux CPU build only: 'auto' preloads Debian's OpenBLAS when present (recorded with the "
+        "result); the wheel's bundled reference BLAS is ~30x slower on matmuls.",
+    )
+    prefill_step_size: PositiveInt = 2048
+
+
+class EngineOptions(Strict):
+    threads: PositiveInt | None = Field(None, description="CPU threads; default: all cores")
+    llama_cpp: LlamaCppOptions = Field(default_factory=LlamaCppOptions, alias="llama.cpp")
+    mlx: MlxOptions = Field(default_factory=MlxOptions)
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class SweepSpec(Strict):
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")
+    description: str = ""
+    models: Annotated[list[str], Field(min_length=1)]
+    engines: Annotated[list[Literal["llama.cpp", "mlx"]], Field(min_length=1)] = list(ENGINES)
+    quantizations: Annotated[list[str], Field(min_length=1)] = ["full"]
+    workloads: Annotated[list[Workload], Field(min_length=1)] = [GenerateWorkload()]
+    repetitions: PositiveInt = 5
+    warmup: Annotated[int, Field(ge=0)] = 1
+    delay_s: Annotated[float, Field(ge=0)] = 0.0
+    seed: int = 0
+    timeout_s: PositiveInt = Field(900, description="Hard limit for one job's child process")
+    max_jobs: PositiveInt = DEFAULT_MAX_JOBS
+    engine_options: EngineOptions = Field(default_factory=EngineOptions)
+
+    @field_validator("models", "quantizations")
+    @classmethod
+    def _unique(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("lists each entry more than once")
+        return v
+
+
+def _field_of(loc: tuple) -> str:
+    parts = []
+    for p in loc:
+        if isinstance(p, int):
+            parts[-1] = f"{parts[-1]}[{p}]" if parts else f"[{p}]"
+        elif p not in ("generate",):  # discriminator tags add noise to the path
+            parts.append(str(p))
+    return ".".join(parts) or "sweep"
+
+
+def parse_sweep(data: object, source: str = "sweep") -> SweepSpec:
+    """Validate already-parsed YAML/JSON data; every error names the field."""
+    if not isinstance(data, dict):
+        raise UserError(source, "a sweep must be a YAML mapping with at least `name` and `models`.")
+    try:
+        return SweepSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = _field_of(tuple(err["loc"]))
+        choices = None
+        if err["type"] in ("literal_error", "union_tag_invalid"):
+            choices = [c.strip(" '") for c in str(err.get("ctx", {}).get("expected", "")).replace(" or ", ",").split(",") if c.strip()]
+        msg = err["msg"].rstrip(".") + "."
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown setting. Known settings here: {', '.join(_known_keys(data, err['loc']))}."
+        more = len(exc.errors()) - 1
+        if more:
+            msg += f" ({more} more problem{'s' if more > 1 else ''} after this one.)"
+        raise UserError(f"{source}: {field}" if source != "sweep" else field, msg, choices) from None
+
+
+def _known_keys(data: object, loc: tuple) -> list[str]:
+    model: type[BaseModel] = SweepSpec
+    for p in loc[:-1]:
+        if isinstance(p, str) and p in model.model_fields:
+            ann = model.model_fields[p].annotation
+            if isinstance(ann, type) and issubclass(ann, BaseModel):
+                model = ann
+        elif p == "generate":
+            model = GenerateWorkload
+    return sorted(f.alias or n for n, f in model.model_fields.items())
+
+
+def load_sweep(path: Path | str) -> SweepSpec:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise UserError("SWEEP", f"cannot read {path}: {exc.strerror}.") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise UserError(str(path), f"is not valid YAML: {exc}") from None
+    return parse_sweep(data, source="sweep")

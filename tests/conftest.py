@@ -1,0 +1,43 @@
+"""Shared fixtures: real models made by the project itself, real databases."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SMALL = "tiny-llama-5m"
+
+
+@pytest.fixture(scope="session")
+def models_dir(tmp_path_factory) -> Path:
+    """A models folder holding a ~5M-parameter llama model in every format (made once per session).
+
+    Fast enough that engine tests cost seconds, yet a real model both engines load and run.
+    """
+    from worker.models.tiny import make_tiny
+
+    d = tmp_path_factory.mktemp("models")
+    make_tiny(d, name=SMALL, hidden_size=128, n_layers=2, n_heads=4, n_kv_heads=2, intermediate_size=384, seed=0)
+    return d
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'sb.sqlite'}"
+
+
+@pytest.fixture
+def isolated_env(tmp_path, models_dir, monkeypatch):
+    """SILICONBENCH_* pointing at a fresh SQLite file and the session's models folder."""
+    url = f"sqlite:///{tmp_path / 'cli.sqlite'}"
+    monkeypatch.setenv("SILICONBENCH_MODELS_DIR", str(models_dir))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("SILICONBENCH_DATABASE_URL", raising=False)
+    monkeypatch.delenv("SILICONBENCH_BROKER_URL", raising=False)
+    return {"models_dir": models_dir, "data_home": tmp_path / "xdg", "default_db": tmp_path / "xdg" / "siliconbench" / "siliconbench.sqlite"}
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"

@@ -1,0 +1,1 @@
+"""The worker: runs benchmark jobs on this machine, each in a fresh child process."""

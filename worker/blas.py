@@ -1,0 +1,42 @@
+"""Which BLAS an MLX child uses on Linux, chosen before the process starts (it cannot change after).
+
+mlx's Linux CPU wheel bundles a reference BLAS: a 512x1024x2816 float32 matmul takes ~750 ms against
+~23 ms with Debian's OpenBLAS preloaded (measured-facts.md). The choice is recorded with the result.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+OPENBLAS_CANDIDATES = (
+    "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3",
+    "/usr/lib/aarch64-linux-gnu/openblas-pthread/libblas.so.3",
+)
+
+
+def find_openblas() -> str | None:
+    for p in OPENBLAS_CANDIDATES:
+        if Path(p).exists():
+            return p
+    return None
+
+
+def child_blas_env(mode: str, threads: int | None) -> dict[str, str]:
+    """Environment for an MLX child: LD_PRELOAD of OpenBLAS for 'auto'/'openblas' where it exists."""
+    if sys.platform == "darwin":
+        return {"SILICONBENCH_MLX_BLAS": "Accelerate"}
+    env: dict[str, str] = {}
+    lib = find_openblas() if mode in ("auto", "openblas") else None
+    if mode == "openblas" and lib is None:
+        raise FileNotFoundError("engine_options.mlx.blas=openblas but no OpenBLAS is installed "
+                                "(Debian: apt-get install libopenblas0-pthread)")
+    if lib:
+        env["LD_PRELOAD"] = " ".join(p for p in (lib, os.environ.get("LD_PRELOAD", "")) if p)
+        env["SILICONBENCH_MLX_BLAS"] = f"openblas ({lib})"
+        if threads:
+            env["OPENBLAS_NUM_THREADS"] = str(threads)
+    else:
+        env["SILICONBENCH_MLX_BLAS"] = "bundled reference BLAS"
+    return env

@@ -1,0 +1,103 @@
+"""Entry point of a job's fresh child process: `python -m worker.child_main FD`.
+
+Reads the JobSpec as JSON on stdin, runs it, and writes JSON lines to file descriptor FD: progress
+events, then one {"event": "result"} line. Anything the engines print goes to stderr, which the
+parent keeps the tail of. Peak RSS is this process's own: it ran nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+
+def _rss_peak_bytes() -> int:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)  # Linux reports KiB, macOS bytes
+
+
+def _rss_now_bytes() -> int:
+    import psutil
+
+    return int(psutil.Process().memory_info().rss)
+
+
+def _fault(point: str) -> None:
+    # Fault injection for the runner's own tests (SILICONBENCH_FAULT=crash|hang|error at load).
+    fault = os.environ.get("SILICONBENCH_FAULT", "")
+    if point != "load" or not fault:
+        return
+    if fault == "crash":
+        os.abort()
+    if fault == "hang":
+        time.sleep(10_000)
+    if fault == "error":
+        raise RuntimeError("injected error (SILICONBENCH_FAULT=error)")
+
+
+def main() -> int:
+    out = os.fdopen(int(sys.argv[1]), "w", buffering=1)
+    sys.stdout = sys.stderr  # engine chatter must never corrupt the result pipe
+
+    def emit(event: str, **payload) -> None:
+        out.write(json.dumps({"event": event, **payload}) + "\n")
+
+    emit("started", pid=os.getpid())
+    try:
+        return _run(emit)
+    except Exception as exc:  # reported to the parent as a failed result, with the traceback on stderr
+        import traceback
+
+        traceback.print_exc()
+        emit("error", error=f"{type(exc).__name__}: {exc}")
+        return 1
+    finally:
+        out.close()
+
+
+def _run(emit) -> int:
+    from siliconbench.jobs import JobSpec
+    from siliconbench.results import Environment, JobResult, JobStatus
+
+    from .engines import get_engine
+    from .environment import host_facts
+    from .workloads import generate
+
+    job = JobSpec.model_validate_json(sys.stdin.read())
+    models_dir = Path(os.environ["SILICONBENCH_MODELS_DIR"])
+    started = datetime.now(timezone.utc)
+    engine = get_engine(job.engine)
+    # Import the engine's modules before the baseline, so baseline = interpreter + engine code.
+    engine_module = "llama_cpp" if job.engine == "llama.cpp" else "mlx_lm"
+    __import__(engine_module)
+    baseline = _rss_now_bytes()
+
+    path = models_dir / job.artifact
+    n_ctx = job.n_depth + job.n_prompt + job.n_gen + 16
+    t0 = time.perf_counter()
+    engine.load(path, job.engine_options, n_ctx=n_ctx)
+    load_s = time.perf_counter() - t0
+    _fault("load")
+    emit("loaded", load_s=load_s)
+
+    samples = generate.run(engine, job, on_rep=lambda r, warm: emit("repetition", index=r, warmup=warm))
+    desc = engine.describe()
+    env = Environment(**host_facts(), **desc)
+    vocab = engine.vocab_size()
+    engine.close()
+    result = JobResult(
+        job_id=job.job_id, status=JobStatus.ok, started_at=started, load_s=load_s,
+        peak_memory_bytes=_rss_peak_bytes(), baseline_memory_bytes=baseline, samples=samples,
+        environment=env, extra={"n_ctx": n_ctx, "vocab_size": vocab},
+    )
+    emit("result", result=json.loads(result.model_dump_json()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

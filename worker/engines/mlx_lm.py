@@ -1,0 +1,106 @@
+"""MLX through mlx-lm: Metal on a Mac, the CPU build on Linux."""
+
+from __future__ import annotations
+
+import os
+from importlib.metadata import version
+from pathlib import Path
+
+from .base import Engine
+
+
+class MlxEngine(Engine):
+    name = "mlx"
+
+    def load(self, path: Path, options: dict, n_ctx: int) -> None:
+        import mlx.core as mx
+        from mlx_lm import load
+        from mlx_lm.generate import generation_stream
+
+        self.mx = mx
+        self.stream = generation_stream
+        self.options = dict(options)
+        self.model, self.tokenizer = load(str(path))
+        # mlx-lm loads lazily: force every weight resident so load time is the whole load.
+        mx.eval(self.model.parameters())
+        self.prefill_step = int(options.get("prefill_step_size", 2048))
+        self.cache = None
+
+    def vocab_size(self) -> int:
+        return int(self.model.args.vocab_size)
+
+    def special_token_ids(self) -> set[int]:
+        tok = self.tokenizer._tokenizer if hasattr(self.tokenizer, "_tokenizer") else self.tokenizer
+        ids = set(getattr(tok, "all_special_ids", []) or [])
+        ids |= set(getattr(self.tokenizer, "eos_token_ids", []) or [])
+        return {int(i) for i in ids}
+
+    def reset(self) -> None:
+        from mlx_lm.models.cache import make_prompt_cache
+
+        self.cache = make_prompt_cache(self.model)
+        self.mx.clear_cache()
+        self.mx.reset_peak_memory()
+
+    def _feed(self, tokens: list[int]) -> None:
+        # The way mlx_lm.generate_step prefills: chunks through the model, evaluating only the cache.
+        mx = self.mx
+        with mx.stream(self.stream):
+            for i in range(0, len(tokens), self.prefill_step):
+                chunk = mx.array(tokens[i : i + self.prefill_step])
+                self.model(chunk[None], cache=self.cache)
+                mx.eval([c.state for c in self.cache])
+
+    def fill(self, tokens: list[int]) -> None:
+        if tokens:
+            self._feed(tokens)
+
+    def prefill(self, tokens: list[int]):
+        mx = self.mx
+        self._feed(tokens[:-1])
+        with mx.stream(self.stream):
+            logits = self.model(mx.array(tokens[-1:])[None], cache=self.cache)[:, -1, :]
+            mx.eval(logits)
+        return logits
+
+    def first_token(self, logits) -> int:
+        mx = self.mx
+        with mx.stream(self.stream):
+            return int(mx.argmax(logits, axis=-1).item())
+
+    def _step(self, y):
+        logits = self.model(y[None], cache=self.cache)[:, -1, :]
+        return self.mx.argmax(logits, axis=-1)
+
+    def decode(self, token: int, n: int) -> int:
+        # mlx_lm's pipelining: queue step i+1 before waiting on step i (async_eval).
+        mx = self.mx
+        with mx.stream(self.stream):
+            y = self._step(mx.array([token]))
+            mx.async_eval(y)
+            for i in range(n):
+                cur = y
+                if i != n - 1:
+                    y = self._step(cur)
+                    mx.async_eval(y)
+                last = int(cur.item())
+        return last
+
+    def repetition_memory(self) -> dict[str, float]:
+        return {"mlx_peak_memory_bytes": float(self.mx.get_peak_memory())}
+
+    def describe(self) -> dict:
+        mx = self.mx
+        dev = mx.default_device()
+        backend = "Metal" if "gpu" in str(dev).lower() else "CPU"
+        blas = os.environ.get("SILICONBENCH_MLX_BLAS", "bundled" if os.uname().sysname == "Linux" else "Accelerate")
+        return {
+            "packages": {"mlx": version("mlx"), "mlx-lm": version("mlx-lm")},
+            "engine_build": {"mlx_device": str(dev)},
+            "backend": backend,
+            "blas": blas,
+            "engine_options": self.options,
+        }
+
+    def close(self) -> None:
+        self.model = self.cache = None

@@ -1,0 +1,1 @@
+"""Workloads: what a job does with a loaded engine. Each returns raw samples, nothing aggregated."""
