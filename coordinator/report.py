@@ -7,7 +7,7 @@ from rich.table import Table
 
 from . import store
 from .database import session_scope
-from .export import result_record
+from .export import load_records
 
 
 def _pm(summary: dict | None, fmt: str = "{:,.1f}") -> str:
@@ -25,7 +25,7 @@ def records_for(url: str, sweep_id: str | None) -> list[dict]:
         sweep_id = sweep_id or store.latest_sweep_id(s)
         if sweep_id is None:
             return []
-        return [result_record(j, r) for j, r in store.load_results(s, sweep_id=sweep_id)]
+        return load_records(s, sweep_id=sweep_id)
 
 
 def results_table(records: list[dict], title: str = "") -> Table:
@@ -51,7 +51,7 @@ def ratio_table(records: list[dict]) -> Table | None:
     cells: dict[tuple, dict[str, dict]] = {}
     for r in records:
         if r["status"] == "ok":
-            key = (r["host"]["hostname"], r["model"], r.get("quant_level") or r["quant"], r["n_prompt"], r["n_gen"], r["n_depth"])
+            key = (r["host"]["hostname"], r["model"], r["quant_level"], r["n_prompt"], r["n_gen"], r["n_depth"])
             cells.setdefault(key, {})[r["engine"]] = r
     pairs = [(k, v) for k, v in cells.items() if {"llama.cpp", "mlx"} <= set(v)]
     if not pairs:

@@ -19,7 +19,7 @@ def models_dir(tmp_path_factory) -> Path:
     from worker.models.tiny import make_tiny
 
     d = tmp_path_factory.mktemp("models")
-    make_tiny(d, name=SMALL, hidden_size=128, n_layers=2, n_heads=4, n_kv_heads=2, intermediate_size=384, seed=0)
+    make_tiny(d, name=SMALL, hidden_size=128, n_layers=2, n_heads=4, n_kv_heads=2, seed=0)
     return d
 
 

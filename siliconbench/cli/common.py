@@ -15,8 +15,9 @@ from siliconbench.settings import Settings, load_settings
 # Exit statuses, documented in the README.
 EXIT_OK, EXIT_FAILED_JOBS, EXIT_USER_ERROR = 0, 1, 2
 
-console = Console()
-err_console = Console(stderr=True)
+# Piped output (CI logs, `| tee`) would otherwise wrap tables at 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 200)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
 
 def user_errors(fn: Callable) -> Callable:

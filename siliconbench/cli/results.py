@@ -27,7 +27,7 @@ def results(
     """Print the results of a sweep; JSON carries every raw sample and the environment."""
     from coordinator import store
     from coordinator.database import session_scope
-    from coordinator.export import result_record, to_csv_rows
+    from coordinator.export import load_records, to_csv_rows
     from coordinator.report import print_sweep_table
 
     url = database(settings())
@@ -36,8 +36,7 @@ def results(
         return
     with session_scope(url) as s:
         sweep_id = None if all_sweeps else (sweep or store.latest_sweep_id(s))
-        pairs = store.load_results(s, sweep_id=sweep_id) if (sweep_id or all_sweeps) else []
-        records = [result_record(j, r) for j, r in pairs]
+        records = load_records(s, sweep_id=sweep_id) if (sweep_id or all_sweeps) else []
     if fmt is Format.json:
         json.dump(records, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")

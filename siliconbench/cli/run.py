@@ -58,6 +58,6 @@ def run(
                 console.print(f"[red]failed[/] {job.label()}: {result.error}")
 
         run_sweep(spec, jobs, database_url=url, models_dir=s.resolved_models_dir, on_event=on_event, on_done=on_done)
-    print_sweep_table(url, sid)
+    print_sweep_table(url, sid, console=console)
     if failures:
         raise typer.Exit(EXIT_FAILED_JOBS)

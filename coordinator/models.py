@@ -1,0 +1,173 @@
+"""Tables of the coordinator's database, portable between SQLite and PostgreSQL.
+
+Only migrations (``migrations/versions``) create these tables; this module is their description for
+queries and for ``alembic revision --autogenerate``. Statuses are plain strings guarded by CHECK
+constraints (no database enum types, which migrations handle badly). Every datetime is stored in UTC
+and read back timezone-aware, on SQLite too.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy import (JSON, BigInteger, Boolean, CheckConstraint, DateTime, Float, ForeignKey, Index, Integer,
+                        MetaData, String, Text, false, func)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+SWEEP_STATUSES = ("queued", "running", "done", "cancelled")
+JOB_STATUSES = ("queued", "running", "ok", "failed", "cancelled")  # = siliconbench.results.JobStatus
+RESULT_STATUSES = ("ok", "failed", "cancelled")  # final statuses only
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class UTCDateTime(TypeDecorator):
+    """DateTime(timezone=True) that always returns aware UTC datetimes (SQLite keeps no offset).
+
+    A naive datetime handed in is taken to be UTC already.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        if value is None:
+            return None
+        value = value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value, dialect):
+        if value is None:
+            return None
+        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+# BIGINT primary keys do not autoincrement on SQLite: only "INTEGER PRIMARY KEY" is the rowid alias.
+BigIntPK = BigInteger().with_variant(Integer, "sqlite")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+def _created() -> Mapped[datetime]:
+    return mapped_column(UTCDateTime, default=utcnow, server_default=func.current_timestamp())
+
+
+class Sweep(Base):
+    __tablename__ = "sweeps"
+    __table_args__ = (CheckConstraint(_in("status", SWEEP_STATUSES), name="status"),)
+
+    id: Mapped[str] = mapped_column(String, primary_key=True)
+    name: Mapped[str] = mapped_column(String)
+    spec: Mapped[dict] = mapped_column(JSON)
+    created_at: Mapped[datetime] = _created()
+    status: Mapped[str] = mapped_column(String, default="queued", server_default="queued")
+    n_jobs: Mapped[int] = mapped_column(Integer)
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (
+        CheckConstraint(_in("status", JOB_STATUSES), name="status"),
+        Index("ix_jobs_sweep_id_idx", "sweep_id", "idx", unique=True),
+        Index("ix_jobs_status", "status"),
+        Index("ix_jobs_model_engine_quant", "model", "engine", "quant"),
+    )
+
+    id: Mapped[str] = mapped_column(String, primary_key=True)
+    sweep_id: Mapped[str] = mapped_column(ForeignKey("sweeps.id", ondelete="CASCADE"))
+    idx: Mapped[int] = mapped_column(Integer)
+    spec: Mapped[dict] = mapped_column(JSON)
+    model: Mapped[str] = mapped_column(String)
+    engine: Mapped[str] = mapped_column(String)
+    quant: Mapped[str] = mapped_column(String)
+    quant_level: Mapped[str] = mapped_column(String)
+    workload: Mapped[str] = mapped_column(String)
+    n_prompt: Mapped[int] = mapped_column(Integer)
+    n_gen: Mapped[int] = mapped_column(Integer)
+    n_depth: Mapped[int] = mapped_column(Integer)
+    repetitions: Mapped[int] = mapped_column(Integer)
+    model_sha256: Mapped[str] = mapped_column(String)
+    status: Mapped[str] = mapped_column(String, default="queued", server_default="queued")
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    host: Mapped[str | None] = mapped_column(String)
+    worker: Mapped[str | None] = mapped_column(String)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = _created()
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class Result(Base):
+    """Exactly one per job: the primary key is the job id, so a second write of a result is a no-op."""
+
+    __tablename__ = "results"
+    __table_args__ = (
+        CheckConstraint(_in("status", RESULT_STATUSES), name="status"),
+        Index("ix_results_identity_hash", "identity_hash"),
+    )
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    status: Mapped[str] = mapped_column(String)
+    error: Mapped[str | None] = mapped_column(Text)
+    stderr_tail: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    wall_s: Mapped[float | None] = mapped_column(Float)
+    load_s: Mapped[float | None] = mapped_column(Float)
+    peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    baseline_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    hostname: Mapped[str | None] = mapped_column(String)
+    chip: Mapped[str | None] = mapped_column(String)
+    identity_hash: Mapped[str] = mapped_column(String)
+    environment: Mapped[dict | None] = mapped_column(JSON(none_as_null=True))
+    extra: Mapped[dict] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = _created()
+
+
+class SampleRow(Base):
+    """Raw samples in long format: one row per (job, repetition, metric). Kept lean for SQL aggregation."""
+
+    __tablename__ = "samples"
+    __table_args__ = (Index("ix_samples_job_id_metric", "job_id", "metric"),)
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("results.job_id", ondelete="CASCADE"))
+    repetition: Mapped[int] = mapped_column(Integer)
+    warmup: Mapped[bool] = mapped_column(Boolean)
+    metric: Mapped[str] = mapped_column(String)
+    value: Mapped[float] = mapped_column(Float)
+
+
+class Host(Base):
+    __tablename__ = "hosts"
+
+    name: Mapped[str] = mapped_column(String, primary_key=True)
+    hostname: Mapped[str | None] = mapped_column(String)
+    chip: Mapped[str | None] = mapped_column(String)
+    memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    os: Mapped[str | None] = mapped_column(String)
+    info: Mapped[dict] = mapped_column(JSON, default=dict)
+    engines: Mapped[list] = mapped_column(JSON, default=list)
+    models: Mapped[list] = mapped_column(JSON, default=list)
+    online: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    last_heartbeat: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    current_job_id: Mapped[str | None] = mapped_column(String)
+    registered_at: Mapped[datetime] = _created()

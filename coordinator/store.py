@@ -1,0 +1,235 @@
+"""Reads and writes of sweeps, jobs and results: plain functions on the caller's Session (its transaction).
+
+``save_result`` is idempotent by job id, also between concurrent writers: the result row is inserted
+with INSERT ... ON CONFLICT DO NOTHING, and the samples and the job's final status are written only by
+the writer whose insert took. A redelivered job, a replayed spool file or two workers racing on one
+job therefore store one result.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from siliconbench.errors import SiliconbenchError, UserError
+from siliconbench.jobs import JobSpec
+from siliconbench.results import Environment, JobResult, JobStatus, Sample
+from siliconbench.spec import SweepSpec
+
+from .models import JOB_STATUSES, RESULT_STATUSES, Job, Result, SampleRow, Sweep, utcnow
+
+CHUNK = 500  # ids per IN (...) list
+
+
+class UnknownJob(SiliconbenchError):
+    """A result for a job the database does not hold (its sweep was never created, or was deleted)."""
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    job: JobSpec
+    result: JobResult
+    host: str | None
+    worker: str | None
+    created_at: datetime  # when the result row was written
+
+
+def _job_row(j: JobSpec) -> dict:
+    return dict(id=j.job_id, sweep_id=j.sweep_id, idx=j.index, spec=j.model_dump(mode="json"), model=j.model,
+                engine=j.engine, quant=j.quant, quant_level=j.quant_level, workload=j.workload, n_prompt=j.n_prompt,
+                n_gen=j.n_gen, n_depth=j.n_depth, repetitions=j.repetitions, model_sha256=j.model_sha256,
+                status="queued", attempts=0)
+
+
+def create_sweep(session: Session, sweep_id: str, spec: SweepSpec, jobs: list[JobSpec]) -> None:
+    """Store a sweep and its jobs (queued); UserError("sweep") if the id exists already."""
+    repeated = [i for i, n in Counter(j.job_id for j in jobs).items() if n > 1]
+    if repeated:
+        raise UserError("sweep", f"the matrix lists one configuration more than once (job {repeated[0]}); "
+                        "remove the repeated workload or value.")
+    strangers = sorted({j.sweep_id for j in jobs} - {sweep_id})
+    if strangers:
+        raise ValueError(f"jobs of sweep {strangers[0]!r} handed to create_sweep({sweep_id!r})")
+    try:
+        with session.begin_nested():  # a savepoint: a duplicate leaves the caller's transaction usable
+            session.execute(insert(Sweep.__table__).values(
+                id=sweep_id, name=spec.name, spec=spec.model_dump(mode="json", by_alias=True),
+                status="queued", n_jobs=len(jobs)))
+    except IntegrityError:
+        raise UserError("sweep", f"sweep {sweep_id!r} exists already (the same spec was submitted before); "
+                        "resume it, or rename the sweep to measure again.") from None
+    if jobs:
+        session.execute(insert(Job.__table__), [_job_row(j) for j in jobs])
+
+
+def mark_running(session: Session, job_id: str, host: str | None, worker: str | None,
+                 lease_s: float | None = None) -> bool:
+    """Record that ``worker`` on ``host`` started the job; False if the job has a final status already."""
+    now = utcnow()
+    res = session.execute(
+        update(Job.__table__)
+        .where(Job.id == job_id, Job.status.in_(("queued", "running")))
+        .values(status="running", host=host, worker=worker, started_at=now, attempts=Job.attempts + 1,
+                lease_expires_at=now + timedelta(seconds=lease_s) if lease_s else None))
+    if res.rowcount != 1:
+        return False
+    sweep_of_job = select(Job.sweep_id).where(Job.id == job_id).scalar_subquery()
+    session.execute(update(Sweep.__table__).where(Sweep.id == sweep_of_job, Sweep.status == "queued")
+                    .values(status="running"))
+    return True
+
+
+def _insert_ignoring_duplicate(session: Session, values: dict) -> bool:
+    """True if this call inserted the result row, False if one was there (or a racing writer's won)."""
+    dialect = session.get_bind().dialect.name
+    make = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}.get(dialect)
+    if make is None:
+        raise NotImplementedError(f"save_result supports SQLite and PostgreSQL, not {dialect}")
+    stmt = make(Result.__table__).values(**values).on_conflict_do_nothing(index_elements=["job_id"])
+    # RETURNING, not rowcount: rowcount of an INSERT is -1 on psycopg unless asked for.
+    return session.execute(stmt.returning(Result.job_id)).scalar() is not None
+
+
+def save_result(session: Session, job: JobSpec, result: JobResult, host: str | None = None,
+                worker: str | None = None) -> bool:
+    """Write the result, its samples and the job's final status; False (nothing written) if already stored.
+
+    Non-finite sample values (NaN, inf) are not stored: SQLite cannot hold NaN in a NOT NULL column.
+    Raises UnknownJob if the job is not in the database; the transaction must then be rolled back.
+    """
+    if result.job_id != job.job_id:
+        raise ValueError(f"result of job {result.job_id!r} handed in with job {job.job_id!r}")
+    status = JobStatus(result.status).value
+    if status not in RESULT_STATUSES:
+        raise ValueError(f"a stored result must be final ({', '.join(RESULT_STATUSES)}), not {status!r}")
+    env = result.environment
+    try:
+        inserted = _insert_ignoring_duplicate(session, dict(
+            job_id=job.job_id, status=status, error=result.error, stderr_tail=result.stderr_tail,
+            started_at=result.started_at, finished_at=result.finished_at, wall_s=result.wall_s,
+            load_s=result.load_s, peak_memory_bytes=result.peak_memory_bytes,
+            baseline_memory_bytes=result.baseline_memory_bytes, hostname=env.hostname if env else None,
+            chip=env.chip if env else None, identity_hash=result.identity_hash(job),
+            environment=env.model_dump(mode="json") if env else None, extra=result.extra, created_at=utcnow(),
+        ))
+    except IntegrityError as exc:
+        raise UnknownJob(f"job {job.job_id} ({job.label()}) of sweep {job.sweep_id!r} is not in the database: "
+                         f"{exc.orig}") from None
+    if not inserted:
+        return False
+    rows = [dict(job_id=job.job_id, repetition=s.repetition, warmup=s.warmup, metric=m, value=float(v))
+            for s in result.samples for m, v in s.values.items() if v is not None and math.isfinite(v)]
+    if rows:
+        session.execute(insert(SampleRow.__table__), rows)  # one executemany
+    changes = dict(status=status, finished_at=result.finished_at, error=result.error, lease_expires_at=None)
+    if result.started_at is not None:
+        changes["started_at"] = result.started_at
+    if host is not None:
+        changes["host"] = host
+    if worker is not None:
+        changes["worker"] = worker
+    session.execute(update(Job.__table__).where(Job.id == job.job_id).values(**changes))
+    return True
+
+
+def _chunks(ids: list[str]):
+    for i in range(0, len(ids), CHUNK):
+        yield ids[i:i + CHUNK]
+
+
+def load_stored(session: Session, sweep_id: str | None = None, job_ids=None) -> list[StoredResult]:
+    """Stored results (of one sweep, of some jobs, or all) in run order, with who ran them and when."""
+    base = select(Job.spec, Job.host, Job.worker, Result.__table__).join(Result, Result.job_id == Job.id)
+    samples_q = select(SampleRow.job_id, SampleRow.repetition, SampleRow.warmup, SampleRow.metric, SampleRow.value)
+    if sweep_id is not None:
+        base = base.where(Job.sweep_id == sweep_id)
+        samples_q = samples_q.join(Job, Job.id == SampleRow.job_id).where(Job.sweep_id == sweep_id)
+    if job_ids is None:
+        batches = [(base, samples_q)]
+    else:
+        ids = list(dict.fromkeys(job_ids))
+        batches = [(base.where(Job.id.in_(c)), samples_q.where(SampleRow.job_id.in_(c))) for c in _chunks(ids)]
+    rows, reps = [], defaultdict(dict)  # job id -> (repetition, warmup) -> {metric: value}
+    for q, sq in batches:
+        rows += session.execute(q.order_by(Job.sweep_id, Job.idx)).mappings().all()
+        for jid, rep, warm, metric, value in session.execute(sq.order_by(SampleRow.id)):
+            reps[jid].setdefault((rep, bool(warm)), {})[metric] = value
+    rows.sort(key=lambda r: (r["spec"]["sweep_id"], r["spec"]["index"]))
+    out = []
+    for r in rows:
+        samples = [Sample(repetition=rep, warmup=warm, values=v) for (rep, warm), v in reps[r["job_id"]].items()]
+        result = JobResult(
+            job_id=r["job_id"], status=JobStatus(r["status"]), error=r["error"], stderr_tail=r["stderr_tail"],
+            started_at=r["started_at"], finished_at=r["finished_at"], wall_s=r["wall_s"], load_s=r["load_s"],
+            peak_memory_bytes=r["peak_memory_bytes"], baseline_memory_bytes=r["baseline_memory_bytes"],
+            samples=samples, environment=Environment.model_validate(r["environment"]) if r["environment"] else None,
+            extra=r["extra"] or {})
+        out.append(StoredResult(JobSpec.model_validate(r["spec"]), result, r["host"], r["worker"], r["created_at"]))
+    return out
+
+
+def load_results(session: Session, sweep_id: str | None = None, job_ids=None) -> list[tuple[JobSpec, JobResult]]:
+    """(job, result) pairs rebuilt from the rows, samples reassembled, in run order."""
+    return [(s.job, s.result) for s in load_stored(session, sweep_id, job_ids)]
+
+
+def pending_jobs(session: Session, sweep_id: str) -> list[JobSpec]:
+    """The sweep's jobs that have no result yet, in run order (what a resumed sweep still has to run)."""
+    q = (select(Job.spec).outerjoin(Result, Result.job_id == Job.id)
+         .where(Job.sweep_id == sweep_id, Result.job_id.is_(None)).order_by(Job.idx))
+    return [JobSpec.model_validate(spec) for spec in session.scalars(q)]
+
+
+def latest_sweep_id(session: Session) -> str | None:
+    return session.scalar(select(Sweep.id).order_by(Sweep.created_at.desc(), Sweep.id.desc()).limit(1))
+
+
+def _counts(session: Session, sweep_id: str | None = None) -> dict[str, dict[str, int]]:
+    q = select(Job.sweep_id, Job.status, func.count()).group_by(Job.sweep_id, Job.status)
+    if sweep_id is not None:
+        q = q.where(Job.sweep_id == sweep_id)
+    out: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(JOB_STATUSES, 0))
+    for sid, status, n in session.execute(q):
+        out[sid][status] = n
+    return out
+
+
+def list_sweeps(session: Session) -> list[dict]:
+    """Every sweep, newest first: id, name, status, n_jobs, created_at, and job counts by status."""
+    counts = _counts(session)
+    q = select(Sweep.id, Sweep.name, Sweep.status, Sweep.n_jobs, Sweep.created_at).order_by(
+        Sweep.created_at.desc(), Sweep.id.desc())
+    return [dict(r, jobs=counts[r["id"]]) for r in session.execute(q).mappings()]
+
+
+def sweep_progress(session: Session, sweep_id: str) -> dict[str, int]:
+    """Job counts by status (every status present, zeros included); UserError for an unknown sweep."""
+    if session.get(Sweep, sweep_id) is None:
+        recent = list(session.scalars(select(Sweep.id).order_by(Sweep.created_at.desc()).limit(10)))
+        raise UserError("sweep", f"no sweep {sweep_id!r} in the database.", recent)
+    return _counts(session, sweep_id)[sweep_id]
+
+
+def refresh_sweep_status(session: Session, sweep_id: str) -> str:
+    """Set the sweep's status from its jobs' (done once none is queued or running); returns it.
+
+    Call it after the last job, not per result: concurrent writers cannot see each other's last job.
+    """
+    sweep = session.get(Sweep, sweep_id)
+    if sweep is None:
+        raise UserError("sweep", f"no sweep {sweep_id!r} in the database.")
+    if sweep.status != "cancelled":
+        c = sweep_progress(session, sweep_id)
+        if not c["queued"] and not c["running"]:
+            sweep.status = "done"
+        elif c["queued"] < sum(c.values()):  # something started or finished
+            sweep.status = "running"
+        session.flush()
+    return sweep.status

@@ -1,0 +1,1 @@
+"""Migration scripts, one per schema revision, oldest first (0001_initial ...)."""

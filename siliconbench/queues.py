@@ -1,0 +1,55 @@
+"""Task and queue names and the Celery settings both sides use. JSON only: a pickle is refused.
+
+Routing: every worker consumes its own host queue (``host.<name>``, for ``placement: each``) plus
+one capability queue per (engine, model) it can run (``cap.<engine>.<model>``, for ``placement:
+any``), so a job only ever reaches a machine that has its engine and its model.
+"""
+
+from __future__ import annotations
+
+TASK_RUN_JOB = "siliconbench.run_job"
+TASK_NOOP = "siliconbench.noop"  # the plumbing benchmark's no-engine workload
+
+# Above the longest job a sweep may allow (spec timeout_s); crash recovery is the reconciler's job,
+# never this timeout's: a shorter one re-runs healthy jobs (measured-facts.md: 3 runs of one 40 s job).
+MAX_JOB_TIMEOUT_S = 6 * 3600
+VISIBILITY_TIMEOUT_S = MAX_JOB_TIMEOUT_S + 1800
+
+# How long a claimed job's lease lasts without renewal; the worker renews it every third of that.
+LEASE_S = 30
+# A job is failed with its reason after this many attempts (claims), whatever killed them.
+MAX_ATTEMPTS = 3
+# Heartbeats: written every HEARTBEAT_S; a host is online while its last one is younger than ONLINE_S.
+HEARTBEAT_S = 5
+ONLINE_S = 20
+
+
+def host_queue(name: str) -> str:
+    return f"host.{name}"
+
+
+def capability_queue(engine: str, model: str) -> str:
+    return f"cap.{engine}.{model}"
+
+
+def celery_settings(broker_url: str) -> dict:
+    """The Celery configuration of the coordinator's producer and of every worker."""
+    return {
+        "broker_url": broker_url,
+        "task_serializer": "json",
+        "accept_content": ["json"],
+        "result_serializer": "json",
+        "event_serializer": "json",
+        "result_backend": None,  # PostgreSQL holds job state and results, not Celery
+        "task_ignore_result": True,
+        "task_acks_late": True,  # a message is acked only after its job is recorded
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,  # one job at a time, none held back from other Macs
+        "worker_concurrency": 1,
+        "broker_transport_options": {"visibility_timeout": VISIBILITY_TIMEOUT_S},
+        "broker_connection_retry_on_startup": True,
+        # Off: a network blip must not cancel a running benchmark (it would never come back).
+        "worker_cancel_long_running_tasks_on_connection_loss": False,
+        "task_default_queue": "default",
+        "worker_hijack_root_logger": False,
+    }

@@ -1,0 +1,384 @@
+"""The storage layer against real databases: a SQLite file and a real PostgreSQL server.
+
+PostgreSQL tests run in a database created for this test session and dropped after it. They are
+skipped when no server answers, unless CI=true: then they fail, so CI cannot pass without them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, inspect, select, text
+
+from coordinator import database as db
+from coordinator import store
+from coordinator.export import RECORD_KEYS, load_records, result_record, to_csv_rows
+from coordinator.models import Base, Job, Result, SampleRow, Sweep
+from siliconbench.aggregate import stability_warnings, summarize
+from siliconbench.errors import UserError
+from siliconbench.jobs import JobSpec, digest, spec_digest
+from siliconbench.results import Environment, JobResult, JobStatus, Sample
+from siliconbench.spec import SweepSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLES = {"sweeps", "jobs", "results", "samples", "hosts"}
+PG_ADMIN_URL = os.environ.get("SILICONBENCH_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+T0 = datetime(2026, 12, 1, 9, 30, 0, 123456, tzinfo=timezone.utc)
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+# ----------------------------------------------------------------------------------------- databases
+
+@pytest.fixture(scope="session")
+def pg_database():
+    """A fresh PostgreSQL database for this test session (URL), dropped afterwards."""
+    import psycopg
+
+    admin = db.normalize_url(PG_ADMIN_URL)
+    conninfo = dict(host=admin.host, port=admin.port or 5432, user=admin.username, password=admin.password,
+                    dbname=admin.database, connect_timeout=3, autocommit=True)
+    try:
+        psycopg.connect(**conninfo).close()
+    except psycopg.OperationalError as exc:
+        if in_ci():
+            pytest.fail(f"PostgreSQL at {db.shown(admin)} is unreachable in CI: {exc}")
+        pytest.skip(f"PostgreSQL at {db.shown(admin)} is unreachable: {exc}")
+    name = f"siliconbench_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(**conninfo) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = admin.set(database=name).render_as_string(hide_password=False)
+    yield url
+    db.dispose(url)
+    with psycopg.connect(**conninfo) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_url(request, tmp_path):
+    """A database with no tables: a new SQLite file, or the session's PostgreSQL database emptied."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'storage.sqlite'}"
+        yield url
+        db.dispose(url)
+        return
+    url = request.getfixturevalue("pg_database")
+    db.downgrade(url, "base")  # whatever an earlier test left
+    assert not inspect(db.engine_for(url)).get_table_names()
+    yield url
+    db.dispose(url)
+    db.downgrade(url, "base")
+
+
+@pytest.fixture
+def url(empty_url):
+    db.upgrade(empty_url)
+    return empty_url
+
+
+def tables(url: str) -> set[str]:
+    db.dispose(url)  # a fresh inspector sees the schema as it is now
+    return set(inspect(db.engine_for(url)).get_table_names())
+
+
+# ---------------------------------------------------------------------------------- realistic objects
+
+SPEC = SweepSpec(name="quickstart", models=["tiny-llama-5m"], engines=["llama.cpp", "mlx"], repetitions=3, warmup=1)
+SWEEP_ID = f"quickstart-{spec_digest(SPEC)}"
+
+
+def make_job(engine: str, index: int, sweep_id: str = SWEEP_ID, n_prompt: int = 512) -> JobSpec:
+    gguf = engine == "llama.cpp"
+    job = JobSpec(
+        job_id="", sweep_id=sweep_id, sweep_name="quickstart", index=index, model="tiny-llama-5m", engine=engine,
+        quant="F16" if gguf else "f32", quant_level="full",
+        artifact="tiny-llama-5m/tiny-llama-5m-F16.gguf" if gguf else "tiny-llama-5m/mlx-f32",
+        model_sha256=("ab" if gguf else "cd") * 32, n_prompt=n_prompt, n_gen=128, n_depth=0, repetitions=3,
+        warmup=1, delay_s=0.0, seed=0, timeout_s=900,
+        engine_options={"threads": None, **({"n_gpu_layers": -1, "use_mmap": True, "n_batch": 2048, "n_ubatch": 512,
+                                             "flash_attn": False} if gguf else {"blas": "auto", "prefill_step_size": 2048})},
+    )
+    job.job_id = digest({"sweep": sweep_id, **job.key()})
+    return job
+
+
+def make_env(engine: str) -> Environment:
+    gguf = engine == "llama.cpp"
+    return Environment(
+        hostname="mac-studio-01.local", os="Darwin", os_version="15.1 (24B83)", chip="Apple M2 Ultra", cores=24,
+        memory_bytes=192 * 2**30, machine="arm64", python="3.11.7",
+        packages={"llama-cpp-python": "0.3.36"} if gguf else {"mlx": "0.32.4", "mlx-lm": "0.32.2"},
+        engine_build={"ggml_commit": "0c1e570-dirty", "llama_version": "6640"} if gguf else {},
+        backend="Metal", blas="" if gguf else "bundled", engine_options={"threads": 24},
+    )
+
+
+def make_result(job: JobSpec, noisy: bool = False) -> JobResult:
+    gguf = job.engine == "llama.cpp"
+    samples = []
+    for rep in range(job.warmup + job.repetitions):
+        warm = rep < job.warmup
+        k = 0.61 if warm else 1.0 + 0.0173 * rep * (12 if noisy else 1)
+        values = {"prefill_tps": 2044.3127 * k, "decode_tps": 254.987 / k, "ttft_ms": 250.4411 / k}
+        if gguf:
+            values |= {"engine_prefill_tps": 2051.1 * k, "engine_decode_tps": 256.03 / k}
+        else:
+            values |= {"mlx_peak_memory_bytes": 58_720_256.0 + rep}
+        samples.append(Sample(repetition=rep, warmup=warm, values=values))
+    return JobResult(job_id=job.job_id, status=JobStatus.ok, stderr_tail="llama_model_load: loaded meta data\n",
+                     started_at=T0, finished_at=T0 + timedelta(seconds=4.25), wall_s=4.25, load_s=0.3125,
+                     peak_memory_bytes=5_368_709_120 + job.index, baseline_memory_bytes=104_857_600,
+                     samples=samples, environment=make_env(job.engine), extra={"n_ctx": 2048, "vocab_size": 512})
+
+
+JOBS = [make_job("llama.cpp", 0), make_job("mlx", 1), make_job("llama.cpp", 2, n_prompt=128), make_job("mlx", 3, n_prompt=128)]
+
+
+def count(url: str, model) -> int:
+    with db.session_scope(url) as s:
+        return s.scalar(select(func.count()).select_from(model))
+
+
+def n_values(result: JobResult) -> int:
+    return sum(len(s.values) for s in result.samples)
+
+
+# ---------------------------------------------------------------------------------------- migrations
+
+def test_migrations_up_down_up(empty_url):
+    head = db.head_revision()
+    assert head and db.current_revision(empty_url) is None
+    db.upgrade(empty_url)
+    assert db.current_revision(empty_url) == head
+    assert tables(empty_url) == TABLES | {"alembic_version"}
+    insp = inspect(db.engine_for(empty_url))
+    assert {i["name"] for i in insp.get_indexes("jobs")} >= {"ix_jobs_sweep_id_idx", "ix_jobs_status",
+                                                            "ix_jobs_model_engine_quant"}
+    assert {i["name"] for i in insp.get_indexes("samples")} == {"ix_samples_job_id_metric"}
+    assert {i["name"] for i in insp.get_indexes("results")} == {"ix_results_identity_hash"}
+
+    # The migration and the models describe the same schema (autogenerate would produce nothing).
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    with db.engine_for(empty_url).connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata) == []
+
+    db.downgrade(empty_url, "base")
+    assert db.current_revision(empty_url) is None
+    assert tables(empty_url) == set()
+    if empty_url.startswith("postgresql"):
+        with db.engine_for(empty_url).connect() as conn:
+            leftovers = conn.execute(text(
+                "SELECT t.typname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace "
+                "WHERE n.nspname = 'public' UNION ALL "
+                "SELECT relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = 'public'")).scalars().all()
+        assert leftovers == []
+
+    db.upgrade(empty_url)
+    assert tables(empty_url) == TABLES | {"alembic_version"} and db.current_revision(empty_url) == head
+
+
+def test_require_current_raises_until_upgraded(empty_url):
+    with pytest.raises(UserError) as err:
+        db.require_current(empty_url)
+    assert err.value.field == "SILICONBENCH_DATABASE_URL" and "siliconbench db upgrade" in err.value.message
+    db.upgrade(empty_url)
+    db.require_current(empty_url)
+
+
+def test_require_current_names_an_unreachable_database():
+    with pytest.raises(UserError) as err:
+        db.require_current("postgresql://nobody:secret@127.0.0.1:1/none")
+    assert err.value.field == "SILICONBENCH_DATABASE_URL" and "secret" not in str(err.value)
+
+
+def test_postgres_urls_mean_psycopg():
+    assert db.normalize_url("postgresql://u@h/d").drivername == "postgresql+psycopg"
+    assert db.normalize_url("postgres://u@h/d").drivername == "postgresql+psycopg"
+    assert db.engine_for("sqlite://") is db.engine_for("sqlite://")
+
+
+def test_only_migrations_create_tables():
+    offenders = [str(p.relative_to(ROOT)) for d in ("siliconbench", "coordinator", "worker", "dashboard", "migrations")
+                 for p in (ROOT / d).rglob("*.py") if "create_all(" in p.read_text()]
+    assert offenders == []
+
+
+# ------------------------------------------------------------------------------------- reads, writes
+
+def test_create_sweep_and_round_trip(url):
+    with db.session_scope(url) as s:
+        store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
+    with db.session_scope(url) as s:
+        assert store.sweep_progress(s, SWEEP_ID) == {"queued": 4, "running": 0, "ok": 0, "failed": 0, "cancelled": 0}
+        assert store.mark_running(s, JOBS[0].job_id, host="studio-01", worker="studio-01/w1", lease_s=60)
+        assert s.get(Sweep, SWEEP_ID).status == "running"
+        job = s.get(Job, JOBS[0].job_id)
+        assert (job.status, job.attempts, job.host) == ("running", 1, "studio-01")
+        assert job.lease_expires_at.tzinfo is not None and job.lease_expires_at > job.started_at
+        assert SweepSpec.model_validate(s.get(Sweep, SWEEP_ID).spec) == SPEC
+        assert [j.job_id for j in store.pending_jobs(s, SWEEP_ID)] == [j.job_id for j in JOBS]
+    results = {j.job_id: make_result(j) for j in JOBS[:3]}
+    for j in JOBS[:3]:
+        with db.session_scope(url) as s:
+            assert store.save_result(s, j, results[j.job_id], host="studio-01", worker="studio-01/w1")
+    assert count(url, SampleRow) == sum(n_values(r) for r in results.values())
+
+    with db.session_scope(url) as s:
+        loaded = store.load_results(s, sweep_id=SWEEP_ID)
+        assert [j.job_id for j, _ in loaded] == [j.job_id for j in JOBS[:3]]  # run order
+        for job, result in loaded:
+            assert job == next(j for j in JOBS if j.job_id == job.job_id)
+            assert result.model_dump() == results[job.job_id].model_dump()  # samples, floats, tz-aware times
+            assert result.finished_at.tzinfo is not None
+        assert [j.job_id for j, _ in store.load_results(s, job_ids=[JOBS[2].job_id])] == [JOBS[2].job_id]
+        assert len(store.load_results(s)) == 3
+        job = s.get(Job, JOBS[0].job_id)
+        assert (job.status, job.worker, job.lease_expires_at) == ("ok", "studio-01/w1", None)
+        assert job.finished_at == results[JOBS[0].job_id].finished_at
+        row = s.get(Result, JOBS[1].job_id)
+        assert (row.hostname, row.chip) == ("mac-studio-01.local", "Apple M2 Ultra")
+        assert row.identity_hash == results[JOBS[1].job_id].identity_hash(JOBS[1])
+        assert store.sweep_progress(s, SWEEP_ID)["ok"] == 3
+        assert [p.job_id for p in store.pending_jobs(s, SWEEP_ID)] == [JOBS[3].job_id]
+        assert store.refresh_sweep_status(s, SWEEP_ID) == "running"
+        assert not store.mark_running(s, JOBS[0].job_id, host="other", worker="other/w1")  # final stays final
+        assert store.latest_sweep_id(s) == SWEEP_ID
+        (listed,) = store.list_sweeps(s)
+        assert (listed["id"], listed["name"], listed["n_jobs"], listed["jobs"]["ok"]) == (SWEEP_ID, "quickstart", 4, 3)
+
+    with db.session_scope(url) as s, pytest.raises(UserError) as err:
+        store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
+    assert err.value.field == "sweep"
+    with db.session_scope(url) as s, pytest.raises(UserError):
+        store.sweep_progress(s, "nope-000000000000")
+
+
+def test_save_result_is_idempotent(url):
+    with db.session_scope(url) as s:
+        store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
+    job, result = JOBS[0], make_result(JOBS[0])
+    with db.session_scope(url) as s:
+        assert store.save_result(s, job, result, host="studio-01", worker="w1") is True
+    n = count(url, SampleRow)
+    assert n == n_values(result)
+    again = make_result(job, noisy=True).model_copy(update={"status": JobStatus.failed, "error": "late duplicate"})
+    with db.session_scope(url) as s:
+        assert store.save_result(s, job, again, host="studio-02", worker="w9") is False
+    assert (count(url, Result), count(url, SampleRow)) == (1, n)
+    with db.session_scope(url) as s:
+        (_, stored), = store.load_results(s, job_ids=[job.job_id])
+        assert stored.model_dump() == result.model_dump()
+        assert (s.get(Job, job.job_id).status, s.get(Job, job.job_id).host) == ("ok", "studio-01")
+
+
+def test_save_result_for_an_unknown_job(url):
+    with db.session_scope(url) as s, pytest.raises(store.UnknownJob):
+        store.save_result(s, JOBS[0], make_result(JOBS[0]))
+    assert count(url, Result) == 0
+
+
+def test_failed_result_without_environment(url):
+    with db.session_scope(url) as s:
+        store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
+    bad = JobResult(job_id=JOBS[1].job_id, status=JobStatus.failed, error="child exited with signal 9",
+                    stderr_tail="Killed\n")
+    with db.session_scope(url) as s:
+        assert store.save_result(s, JOBS[1], bad)
+    with db.session_scope(url) as s:
+        ((job, back),) = store.load_results(s, sweep_id=SWEEP_ID)
+        assert back.model_dump() == bad.model_dump() and s.get(Job, job.job_id).error == bad.error
+    rec = result_record(job, back)
+    assert rec["status"] == "failed" and rec["prefill_tps"] is None and rec["engine_counters"] == {}
+    assert rec["host"] == dict.fromkeys(("hostname", "os", "chip", "cores", "memory_bytes"))
+
+
+@pytest.mark.parametrize("rounds", [12])
+def test_concurrent_save_result_stores_one(url, rounds):
+    """Two writers racing on each job (a redelivered job, two workers): exactly one result is stored."""
+    pg_url = url
+    jobs = [make_job("llama.cpp", i, n_prompt=64 + i) for i in range(rounds)]
+    with db.session_scope(pg_url) as s:
+        store.create_sweep(s, SWEEP_ID, SPEC, jobs)
+    for job in jobs:
+        barrier, outcomes, errors = threading.Barrier(2), [], []
+
+        def write(worker: str, job=job) -> None:
+            try:
+                barrier.wait()
+                with db.session_scope(pg_url) as s:
+                    outcomes.append(store.save_result(s, job, make_result(job), host=worker, worker=worker))
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=write, args=(w,)) for w in ("w1", "w2")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert not errors and sorted(outcomes) == [False, True]
+    assert count(pg_url, Result) == rounds
+    assert count(pg_url, SampleRow) == rounds * n_values(make_result(jobs[0]))
+
+
+# -------------------------------------------------------------------------------------------- export
+
+def test_export_record_contract(url):
+    with db.session_scope(url) as s:
+        store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
+    results = [make_result(JOBS[0], noisy=True), make_result(JOBS[1])]
+    with db.session_scope(url) as s:
+        for j, r in zip(JOBS, results):
+            store.save_result(s, j, r, host="studio-01", worker=f"studio-01/{j.engine}")
+    with db.session_scope(url) as s:
+        records = load_records(s, sweep_id=SWEEP_ID)
+        pairs = store.load_results(s, sweep_id=SWEEP_ID)
+    assert [r["job_id"] for r in records] == [JOBS[0].job_id, JOBS[1].job_id]
+    for rec, (job, result) in zip(records, pairs):
+        assert list(rec) == list(RECORD_KEYS) and set(rec) == {
+            "job_id", "sweep", "sweep_id", "status", "error", "engine", "engine_version", "backend", "model", "quant",
+            "quant_level", "workload", "n_prompt", "n_gen", "n_depth", "repetitions", "prefill_tps", "decode_tps", "ttft_ms", "load_s",
+            "peak_memory_bytes", "host", "created_at", "worker", "warmup_samples", "environment", "identity_hash",
+            "engine_counters", "unstable", "stderr_tail"}
+        assert result_record(job, result, worker=rec["worker"], created_at=datetime.fromisoformat(rec["created_at"])) == rec
+        for m in ("prefill_tps", "decode_tps", "ttft_ms"):
+            s = summarize([x.values[m] for x in result.samples if not x.warmup])
+            assert rec[m] == {"mean": s.mean, "median": s.median, "stddev": s.stddev, "min": s.min, "max": s.max,
+                              "samples": s.samples}
+            assert len(rec[m]["samples"]) == job.repetitions  # warmup excluded
+        assert rec["warmup_samples"] == [x.model_dump(mode="json") for x in result.samples if x.warmup]
+        assert rec["sweep"] == "quickstart" and rec["sweep_id"] == SWEEP_ID and rec["status"] == "ok"
+        assert rec["host"] == {"hostname": "mac-studio-01.local", "os": "Darwin", "chip": "Apple M2 Ultra",
+                               "cores": 24, "memory_bytes": 192 * 2**30}
+        assert rec["backend"] == "Metal" and rec["worker"] == f"studio-01/{job.engine}"
+        assert datetime.fromisoformat(rec["created_at"]).tzinfo is not None
+        assert rec["identity_hash"] == result.identity_hash(job) and rec["environment"]["chip"] == "Apple M2 Ultra"
+    llama, mlx = records
+    assert (llama["engine_version"], mlx["engine_version"]) == ("0.3.36", "0.32.2")
+    assert set(llama["engine_counters"]) == {"engine_prefill_tps", "engine_decode_tps"} and mlx["engine_counters"] == {}
+    assert llama["engine_counters"]["engine_decode_tps"]["mean"] == summarize(pairs[0][1].measured("engine_decode_tps")).mean
+    expected = stability_warnings({m: pairs[0][1].summary(m) for m in
+                                   ("prefill_tps", "decode_tps", "ttft_ms", "engine_prefill_tps", "engine_decode_tps")})
+    assert llama["unstable"] == expected and expected and mlx["unstable"] == []
+
+    rows = to_csv_rows(records)
+    assert len(rows) == 2 and list(rows[0]) == list(rows[1])
+    assert rows[0]["decode_tps_mean"] == llama["decode_tps"]["mean"] and rows[0]["decode_tps_n"] == 3
+    assert rows[1]["engine_decode_tps_mean"] is None and rows[0]["host_chip"] == "Apple M2 Ultra"
+
+
+def test_status_checks_follow_the_contract():
+    """The CHECK constraints list JobStatus's values: a new status needs a migration, and this test says so."""
+    from coordinator.models import JOB_STATUSES, RESULT_STATUSES
+
+    assert set(JOB_STATUSES) == {s.value for s in JobStatus}
+    assert set(RESULT_STATUSES) <= set(JOB_STATUSES) - {"queued", "running"}
