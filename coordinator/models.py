@@ -88,6 +88,7 @@ class Job(Base):
         Index("ix_jobs_sweep_id_idx", "sweep_id", "idx", unique=True),
         Index("ix_jobs_status", "status"),
         Index("ix_jobs_model_engine_quant", "model", "engine", "quant"),
+        Index("ix_jobs_status_lease", "status", "lease_expires_at"),
     )
 
     id: Mapped[str] = mapped_column(String, primary_key=True)
@@ -113,6 +114,10 @@ class Job(Base):
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     error: Mapped[str | None] = mapped_column(Text)
+    # The fleet (0002): the worker a job must run on (placement: each), the queue it was sent to, and when.
+    target_host: Mapped[str | None] = mapped_column(String)
+    queue: Mapped[str | None] = mapped_column(String)
+    enqueued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class Result(Base):

@@ -45,7 +45,7 @@ def _job_row(j: JobSpec) -> dict:
     return dict(id=j.job_id, sweep_id=j.sweep_id, idx=j.index, spec=j.model_dump(mode="json"), model=j.model,
                 engine=j.engine, quant=j.quant, quant_level=j.quant_level, workload=j.workload, n_prompt=j.n_prompt,
                 n_gen=j.n_gen, n_depth=j.n_depth, repetitions=j.repetitions, model_sha256=j.model_sha256,
-                status="queued", attempts=0)
+                status="queued", attempts=0, target_host=j.host)
 
 
 def create_sweep(session: Session, sweep_id: str, spec: SweepSpec, jobs: list[JobSpec]) -> None:

@@ -37,6 +37,7 @@ class JobSpec(BaseModel):
     seed: int
     timeout_s: int
     engine_options: dict = Field(description="The options of this job's engine, plus threads")
+    host: str | None = Field(None, description="Worker name the job must run on (placement: each), else any")
 
     def key(self) -> dict:
         """The fields that make two jobs the same measurement (what a job id is a digest of)."""

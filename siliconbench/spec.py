@@ -62,6 +62,17 @@ class EngineOptions(Strict):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+class HostFilter(Strict):
+    """Hosts chosen by what they are rather than by name; every given condition must hold."""
+
+    chip: str | None = Field(None, description="Substring of the chip name, case-insensitive ('M4', 'M2 Ultra')")
+    min_memory_gb: Annotated[float, Field(gt=0)] | None = None
+    engine: Literal["llama.cpp", "mlx"] | None = Field(None, description="Host must have this engine installed")
+
+
+HostSelector = Literal["all"] | Annotated[list[str], Field(min_length=1)] | HostFilter
+
+
 class SweepSpec(Strict):
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")
     description: str = ""
@@ -76,6 +87,9 @@ class SweepSpec(Strict):
     timeout_s: PositiveInt = Field(900, description="Hard limit for one job's child process")
     max_jobs: PositiveInt = DEFAULT_MAX_JOBS
     engine_options: EngineOptions = Field(default_factory=EngineOptions)
+    hosts: HostSelector = Field("all", description="Fleet only: 'all', a list of worker names, or a filter")
+    placement: Literal["each", "any"] = Field(
+        "any", description="Fleet only: run every job on every matching host ('each'), or once on any ('any')")
 
     @field_validator("models", "quantizations")
     @classmethod

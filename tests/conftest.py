@@ -12,14 +12,14 @@ SMALL = "tiny-llama-5m"
 
 @pytest.fixture(scope="session")
 def models_dir(tmp_path_factory) -> Path:
-    """A models folder holding a ~5M-parameter llama model in every format (made once per session).
+    """A models folder holding a 5.2M-parameter llama model (hidden 256: the narrowest k-quants take whole) in every format (made once per session).
 
     Fast enough that engine tests cost seconds, yet a real model both engines load and run.
     """
     from worker.models.tiny import make_tiny
 
     d = tmp_path_factory.mktemp("models")
-    make_tiny(d, name=SMALL, hidden_size=128, n_layers=2, n_heads=4, n_kv_heads=2, seed=0)
+    make_tiny(d, name=SMALL, hidden_size=256, n_layers=4, n_heads=4, n_kv_heads=2, seed=0)
     return d
 
 

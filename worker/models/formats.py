@@ -1,0 +1,172 @@
+"""Writing one llama model's weights in each engine's format: HF/MLX directory, GGUF, quantized forms.
+
+Weights are passed around as ``{hf_name: float32 ndarray}`` in Hugging Face layout (``[out, in]``,
+q/k rows in HF order). GGUF wants llama.cpp's q/k row order, so `write_gguf` permutes exactly as
+llama.cpp's ``convert_hf_to_gguf.py`` does and `unpermute_qk` undoes it when reading a GGUF back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from siliconbench.errors import EngineError, UserError
+from siliconbench.manifest import Artifact, sha256_path, size_path
+
+from .tokenizer import BpeVocab
+
+# HF tensor name -> GGUF tensor name ({i} is the layer index).
+HF_TO_GGUF = {
+    "model.embed_tokens.weight": "token_embd.weight",
+    "model.norm.weight": "output_norm.weight",
+    "lm_head.weight": "output.weight",
+    "model.layers.{i}.input_layernorm.weight": "blk.{i}.attn_norm.weight",
+    "model.layers.{i}.self_attn.q_proj.weight": "blk.{i}.attn_q.weight",
+    "model.layers.{i}.self_attn.k_proj.weight": "blk.{i}.attn_k.weight",
+    "model.layers.{i}.self_attn.v_proj.weight": "blk.{i}.attn_v.weight",
+    "model.layers.{i}.self_attn.o_proj.weight": "blk.{i}.attn_output.weight",
+    "model.layers.{i}.post_attention_layernorm.weight": "blk.{i}.ffn_norm.weight",
+    "model.layers.{i}.mlp.gate_proj.weight": "blk.{i}.ffn_gate.weight",
+    "model.layers.{i}.mlp.up_proj.weight": "blk.{i}.ffn_up.weight",
+    "model.layers.{i}.mlp.down_proj.weight": "blk.{i}.ffn_down.weight",
+}
+GGUF_TO_HF = {v: k for k, v in HF_TO_GGUF.items()}
+_LAYER = re.compile(r"^(model\.layers|blk)\.(\d+)\.")
+
+
+def _rename(name: str, table: dict[str, str]) -> str:
+    m = _LAYER.match(name)
+    key = name if m is None else name.replace(f".{m.group(2)}.", ".{i}.", 1)
+    if key not in table:
+        raise KeyError(f"no mapping for tensor {name!r}")
+    return table[key] if m is None else table[key].replace("{i}", m.group(2))
+
+
+def hf_name(gguf_name: str) -> str:
+    return _rename(gguf_name, GGUF_TO_HF)
+
+
+def permute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
+    """HF -> llama.cpp row order: HF rotates (first half, second half) pairs, ggml adjacent pairs."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def unpermute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
+    return w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def count_params(weights: dict[str, np.ndarray]) -> int:
+    return int(sum(w.size for w in weights.values()))
+
+
+def write_hf_dir(out_dir: Path, config: dict, weights: dict[str, np.ndarray], vocab: BpeVocab) -> None:
+    """An HF ``LlamaForCausalLM`` directory in float32, which mlx-lm loads as is."""
+    from safetensors.numpy import save_file
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    gen = {"bos_token_id": config["bos_token_id"], "eos_token_id": config["eos_token_id"], "do_sample": False}
+    (out_dir / "generation_config.json").write_text(json.dumps(gen, indent=2) + "\n")
+    tensors = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in weights.items()}
+    st = out_dir / "model.safetensors"
+    save_file(tensors, str(st), metadata={"format": "pt"})
+    st.chmod(0o644)  # safetensors creates it 0600; a worker running as another user must read it
+    vocab.write_hf(out_dir, model_max_length=config["max_position_embeddings"])
+
+
+def write_gguf(path: Path, config: dict, weights: dict[str, np.ndarray], vocab: BpeVocab, *, name: str) -> None:
+    """A GGUF F16 file (1-D norms stay F32, as llama.cpp requires)."""
+    import gguf
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n_head, n_kv = config["num_attention_heads"], config["num_key_value_heads"]
+    head_dim = config.get("head_dim") or config["hidden_size"] // n_head
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name(name)
+    w.add_context_length(config["max_position_embeddings"])
+    w.add_embedding_length(config["hidden_size"])
+    w.add_block_count(config["num_hidden_layers"])
+    w.add_feed_forward_length(config["intermediate_size"])
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_kv)
+    w.add_rope_dimension_count(head_dim)
+    w.add_rope_freq_base(float(config["rope_theta"]))
+    w.add_layer_norm_rms_eps(float(config["rms_norm_eps"]))
+    w.add_vocab_size(config["vocab_size"])
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    vocab.add_to_gguf(w)
+    for key, t in weights.items():
+        if key.endswith("q_proj.weight"):
+            t = permute_qk(t, n_head)
+        elif key.endswith("k_proj.weight"):
+            t = permute_qk(t, n_kv)
+        t = t.astype(np.float32 if t.ndim == 1 else np.float16)
+        w.add_tensor(_rename(key, HF_TO_GGUF), np.ascontiguousarray(t))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def quantize_gguf(src: Path, dst: Path, quant: str) -> None:
+    """Quantize with llama.cpp's own quantizer through llama-cpp-python (no extra binary)."""
+    import llama_cpp
+    from llama_cpp import _logger
+
+    ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{quant}")
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = ftype
+    params.nthread = 0  # all cores
+    level = _logger.logger.level
+    _logger.set_verbose(False)  # llama.cpp logs every tensor otherwise
+    try:
+        rc = llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), params)
+    finally:
+        _logger.logger.setLevel(level)
+    if rc != 0 or not dst.is_file():
+        raise EngineError(f"llama_model_quantize {src.name} -> {quant} failed with status {rc}")
+
+
+def convert_mlx(src_dir: Path, dst_dir: Path, bits: int, group_size: int = 64) -> None:
+    """mlx-lm affine quantization; float32 scales and norms because f16 math is slow on MLX's CPU."""
+    from mlx_lm import convert
+
+    with contextlib.redirect_stdout(io.StringIO()):  # mlx-lm prints [INFO] lines
+        convert(str(src_dir), str(dst_dir), quantize=True, q_bits=bits, q_group_size=group_size, dtype="float32")
+
+
+def artifact(model_dir: Path, rel: str, fmt: str, quant: str, level: str) -> Artifact:
+    p = model_dir / rel
+    return Artifact(format=fmt, quant=quant, level=level, path=rel, size_bytes=size_path(p), sha256=sha256_path(p))
+
+
+@contextlib.contextmanager
+def staged_model_dir(models_dir: Path, name: str, *, overwrite: bool) -> Iterator[Path]:
+    """Build a model in a hidden sibling folder and move it into place only when complete.
+
+    A half-written model never carries a manifest.json under its real name, so the catalog
+    (which globs ``*/manifest.json``) cannot pick it up after a crash.
+    """
+    models_dir = Path(models_dir).expanduser()
+    final = models_dir / name
+    if final.exists() and not overwrite:
+        raise UserError("name", f"model folder {final} already exists; rebuild it with --force.")
+    stage = models_dir / f".{name}.partial-{os.getpid()}"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    try:
+        yield stage
+        if final.exists():
+            shutil.rmtree(final)
+        stage.rename(final)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
