@@ -28,19 +28,27 @@ def records_for(url: str, sweep_id: str | None) -> list[dict]:
         return load_records(s, sweep_id=sweep_id)
 
 
+def host_of(r: dict) -> str:
+    return r.get("worker") or r["host"]["hostname"] or ""
+
+
 def results_table(records: list[dict], title: str = "") -> Table:
     t = Table(title=title, title_justify="left")
+    many_hosts = len({host_of(r) for r in records}) > 1
+    if many_hosts:
+        t.add_column("host")
     for col, just in [("engine", "left"), ("model", "left"), ("quant", "left"), ("prompt", "right"),
                       ("gen", "right"), ("depth", "right"), ("prefill tok/s", "right"), ("decode tok/s", "right"),
                       ("TTFT ms", "right"), ("peak mem", "right"), ("load s", "right"), ("", "left")]:
         t.add_column(col, justify=just)
     for r in records:
+        lead = [host_of(r)] if many_hosts else []
         if r["status"] != "ok":
-            t.add_row(r["engine"], r["model"], r["quant"], str(r["n_prompt"]), str(r["n_gen"]), str(r["n_depth"]),
+            t.add_row(*lead, r["engine"], r["model"], r["quant"], str(r["n_prompt"]), str(r["n_gen"]), str(r["n_depth"]),
                       "[red]failed[/]", "", "", "", "", (r["error"] or "")[:60])
             continue
         warn = "[yellow]⚠ unstable[/]" if r["unstable"] else ""
-        t.add_row(r["engine"], r["model"], r["quant"], str(r["n_prompt"]), str(r["n_gen"]), str(r["n_depth"]),
+        t.add_row(*lead, r["engine"], r["model"], r["quant"], str(r["n_prompt"]), str(r["n_gen"]), str(r["n_depth"]),
                   _pm(r["prefill_tps"]), _pm(r["decode_tps"]), _pm(r["ttft_ms"]), _mib(r["peak_memory_bytes"]),
                   f"{r['load_s']:.3f}" if r["load_s"] is not None else "—", warn)
     return t
@@ -51,14 +59,14 @@ def ratio_table(records: list[dict]) -> Table | None:
     cells: dict[tuple, dict[str, dict]] = {}
     for r in records:
         if r["status"] == "ok":
-            key = (r["host"]["hostname"], r["model"], r["quant_level"], r["n_prompt"], r["n_gen"], r["n_depth"])
+            key = (host_of(r), r["model"], r["quant_level"], r["n_prompt"], r["n_gen"], r["n_depth"])
             cells.setdefault(key, {})[r["engine"]] = r
     pairs = [(k, v) for k, v in cells.items() if {"llama.cpp", "mlx"} <= set(v)]
     if not pairs:
         return None
     t = Table(title="llama.cpp ÷ MLX (mean ratio; >1 means llama.cpp is faster / uses more memory)", title_justify="left")
-    for col in ("model", "level", "prompt", "gen", "depth", "prefill", "decode", "TTFT", "peak mem"):
-        t.add_column(col, justify="right" if col not in ("model", "level") else "left")
+    for col in ("host", "model", "level", "prompt", "gen", "depth", "prefill", "decode", "TTFT", "peak mem"):
+        t.add_column(col, justify="right" if col not in ("host", "model", "level") else "left")
     for (host, model, level, p, g, d), v in pairs:
         a, b = v["llama.cpp"], v["mlx"]
 
@@ -66,7 +74,7 @@ def ratio_table(records: list[dict]) -> Table | None:
             return f"{a[m]['mean'] / b[m]['mean']:.2f}×" if a.get(m) and b.get(m) else "—"
 
         mem = f"{a['peak_memory_bytes'] / b['peak_memory_bytes']:.2f}×" if a["peak_memory_bytes"] and b["peak_memory_bytes"] else "—"
-        t.add_row(model, str(level), str(p), str(g), str(d), ratio("prefill_tps"), ratio("decode_tps"), ratio("ttft_ms"), mem)
+        t.add_row(host, model, str(level), str(p), str(g), str(d), ratio("prefill_tps"), ratio("decode_tps"), ratio("ttft_ms"), mem)
     return t
 
 

@@ -44,6 +44,8 @@ def celery_settings(broker_url: str) -> dict:
         "task_ignore_result": True,
         "task_acks_late": True,  # a message is acked only after its job is recorded
         "task_reject_on_worker_lost": True,
+        # A job that keeps killing its worker process is retried a bounded number of times, not forever.
+        "task_retry_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,  # one job at a time, none held back from other Macs
         "worker_concurrency": 1,
         "broker_transport_options": {"visibility_timeout": VISIBILITY_TIMEOUT_S},

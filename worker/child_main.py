@@ -40,7 +40,23 @@ def _fault(point: str) -> None:
         raise RuntimeError("injected error (SILICONBENCH_FAULT=error)")
 
 
+def _die_with_parent() -> None:
+    """Exit if the worker that started us dies (kill -9 leaves no one to kill our process group)."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(3)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def main() -> int:
+    _die_with_parent()
     out = os.fdopen(int(sys.argv[1]), "w", buffering=1)
     sys.stdout = sys.stderr  # engine chatter must never corrupt the result pipe
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from . import db, models
+from . import db, fleet, models
 from .results import results
 from .run import run
 
@@ -14,6 +14,8 @@ app = typer.Typer(
 )
 app.command()(run)
 app.command()(results)
+for verb in (fleet.worker, fleet.submit, fleet.status, fleet.cancel, fleet.workers, fleet.reconcile):
+    app.command()(verb)
 app.add_typer(models.app, name="models")
 app.add_typer(db.app, name="db")
 

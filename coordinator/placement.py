@@ -1,0 +1,139 @@
+"""Which host runs which job: the hosts a sweep selects, what each can run, and why a job fits nowhere.
+
+A job fits a host when the host is online, has the job's engine and the model (same digest), and the
+model file plus its KV cache fit in the host's memory with room for the OS. Checked at submit time,
+so a sweep that cannot run is refused with the reasons instead of waiting silently in a queue.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from siliconbench.errors import UserError
+from siliconbench.jobs import JobSpec, digest
+from siliconbench.manifest import ModelManifest
+from siliconbench.queues import capability_queue, host_queue
+from siliconbench.spec import HostFilter, SweepSpec
+
+# Unified memory is shared with the OS and the GPU: leave a quarter of it, and 1 GiB of working room.
+MEMORY_HEADROOM = 0.75
+WORKING_BYTES = 1 << 30
+
+
+@dataclass
+class HostView:
+    name: str
+    hostname: str | None = None
+    chip: str | None = None
+    memory_bytes: int | None = None
+    os: str | None = None
+    engines: dict[str, str] = field(default_factory=dict)
+    models: dict[str, dict] = field(default_factory=dict)  # name -> manifest dict
+    online: bool = False
+    last_heartbeat: object = None
+    current_job_id: str | None = None
+    jobs_done: int = 0
+    jobs_failed: int = 0
+
+    def as_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["models"] = sorted(self.models)
+        return d
+
+
+@dataclass
+class Placement:
+    jobs: list[JobSpec]  # placed copies, in run order, with .host set where pinned
+    queues: dict[str, str]  # job_id -> queue
+    unplaceable: list[dict]  # {"job": label, "reasons": [...]}
+
+    def assignments(self) -> dict[str, int]:
+        return dict(Counter(self.queues.values()))
+
+
+def kv_cache_bytes(m: ModelManifest, n_ctx: int, bytes_per_value: int = 2) -> int:
+    """K and V for every layer at n_ctx positions, f16: computed from the model's shape."""
+    head_dim = m.hidden_size // m.n_heads
+    return 2 * m.n_layers * m.n_kv_heads * head_dim * n_ctx * bytes_per_value
+
+
+def select_hosts(spec: SweepSpec, hosts: list[HostView]) -> list[HostView]:
+    sel = spec.hosts
+    if sel == "all":
+        return list(hosts)
+    if isinstance(sel, list):
+        known = {h.name: h for h in hosts}
+        unknown = [n for n in sel if n not in known]
+        if unknown:
+            raise UserError("hosts", f"no registered worker named {unknown[0]!r}.", sorted(known))
+        return [known[n] for n in sel]
+    assert isinstance(sel, HostFilter)
+    out = []
+    for h in hosts:
+        if sel.chip and sel.chip.lower() not in (h.chip or "").lower():
+            continue
+        if sel.min_memory_gb and (h.memory_bytes or 0) < sel.min_memory_gb * 2**30:
+            continue
+        if sel.engine and sel.engine not in h.engines:
+            continue
+        out.append(h)
+    return out
+
+
+def unfit_reasons(job: JobSpec, host: HostView, manifest: ModelManifest) -> list[str]:
+    reasons = []
+    if not host.online:
+        reasons.append(f"{host.name} is offline")
+    if job.engine not in host.engines:
+        reasons.append(f"{host.name} has no {job.engine} installed")
+    local = host.models.get(job.model)
+    if local is None:
+        reasons.append(f"{host.name} lacks model {job.model}")
+    elif not any(a.get("sha256") == job.model_sha256 for a in local.get("artifacts", [])):
+        reasons.append(f"{host.name} has a different {job.model} {job.quant} (digest differs)")
+    art_size = next((a.size_bytes for a in manifest.artifacts if a.sha256 == job.model_sha256), 0)
+    need = art_size + kv_cache_bytes(manifest, job.n_depth + job.n_prompt + job.n_gen) + WORKING_BYTES
+    if host.memory_bytes and need > host.memory_bytes * MEMORY_HEADROOM:
+        reasons.append(f"{host.name} has {host.memory_bytes / 2**30:.0f} GiB; the model and its KV cache need "
+                       f"{need / 2**30:.1f} GiB of the {MEMORY_HEADROOM:.0%} it can spare")
+    return reasons
+
+
+def place(spec: SweepSpec, jobs: list[JobSpec], hosts: list[HostView], manifests: dict[str, ModelManifest]) -> Placement:
+    """Pin or route every job; jobs stay in expansion order (model by model, engines alternating)."""
+    selected = select_hosts(spec, hosts)
+    if not any(h.online for h in selected):
+        live = sorted(h.name for h in hosts if h.online)
+        raise UserError("hosts", "the sweep targets no live worker" + (f" (live: {', '.join(live)})" if live else
+                        "; start one with `siliconbench worker --broker URL --database URL`") + ".")
+    placed: list[JobSpec] = []
+    queues: dict[str, str] = {}
+    unplaceable: list[dict] = []
+    load: Counter = Counter()
+    for job in jobs:
+        why = {h.name: unfit_reasons(job, h, manifests[job.model]) for h in selected}
+        fits = [h for h in selected if not why[h.name]]
+        if not fits:
+            unplaceable.append({"job": job.label(), "reasons": [r for rs in why.values() for r in rs]})
+            continue
+        if spec.placement == "each":
+            targets = fits
+        else:
+            # One capability queue serves every live host that can run the job; use it when that set is
+            # exactly the hosts that fit, otherwise pin to the least loaded fitting host.
+            consumers = {h.name for h in hosts if h.online and job.engine in h.engines and job.model in h.models}
+            if consumers == {h.name for h in fits}:
+                queues[job.job_id] = capability_queue(job.engine, job.model)
+                placed.append(job)
+                continue
+            targets = [min(fits, key=lambda h: (load[h.name], h.name))]
+        for h in targets:
+            copy = job.model_copy(update={"host": h.name})
+            copy.job_id = digest({"sweep": job.sweep_id, **copy.key()})
+            queues[copy.job_id] = host_queue(h.name)
+            load[h.name] += 1
+            placed.append(copy)
+    for i, j in enumerate(placed):
+        j.index = i
+    return Placement(jobs=placed, queues=queues, unplaceable=unplaceable)

@@ -1,0 +1,59 @@
+"""The reconciler: put back jobs whose worker died (lease expired) or whose message vanished (Redis
+restarted without persistence), and fail a job with its reason after MAX_ATTEMPTS.
+
+Safe to run anywhere and as often as wanted: re-enqueueing a job that still has a message only adds a
+duplicate, which the claim refuses.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from siliconbench.jobs import JobSpec
+from siliconbench.queues import MAX_ATTEMPTS
+from siliconbench.results import failed
+
+from . import broker, store
+from .models import Job, utcnow
+
+# A freshly enqueued message may not be visible to LRANGE yet when a worker has just taken it.
+MESSAGE_GRACE_S = 15
+
+
+def reconcile(session: Session, broker_url: str, *, grace_s: float = MESSAGE_GRACE_S) -> dict[str, int]:
+    now = utcnow()
+    counts = {"lease_expired": 0, "message_lost": 0, "gave_up": 0}
+    to_send: list[tuple[str, str, str]] = []
+
+    expired = session.execute(select(Job.id, Job.attempts, Job.worker, Job.queue, Job.spec)
+                              .where(Job.status == "running", Job.lease_expires_at < now)).all()
+    for job_id, attempts, worker, queue, spec in expired:
+        reason = f"lease expired on worker {worker} (it died or lost the database)"
+        if attempts >= MAX_ATTEMPTS:
+            store.save_result(session, JobSpec.model_validate(spec), failed(job_id, f"gave up after {attempts} attempts; last: {reason}"))
+            counts["gave_up"] += 1
+            continue
+        res = session.execute(update(Job).where(Job.id == job_id, Job.status == "running", Job.lease_expires_at < now)
+                              .values(status="queued", lease_expires_at=None, error=reason, enqueued_at=now))
+        if res.rowcount == 1:
+            to_send.append((job_id, queue, f"r{time.time_ns()}"))
+            counts["lease_expired"] += 1
+
+    stale = session.execute(select(Job.id, Job.queue).where(Job.status == "queued", Job.queue.is_not(None),
+                                                            Job.enqueued_at < now - timedelta(seconds=grace_s))).all()
+    if stale:
+        waiting = broker.waiting_job_ids(broker_url, [q for _, q in stale])
+        for job_id, queue in stale:
+            if job_id not in waiting:
+                to_send.append((job_id, queue, f"r{time.time_ns()}"))
+                session.execute(update(Job).where(Job.id == job_id).values(enqueued_at=now))
+                counts["message_lost"] += 1
+    session.flush()
+    if to_send:
+        session.commit()  # the rows must say queued before a worker can claim the new message
+        broker.enqueue(broker_url, to_send)
+    return counts

@@ -1,0 +1,96 @@
+"""The worker's Celery app: one task, a thin shell over worker.task.handle_job, plus lifecycle hooks.
+
+Started by `siliconbench worker`, which puts its settings in the environment first. The solo pool
+runs one job at a time in the worker process itself; the benchmark still runs in its own child
+process, so a crashing engine costs a failed result, never the worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from celery import Celery, signals
+
+from siliconbench.queues import MAX_ATTEMPTS, TASK_RUN_JOB, celery_settings
+from siliconbench.settings import data_dir
+
+from .registration import Heartbeat, mark_offline, register
+from .spool import Spool
+from .task import WorkerContext, handle_job
+
+log = logging.getLogger("siliconbench.worker")
+
+
+def _required(var: str) -> str:
+    value = os.environ.get(var)
+    if not value:
+        raise SystemExit(f"error: {var} is not set (siliconbench worker sets it from --broker/--database/--name)")
+    return value
+
+
+BROKER_URL = _required("SILICONBENCH_BROKER_URL")
+app = Celery("siliconbench-worker")
+app.conf.update(celery_settings(BROKER_URL))
+
+_ctx: WorkerContext | None = None
+_heartbeat: Heartbeat | None = None
+
+
+def context() -> WorkerContext:
+    global _ctx
+    if _ctx is None:
+        name = _required("SILICONBENCH_WORKER_NAME")
+        models_dir = Path(_required("SILICONBENCH_MODELS_DIR")).expanduser()
+        spool_dir = Path(os.environ.get("SILICONBENCH_SPOOL_DIR") or data_dir() / "spool" / name)
+        _ctx = WorkerContext(name=name, database_url=_required("SILICONBENCH_DATABASE_URL"), models_dir=models_dir,
+                             spool=Spool(spool_dir), hostname=name)
+    return _ctx
+
+
+@app.task(name=TASK_RUN_JOB, bind=True, max_retries=MAX_ATTEMPTS - 1, acks_late=True)
+def run_job_task(self, job_id):
+    """Validate, call the plain function, return (the thin shell)."""
+    ctx = context()
+    queue = (self.request.delivery_info or {}).get("routing_key")
+
+    def requeue(jid: str) -> None:
+        from coordinator.broker import enqueue
+
+        import time
+
+        enqueue(BROKER_URL, [(jid, queue, f"c{time.time_ns()}")])
+
+    ctx.requeue = requeue if queue else None
+    return handle_job(job_id, ctx)
+
+
+@signals.worker_ready.connect
+def _on_ready(sender=None, **_):
+    global _heartbeat
+    ctx = context()
+    _heartbeat = Heartbeat(ctx.database_url, ctx.name, spool=ctx.spool)
+    _heartbeat.start()
+    log.info("worker %s ready", ctx.name)
+
+
+@signals.worker_shutdown.connect
+def _on_shutdown(sender=None, **_):
+    ctx = context()
+    if _heartbeat is not None:
+        _heartbeat.stopped.set()
+    try:
+        mark_offline(ctx.database_url, ctx.name)
+    except Exception as exc:
+        log.warning("could not mark %s offline: %s", ctx.name, exc)
+
+
+def start(argv_extra: list[str] | None = None) -> None:
+    """Register the host, then run the Celery worker on its queues (blocks until stopped)."""
+    ctx = context()
+    queues = register(ctx.database_url, ctx.name, ctx.models_dir)
+    log.info("consuming %s", ", ".join(queues))
+    app.worker_main(["worker", "--pool", "solo", "--concurrency", "1", "-Q", ",".join(queues),
+                     "-n", f"{ctx.name}@%h", "--loglevel", os.environ.get("SILICONBENCH_LOG_LEVEL", "INFO"),
+                     "--without-gossip", "--without-mingle", "-E", *(argv_extra or [])])

@@ -1,0 +1,84 @@
+"""The worker's row in the hosts table: registered at start, heartbeats while alive, offline at a clean stop."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+from sqlalchemy import insert, update
+
+from siliconbench.manifest import ModelCatalog
+from siliconbench.queues import HEARTBEAT_S, capability_queue, host_queue
+
+from .engines import installed_engines
+from .environment import host_facts
+
+log = logging.getLogger(__name__)
+
+
+def capabilities(models_dir: Path) -> tuple[dict[str, str], dict[str, dict]]:
+    """Engines installed here (name -> version) and models present (name -> manifest with digests)."""
+    catalog = ModelCatalog(models_dir)
+    return installed_engines(), {n: m.model_dump(mode="json") for n, m in catalog.models.items()}
+
+
+def queues_for(name: str, engines: dict, models: dict) -> list[str]:
+    return [host_queue(name)] + [capability_queue(e, m) for e in engines for m in models]
+
+
+def register(database_url: str, name: str, models_dir: Path) -> list[str]:
+    """Upsert this worker's host row and return the queues it must consume."""
+    from coordinator.database import session_scope
+    from coordinator.models import Host, utcnow
+
+    engines, models = capabilities(models_dir)
+    facts = host_facts()
+    row = dict(hostname=facts["hostname"], chip=facts["chip"], memory_bytes=facts["memory_bytes"],
+               os=facts["os_version"], info=facts, engines=[{"name": e, "version": v} for e, v in engines.items()],
+               models=list(models.values()), online=True, last_heartbeat=utcnow(), current_job_id=None)
+    with session_scope(database_url) as s:
+        if s.execute(update(Host).where(Host.name == name).values(**row)).rowcount == 0:
+            s.execute(insert(Host).values(name=name, **row))
+    return queues_for(name, engines, models)
+
+
+def set_current_job(database_url: str, name: str, job_id: str | None) -> None:
+    from coordinator.database import session_scope
+    from coordinator.models import Host, utcnow
+
+    with session_scope(database_url) as s:
+        s.execute(update(Host).where(Host.name == name).values(current_job_id=job_id, last_heartbeat=utcnow()))
+
+
+def mark_offline(database_url: str, name: str) -> None:
+    from coordinator.database import session_scope
+    from coordinator.models import Host
+
+    with session_scope(database_url) as s:
+        s.execute(update(Host).where(Host.name == name).values(online=False, current_job_id=None))
+
+
+class Heartbeat(threading.Thread):
+    """Every HEARTBEAT_S: last_heartbeat = now, and flush results spooled while the database was away."""
+
+    def __init__(self, database_url: str, name: str, spool=None, interval_s: float = HEARTBEAT_S):
+        super().__init__(daemon=True, name="siliconbench-heartbeat")
+        self.url, self.name, self.spool, self.interval_s = database_url, name, spool, interval_s
+        self.stopped = threading.Event()
+
+    def beat(self) -> None:
+        from coordinator.database import session_scope
+        from coordinator.models import Host, utcnow
+
+        with session_scope(self.url) as s:
+            s.execute(update(Host).where(Host.name == self.name).values(last_heartbeat=utcnow(), online=True))
+        if self.spool is not None and self.spool.pending():
+            self.spool.flush(self.url)
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.interval_s):
+            try:
+                self.beat()
+            except Exception as exc:  # the database may be away for a while; keep beating
+                log.warning("heartbeat failed: %s", exc)

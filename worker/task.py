@@ -1,0 +1,132 @@
+"""What a worker does with one job message, as a plain function that runs without a broker.
+
+claim in PostgreSQL -> run in a fresh child process while renewing the lease -> write the result
+once (or keep it on disk if the database is away) -> ack. A duplicate or stale message does no work.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from sqlalchemy.exc import OperationalError
+
+from siliconbench.errors import UserError
+from siliconbench.queues import LEASE_S
+
+from .child import run_job
+from .spool import Spool
+
+log = logging.getLogger(__name__)
+JOB_ID = re.compile(r"^[0-9a-f]{16}$")
+# How long a claim waits for an unreachable database before giving the message back.
+CLAIM_PATIENCE_S = 300
+
+
+@dataclass
+class WorkerContext:
+    name: str
+    database_url: str
+    models_dir: Path
+    spool: Spool
+    hostname: str = ""
+    requeue: Callable[[str], None] | None = None  # sends a fresh message for a job id (crash retry)
+
+
+def _with_db(url: str, fn, patience_s: float = CLAIM_PATIENCE_S):
+    """fn(session) in one transaction, retried while the database is unreachable (the message waits)."""
+    from coordinator.database import session_scope
+
+    deadline = time.monotonic() + patience_s
+    delay = 0.5
+    while True:
+        try:
+            with session_scope(url) as s:
+                return fn(s)
+        except (OperationalError, UserError) as exc:
+            if time.monotonic() > deadline:
+                raise
+            log.warning("database unreachable (%s); retrying in %.1f s", str(exc).splitlines()[0][:120], delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+class LeaseKeeper(threading.Thread):
+    def __init__(self, ctx: WorkerContext, job_id: str):
+        super().__init__(daemon=True, name="siliconbench-lease")
+        self.ctx, self.job_id, self.stopped = ctx, job_id, threading.Event()
+
+    def run(self) -> None:
+        from coordinator.database import session_scope
+        from coordinator.jobstate import renew
+
+        while not self.stopped.wait(LEASE_S / 3):
+            try:
+                with session_scope(self.ctx.database_url) as s:
+                    if not renew(s, self.job_id, worker=self.ctx.name):
+                        log.warning("lost the lease of job %s", self.job_id)
+            except Exception as exc:  # the job keeps running; its result is spooled if need be
+                log.warning("could not renew the lease of %s: %s", self.job_id, exc)
+
+
+def handle_job(job_id: object, ctx: WorkerContext) -> str:
+    """Process one job message; returns what happened (for logs and tests)."""
+    from coordinator.database import session_scope
+    from coordinator.jobstate import attempts_left, claim, requeue
+    from coordinator.store import save_result
+
+    from .registration import set_current_job
+
+    if not isinstance(job_id, str) or not JOB_ID.match(job_id):
+        log.error("refused a malformed job message: %r", job_id)
+        return "refused: malformed message"
+    try:
+        if ctx.spool.pending():
+            ctx.spool.flush(ctx.database_url)
+    except Exception as exc:
+        log.warning("spool not flushed yet: %s", exc)
+    c = _with_db(ctx.database_url, lambda s: claim(s, job_id, worker=ctx.name, host=ctx.hostname or ctx.name))
+    if c.job is None:
+        log.info("job %s: no work to do (%s)", job_id, c.refused)
+        return f"refused: {c.refused}"
+    job = c.job
+    log.info("job %s attempt %d: %s", job_id, c.attempt, job.label())
+    path = (ctx.models_dir / job.artifact).resolve()
+    lease = LeaseKeeper(ctx, job_id)
+    lease.start()
+    try:
+        try:
+            set_current_job(ctx.database_url, ctx.name, job_id)
+        except Exception:
+            pass
+        if not path.is_relative_to(ctx.models_dir.resolve()):
+            from siliconbench.results import failed
+
+            result = failed(job_id, f"artifact path {job.artifact!r} resolves outside the models folder")
+        else:
+            result = run_job(job, ctx.models_dir)
+    finally:
+        lease.stopped.set()
+    crashed = result.status == "failed" and (result.error or "").startswith("crash")
+    if crashed and attempts_left(c.attempt) and ctx.requeue is not None:
+        if _with_db(ctx.database_url, lambda s: requeue(s, job_id, result.error)):
+            ctx.requeue(job_id)
+            log.warning("job %s crashed (%s); re-enqueued for attempt %d", job_id, result.error, c.attempt + 1)
+            return "requeued"
+    try:
+        with session_scope(ctx.database_url) as s:
+            written = save_result(s, job, result, host=ctx.hostname or ctx.name, worker=ctx.name)
+    except (OperationalError, UserError):
+        ctx.spool.put(job, result, host=ctx.hostname or ctx.name, worker=ctx.name)
+        return "spooled"
+    finally:
+        try:
+            set_current_job(ctx.database_url, ctx.name, None)
+        except Exception:
+            pass
+    return result.status.value if written else "duplicate"
