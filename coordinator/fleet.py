@@ -53,7 +53,7 @@ def host_views(session: Session) -> list[HostView]:
 
 def fleet_catalog(hosts: list[HostView]) -> ModelCatalog:
     """The models the fleet has, from the manifests hosts registered (the first host's copy wins)."""
-    cat = ModelCatalog(VIRTUAL_MODELS_DIR)
+    cat = ModelCatalog(VIRTUAL_MODELS_DIR, where="No registered worker")
     for h in hosts:
         for name, m in h.models.items():
             cat.models.setdefault(name, ModelManifest.model_validate(m))
@@ -63,6 +63,9 @@ def fleet_catalog(hosts: list[HostView]) -> ModelCatalog:
 def plan(session: Session, spec: SweepSpec, sweep_id: str | None = None) -> Placement:
     """Expand and place; UserError if the spec is bad, targets no live worker, or a job fits nowhere."""
     hosts = host_views(session)
+    if not any(h.online for h in hosts):
+        raise UserError("hosts", "the sweep targets no live worker; start one on each Mac with "
+                        "`siliconbench worker --broker redis://HOST:6379/0 --database postgresql://USER@HOST/siliconbench`.")
     catalog = fleet_catalog(hosts)
     jobs = expand(spec, catalog, sweep_id=sweep_id)
     return place(spec, jobs, hosts, catalog.models)
@@ -117,7 +120,6 @@ def cancel(session: Session, sweep_id: str, broker_url: str | None = None) -> in
     session.execute(update(Job).where(Job.sweep_id == sweep_id, Job.status == "queued")
                     .values(status="cancelled", finished_at=utcnow(), error="cancelled before it started"))
     session.execute(update(Sweep).where(Sweep.id == sweep_id).values(status="cancelled"))
-    if broker_url and rows:
-        session.commit()
+    if broker_url and rows:  # a message that slips through is refused at claim once this commits
         broker.purge_job_messages(broker_url, [q for _, q in rows if q], {j for j, _ in rows})
     return len(rows)

@@ -20,11 +20,12 @@ from sqlalchemy import Float, String, case, cast, false, func, literal, or_, sel
 from sqlalchemy.orm import Session
 
 from .export import ENGINE_PACKAGE, load_records
-from .models import Job, Result, SampleRow
+from .models import Job, Result, SampleRow, Sweep
 from .store import load_stored
 
 SAMPLE_METRICS = ("prefill_tps", "decode_tps", "ttft_ms")
 JOB_METRICS = ("peak_memory_bytes", "load_s")  # one value per result, stored on the results row
+MAX_SERIES = 200  # identities per Compare view: more is unreadable, and bounds every query's work
 MAX_RAW_SAMPLES = 20_000  # the distribution plot's cap; the aggregates never use it
 
 
@@ -65,9 +66,10 @@ def _conditions(f: Filters) -> list:
     return conds
 
 
-def _ok_results(f: Filters):
-    return (select(Result.job_id, Result.identity_hash.label("k")).join(Job, Job.id == Result.job_id)
-            .where(Result.status == "ok", *_conditions(f)))
+def _ok_results(f: Filters, identities=None):
+    q = (select(Result.job_id, Result.identity_hash.label("k")).join(Job, Job.id == Result.job_id)
+         .where(Result.status == "ok", *_conditions(f)))
+    return q if identities is None else q.where(Result.identity_hash.in_(identities))
 
 
 def data_version(session: Session) -> tuple:
@@ -76,32 +78,50 @@ def data_version(session: Session) -> tuple:
 
 
 def filter_options(session: Session) -> dict[str, list]:
-    """The distinct values each filter can take, over every stored result (one round trip)."""
-    cols = {**_COLUMNS, "quants": Job.quant_level, "quant_exact": Job.quant, "engine_versions": engine_version()}
-    parts = [select(literal(name).label("f"), cast(col, String).label("v")).join(Job, Job.id == Result.job_id)
-             .select_from(Result).distinct() for name, col in cols.items()]
-    out: dict[str, set] = {name: set() for name in cols}
-    for name, value in session.execute(union_all(*parts)):
-        if value is not None:
-            out[name].add(int(value) if name in ("n_prompt", "n_gen", "n_depth") else value)
+    """The distinct values each filter can take over the stored results, sweeps newest first.
+
+    Everything but the sweep is part of a result's identity, so one representative result per identity
+    is enough: the environment JSON (engine version) is parsed once per identity, not once per result.
+    """
+    rep = select(func.min(Result.job_id).label("job_id")).group_by(Result.identity_hash).subquery("rep")
+    cols = {k: v for k, v in _COLUMNS.items() if k != "sweeps"} | {
+        "quants": Job.quant_level, "quant_exact": Job.quant, "engine_versions": engine_version()}
+    q = (select(*(c.label(k) for k, c in cols.items())).distinct().select_from(rep)
+         .join(Result, Result.job_id == rep.c.job_id).join(Job, Job.id == rep.c.job_id))
+    out: dict[str, set] = {k: set() for k in cols}
+    for row in session.execute(q):
+        for k, v in row._mapping.items():
+            if v is not None:
+                out[k].add(v)
     out["quants"] |= out.pop("quant_exact")
-    return {k: sorted(v) for k, v in out.items()}
+    opts: dict[str, list] = {k: sorted(v) for k, v in out.items()}
+    with_results = select(Job.sweep_id).where(Job.status.in_(("ok", "failed"))).distinct()
+    opts["sweeps"] = list(session.scalars(select(Sweep.id).where(Sweep.id.in_(with_results))
+                                          .order_by(Sweep.created_at.desc(), Sweep.id.desc())))
+    return opts
 
 
-def _stats(values, key_cols: list):
-    """count, mean, median, variance, min, max of ``values`` (a subquery: keys..., metric, value)."""
-    part = [*key_cols, values.c.metric]
-    w = select(*part, values.c.value,
-               func.avg(values.c.value).over(partition_by=part).label("mean"),
+def _stats(session: Session, values):
+    """count, mean, median, variance, min, max per (k, metric) of ``values`` (a subquery: k, metric, value).
+
+    PostgreSQL: its own aggregates (var_samp is n-1 and numerically stable; percentile_cont(0.5) is the
+    mean of the two middle values). Elsewhere (SQLite): window functions, two-pass variance.
+    """
+    k, metric, v = values.c.k, values.c.metric, values.c.value
+    if session.get_bind().dialect.name == "postgresql":
+        return select(k, metric, func.count(v).label("n"), func.avg(v).label("mean"),
+                      func.percentile_cont(0.5).within_group(v).label("median"), func.var_samp(v).label("var"),
+                      func.min(v).label("min"), func.max(v).label("max")).group_by(k, metric)
+    part = [k, metric]
+    w = select(k, metric, v, func.avg(v).over(partition_by=part).label("mean"),
                func.count().over(partition_by=part).label("n"),
-               func.row_number().over(partition_by=part, order_by=values.c.value).label("rn")).subquery("w")
-    wk = [w.c[c.name] for c in part]
+               func.row_number().over(partition_by=part, order_by=v).label("rn")).subquery("w")
     dev = w.c.value - w.c.mean
-    q = select(*wk, func.max(w.c.n).label("n"), func.max(w.c.mean).label("mean"),
-               func.avg(case(((2 * w.c.rn).between(w.c.n, w.c.n + 2), w.c.value))).label("median"),
-               (func.sum(dev * dev) / func.nullif(func.max(w.c.n) - 1, 0)).label("var"),
-               func.min(w.c.value).label("min"), func.max(w.c.value).label("max")).group_by(*wk)
-    return q
+    n = func.max(w.c.n)
+    return select(w.c.k, w.c.metric, n.label("n"), func.max(w.c.mean).label("mean"),
+                  func.avg(case(((2 * w.c.rn).between(w.c.n, w.c.n + 2), w.c.value))).label("median"),
+                  (func.sum(dev * dev) / cast(func.nullif(n - 1, 0), Float)).label("var"),
+                  func.min(w.c.value).label("min"), func.max(w.c.value).label("max")).group_by(w.c.k, w.c.metric)
 
 
 def _summary(row) -> dict:
@@ -109,35 +129,58 @@ def _summary(row) -> dict:
     return {"mean": row.mean, "median": row.median, "stddev": sd, "min": row.min, "max": row.max, "count": row.n}
 
 
-def series(session: Session, f: Filters = Filters(), metrics=SAMPLE_METRICS + JOB_METRICS) -> list[dict]:
-    """One row per identity matching ``f``: its description and ``{metric: summary}`` (summarize's fields)."""
-    sel = _ok_results(f).cte("sel")
-    sample_m = [m for m in metrics if m not in JOB_METRICS]
-    parts = [select(sel.c.k, SampleRow.metric, SampleRow.value).join(sel, sel.c.job_id == SampleRow.job_id)
-             .where(SampleRow.warmup == false(), SampleRow.metric.in_(sample_m))] if sample_m else []
-    for m in (m for m in metrics if m in JOB_METRICS):
-        col = getattr(Result, m)
-        parts.append(select(sel.c.k, literal(m).label("metric"), cast(col, Float).label("value"))
-                     .join(sel, sel.c.job_id == Result.job_id).where(col.is_not(None)))
-    values = union_all(*parts).subquery("vals")
+_DESCRIPTION = (Job.engine, Job.model, Job.quant, Job.quant_level, Job.workload, Job.n_prompt, Job.n_gen, Job.n_depth,
+                Result.hostname, Result.chip)
+_ORDER = ("model", "quant_level", "n_prompt", "n_gen", "n_depth", "hostname", "engine", "engine_version", "identity_hash")
+
+
+def series(session: Session, f: Filters = Filters(), limit: int = MAX_SERIES,
+           metrics=SAMPLE_METRICS + JOB_METRICS) -> tuple[list[dict], int]:
+    """The identities matching ``f`` (the ``limit`` most recently measured) and how many match in all.
+
+    Each row: the description (engine, model, quant, lengths, host, chip, engine_version), n_results,
+    a job_id of one of its results, and ``metrics``: {metric: {mean, median, stddev, min, max, count}}.
+    """
+    latest = func.max(Result.created_at)
+    desc = (select(Result.identity_hash.label("identity_hash"), *(func.min(c).label(c.key) for c in _DESCRIPTION),
+                   func.count().label("n_results"), func.max(Result.job_id).label("job_id"),
+                   latest.label("created_at"), func.count().over().label("total"))
+            .join(Job, Job.id == Result.job_id).where(Result.status == "ok", *_conditions(f))
+            .group_by(Result.identity_hash).order_by(latest.desc(), Result.identity_hash).limit(limit))
+    rows = [dict(r._mapping) for r in session.execute(desc)]
+    if not rows:
+        return [], 0
+    total = rows[0]["total"]
+    ids = [r["identity_hash"] for r in rows]
+    # Versions are parsed from the environment JSON of one result per identity only.
+    versions = dict(session.execute(select(Result.job_id, engine_version()).join(Job, Job.id == Result.job_id)
+                                    .where(Result.job_id.in_([r["job_id"] for r in rows]))).all())
     stats: dict[str, dict] = {}
-    for row in session.execute(_stats(values, [values.c.k])):
-        stats.setdefault(row.k, {})[row.metric] = _summary(row)
+    sample_m = [m for m in metrics if m not in JOB_METRICS]
+    job_m = [m for m in metrics if m in JOB_METRICS]
+    if sample_m:
+        sel = _ok_results(f, ids).subquery("sel")
+        vals = (select(sel.c.k, SampleRow.metric, SampleRow.value).join(sel, sel.c.job_id == SampleRow.job_id)
+                .where(SampleRow.warmup == false(), SampleRow.metric.in_(sample_m))).subquery("vals")
+        for row in session.execute(_stats(session, vals)):
+            stats.setdefault(row.k, {})[row.metric] = _summary(row)
+    if job_m:  # one value per result, straight from the results rows
+        vals = union_all(*(_ok_results(f, ids).with_only_columns(
+            Result.identity_hash.label("k"), literal(m).label("metric"), cast(getattr(Result, m), Float).label("value"))
+            .where(getattr(Result, m).is_not(None)) for m in job_m)).subquery("vals")
+        for row in session.execute(_stats(session, vals)):
+            stats.setdefault(row.k, {})[row.metric] = _summary(row)
+    for r in rows:
+        del r["total"]
+        r["engine_version"] = versions.get(r["job_id"])
+        r["metrics"] = stats.get(r["identity_hash"], {})
+    rows.sort(key=lambda r: tuple("" if r[c] is None else r[c] for c in _ORDER))
+    return rows, total
 
-    ver = engine_version()
-    desc = (select(Result.identity_hash.label("k"), *(func.min(c).label(c.key) for c in (
-        Job.engine, Job.model, Job.quant, Job.quant_level, Job.workload, Job.n_prompt, Job.n_gen, Job.n_depth,
-        Result.hostname, Result.chip)), func.min(ver).label("engine_version"), func.count().label("n_results"),
-        func.max(Result.job_id).label("job_id"), func.max(Result.created_at).label("created_at"))
-        .join(Job, Job.id == Result.job_id).where(Result.status == "ok", *_conditions(f))
-        .group_by(Result.identity_hash)
-        .order_by("model", "quant_level", "n_prompt", "n_gen", "n_depth", "hostname", "engine", "k"))
-    return [dict(r._mapping, identity_hash=r.k, metrics=stats.get(r.k, {})) for r in session.execute(desc)]
 
-
-def raw_samples(session: Session, f: Filters, metric: str, limit: int = MAX_RAW_SAMPLES) -> list[dict]:
+def raw_samples(session: Session, f: Filters, metric: str, identities=None, limit: int = MAX_RAW_SAMPLES) -> list[dict]:
     """Measured samples of one metric for the distribution plot: identity_hash, job_id, repetition, value."""
-    sel = _ok_results(f).subquery("sel")
+    sel = _ok_results(f, identities).subquery("sel")
     q = (select(sel.c.k.label("identity_hash"), SampleRow.job_id, SampleRow.repetition, SampleRow.value)
          .join(sel, sel.c.job_id == SampleRow.job_id)
          .where(SampleRow.metric == metric, SampleRow.warmup == false()).limit(limit))
@@ -179,7 +222,7 @@ def result_detail(session: Session, job_id: str) -> dict | None:
 def _durations(session: Session, keys: list[str], models: list[str]) -> dict[tuple, float]:
     """Mean seconds per repetition of earlier ok results, by ``keys`` (job columns)."""
     cols = [getattr(Job, k) for k in keys]
-    per_rep = Result.wall_s / (Job.repetitions + Job.spec["warmup"].as_integer())
+    per_rep = Result.wall_s / Job.repetitions  # warmup included in wall_s: assumes the usual 1 warmup
     if "n_prompt" not in keys:  # coarser fallback: seconds per repetition and token
         per_rep = per_rep / (Job.n_prompt + Job.n_gen + Job.n_depth)
     q = (select(*cols, func.avg(per_rep)).join(Job, Job.id == Result.job_id)
@@ -202,38 +245,9 @@ def estimate_duration(session: Session, jobs) -> dict:
         if s is None:
             unknown += 1
             continue
-        s *= j.repetitions + j.warmup
+        s *= j.repetitions
         total += s
         host = j.host or "any"
         per_host[host] = per_host.get(host, 0.0) + s
     return {"total_s": total, "per_host_s": per_host, "unknown_jobs": unknown, "jobs": len(jobs)}
 
-
-HEARTBEAT_STALE_S = 60  # a worker silent this long is shown offline, whatever its last flag said
-
-
-def _engines(value) -> dict:
-    """{name: version} from the hosts table's engines column (a mapping, or a list of names / records)."""
-    if isinstance(value, dict):
-        return dict(value)
-    return {e.get("name") if isinstance(e, dict) else e: e.get("version") if isinstance(e, dict) else None
-            for e in value or []}
-
-
-def hosts(session: Session, now=None) -> list[dict]:
-    """The hosts table with job counts, in ``fleet.list_hosts``'s shape (used when coordinator.fleet is absent)."""
-    from .models import Host, utcnow
-
-    now = now or utcnow()
-    counts = {(w, st): n for w, st, n in session.execute(
-        select(Job.worker, Job.status, func.count()).where(Job.worker.is_not(None), Job.status.in_(("ok", "failed")))
-        .group_by(Job.worker, Job.status))}
-    out = []
-    for h in session.scalars(select(Host).order_by(Host.name)):
-        fresh = h.last_heartbeat is not None and (now - h.last_heartbeat).total_seconds() < HEARTBEAT_STALE_S
-        out.append({"name": h.name, "hostname": h.hostname, "chip": h.chip, "memory_bytes": h.memory_bytes,
-                    "os": h.os, "engines": _engines(h.engines), "models": list(h.models or []),
-                    "online": bool(h.online and fresh), "last_heartbeat": h.last_heartbeat,
-                    "current_job_id": h.current_job_id, "jobs_done": counts.get((h.name, "ok"), 0),
-                    "jobs_failed": counts.get((h.name, "failed"), 0)})
-    return out

@@ -18,13 +18,23 @@ from siliconbench.queues import MAX_ATTEMPTS
 from siliconbench.results import failed
 
 from . import broker, store
+from .database import session_scope
 from .models import Job, utcnow
 
 # A freshly enqueued message may not be visible to LRANGE yet when a worker has just taken it.
 MESSAGE_GRACE_S = 15
 
 
-def reconcile(session: Session, broker_url: str, *, grace_s: float = MESSAGE_GRACE_S) -> dict[str, int]:
+def reconcile(database_url: str, broker_url: str, *, grace_s: float = MESSAGE_GRACE_S) -> dict[str, int]:
+    """One pass; the jobs it puts back are committed as queued before their new messages are sent."""
+    with session_scope(database_url) as session:
+        counts, to_send = _collect(session, broker_url, grace_s)
+    if to_send:
+        broker.enqueue(broker_url, to_send)
+    return counts
+
+
+def _collect(session: Session, broker_url: str, grace_s: float) -> tuple[dict[str, int], list[tuple[str, str, str]]]:
     now = utcnow()
     counts = {"lease_expired": 0, "message_lost": 0, "gave_up": 0}
     to_send: list[tuple[str, str, str]] = []
@@ -52,8 +62,4 @@ def reconcile(session: Session, broker_url: str, *, grace_s: float = MESSAGE_GRA
                 to_send.append((job_id, queue, f"r{time.time_ns()}"))
                 session.execute(update(Job).where(Job.id == job_id).values(enqueued_at=now))
                 counts["message_lost"] += 1
-    session.flush()
-    if to_send:
-        session.commit()  # the rows must say queued before a worker can claim the new message
-        broker.enqueue(broker_url, to_send)
-    return counts
+    return counts, to_send

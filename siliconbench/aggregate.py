@@ -1,4 +1,4 @@
-"""Aggregates of raw samples: the one place mean, median, stddev, min, max and count are computed."""
+"""Aggregates of raw samples: the one place mean, median, stddev, min, max, percentiles and count are computed."""
 
 from __future__ import annotations
 
@@ -18,6 +18,12 @@ class Summary:
     max: float
     count: int
     samples: list[float] = field(default_factory=list)
+    p90: float = 0.0
+    p99: float = 0.0
+
+    @property
+    def p50(self) -> float:
+        return self.median
 
     @property
     def cv(self) -> float:
@@ -45,7 +51,20 @@ def summarize(samples: list[float]) -> Summary | None:
         max=max(values),
         count=len(values),
         samples=values,
+        p90=percentile(values, 90),
+        p99=percentile(values, 99),
     )
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile with linear interpolation between closest ranks (numpy's default method)."""
+    xs = sorted(values)
+    if not xs:
+        raise ValueError("percentile of no values")
+    pos = (len(xs) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def stability_warnings(summaries: dict[str, Summary | None]) -> list[str]:

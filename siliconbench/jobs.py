@@ -12,6 +12,9 @@ from pydantic import BaseModel, Field
 from .errors import UserError
 from .manifest import ModelCatalog
 from .spec import SweepSpec
+from .workloads import configs, engine_params, n_configs
+
+WorkloadKind = Literal["generate", "swap", "restart", "concurrent", "long_context", "perplexity", "multiprocess"]
 
 
 class JobSpec(BaseModel):
@@ -27,7 +30,7 @@ class JobSpec(BaseModel):
     quant_level: str
     artifact: str = Field(description="Artifact path relative to the models folder")
     model_sha256: str
-    workload: Literal["generate"] = "generate"
+    workload: WorkloadKind = "generate"
     n_prompt: int
     n_gen: int
     n_depth: int
@@ -38,13 +41,24 @@ class JobSpec(BaseModel):
     timeout_s: int
     engine_options: dict = Field(description="The options of this job's engine, plus threads")
     host: str | None = Field(None, description="Worker name the job must run on (placement: each), else any")
+    params: dict = Field(default_factory=dict, description="Workload-specific settings (siliconbench.workloads)")
+    engine_version: str | None = Field(
+        None, description="Engine package version or engine environment name to run under (None: the worker's own)")
 
     def key(self) -> dict:
         """The fields that make two jobs the same measurement (what a job id is a digest of)."""
-        return self.model_dump(exclude={"job_id", "sweep_id", "sweep_name", "index"})
+        # params only when present, so generate jobs keep the ids they had before params existed
+        return self.model_dump(exclude={"job_id", "sweep_id", "sweep_name", "index"} | ({"params"} if not self.params else set())
+                               | ({"engine_version"} if self.engine_version is None else set()))
 
     def label(self) -> str:
-        return f"{self.engine} {self.model} {self.quant} p{self.n_prompt} g{self.n_gen} d{self.n_depth}"
+        if self.workload == "generate":
+            return f"{self.engine} {self.model} {self.quant} p{self.n_prompt} g{self.n_gen} d{self.n_depth}"
+        shown = {k: v for k, v in self.params.items() if k in LABEL_PARAMS}
+        return f"{self.engine} {self.model} {self.quant} {self.workload} " + " ".join(f"{k}={v}" for k, v in shown.items())
+
+
+LABEL_PARAMS = ("to_model", "to_quant", "cache", "mmap", "clients", "depth", "windows", "window_tokens", "processes")
 
 
 def digest(obj: object, n: int = 16) -> str:
@@ -53,13 +67,18 @@ def digest(obj: object, n: int = 16) -> str:
 
 
 def spec_digest(spec: SweepSpec) -> str:
-    return digest(spec.model_dump(mode="json", by_alias=True), 12)
+    data = spec.model_dump(mode="json", by_alias=True)
+    for unset in [k for k in ("engine_versions", "install_versions") if not data.get(k)]:
+        del data[unset]  # sweeps that name no versions keep the digests (and job ids) they had before
+    return digest(data, 12)
 
 
 def count_jobs(spec: SweepSpec) -> int:
     """Upper bound of the matrix size, computed before expanding anything."""
-    per_workload = sum(len(w.prompt_tokens) * len(w.gen_tokens) * len(w.depth) for w in spec.workloads)
-    return len(spec.models) * len(spec.engines) * len(spec.quantizations) * per_workload
+    per_workload = sum(len(w.prompt_tokens) * len(w.gen_tokens) * len(w.depth) if w.kind == "generate" else n_configs(w)
+                       for w in spec.workloads)
+    versions = max((len(v) for v in (spec.engine_versions or {}).values()), default=1)
+    return len(spec.models) * len(spec.engines) * len(spec.quantizations) * per_workload * versions
 
 
 def expand(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str | None = None) -> list[JobSpec]:
@@ -89,6 +108,9 @@ def expand(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str | None = None) 
             raise UserError(f"quantizations[{qi}]", f"model {name!r} has no artifact for {quant!r} "
                             f"for engines {', '.join(spec.engines)}.", m.quant_names())
         for wi, w in enumerate(spec.workloads):
+            if w.kind != "generate":  # the other kinds expand through siliconbench.workloads
+                jobs += _workload_jobs(spec, catalog, sweep_id, mi, m, resolved, wi, w, start=len(jobs))
+                continue
             for n_prompt, n_gen, depth in itertools.product(w.prompt_tokens, w.gen_tokens, w.depth):
                 if depth + n_prompt + n_gen > m.n_ctx:
                     raise UserError(f"workloads[{wi}]", f"depth {depth} + prompt_tokens {n_prompt} + gen_tokens "
@@ -109,4 +131,43 @@ def expand(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str | None = None) 
                     )
                     job.job_id = digest({"sweep": sweep_id, **job.key()})
                     jobs.append(job)
+    return _per_version(spec, jobs)
+
+
+def _per_version(spec: SweepSpec, jobs: list[JobSpec]) -> list[JobSpec]:
+    """Each job once per engine version the sweep names for its engine, the versions adjacent (A/B/A/B)."""
+    if not spec.engine_versions:
+        return jobs
+    out: list[JobSpec] = []
+    for job in jobs:
+        for version in spec.engine_versions.get(job.engine) or [None]:
+            j = job.model_copy(update={"engine_version": version, "index": len(out)})
+            j.job_id = digest({"sweep": j.sweep_id, **j.key()})
+            out.append(j)
+    return out
+
+
+def _workload_jobs(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str, mi: int, m, resolved: dict,
+                   wi: int, w, start: int) -> list[JobSpec]:
+    """Jobs of one non-generate workload on one model and quantization, engines alternating per configuration."""
+    jobs: list[JobSpec] = []
+    opts = spec.engine_options
+    for cfg in configs(w, wi, m, catalog, list(spec.engines)):
+        for engine in spec.engines:
+            art = resolved[engine]
+            params = engine_params(w, wi, cfg, engine, m.name, art, catalog) if art else None
+            if params is None:  # no artifact for this engine, or the configuration does not apply to it
+                continue
+            rel = catalog.artifact_path(m.name, art, field=f"models[{mi}]").relative_to(catalog.models_dir)
+            eng_opts = (opts.llama_cpp if engine == "llama.cpp" else opts.mlx).model_dump()
+            job = JobSpec(
+                job_id="", sweep_id=sweep_id, sweep_name=spec.name, index=start + len(jobs), model=m.name,
+                engine=engine, quant=art.quant, quant_level=art.level, artifact=str(rel), model_sha256=art.sha256,
+                workload=w.kind, n_prompt=cfg.n_prompt, n_gen=cfg.n_gen, n_depth=0,
+                repetitions=spec.repetitions if cfg.repetitions is None else cfg.repetitions,
+                warmup=spec.warmup if cfg.warmup is None else cfg.warmup, delay_s=spec.delay_s, seed=spec.seed,
+                timeout_s=spec.timeout_s, engine_options={"threads": opts.threads, **eng_opts}, params=params,
+            )
+            job.job_id = digest({"sweep": sweep_id, **job.key()})
+            jobs.append(job)
     return jobs

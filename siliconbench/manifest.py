@@ -95,8 +95,9 @@ def write_manifest(model_dir: Path, manifest: ModelManifest) -> Path:
 class ModelCatalog:
     """The manifests of one models folder, with path checks that keep artifacts inside it."""
 
-    def __init__(self, models_dir: Path):
+    def __init__(self, models_dir: Path, where: str | None = None):
         self.models_dir = Path(models_dir).expanduser().resolve()
+        self.where = where  # how messages name this catalog; default: the folder
         self.models: dict[str, ModelManifest] = {}
         if self.models_dir.is_dir():
             for mf in sorted(self.models_dir.glob(f"*/{MANIFEST_NAME}")):
@@ -108,7 +109,10 @@ class ModelCatalog:
 
     def get(self, name: str, field: str = "models") -> ModelManifest:
         if name not in self.models:
-            hint = "" if self.models else f" The models folder {self.models_dir} holds none: run `siliconbench models make-tiny`."
+            if self.where:
+                hint = f" {self.where} has no model by that name." if self.models else f" {self.where} has no models."
+            else:
+                hint = "" if self.models else f" The models folder {self.models_dir} holds none: run `siliconbench models make-tiny`."
             raise UserError(field, f"unknown model {name!r}.{hint}", self.names())
         return self.models[name]
 

@@ -15,7 +15,9 @@ class Metric:
     name: str
     unit: str
     better: Literal["higher", "lower"]
-    scope: Literal["repetition", "job"]  # one sample per measured repetition, or one value per job
+    # One sample per measured repetition, or one value per job; the server and multi-process workloads also
+    # keep one sample per request, per inter-token gap, per process or per text window (see Sample).
+    scope: Literal["repetition", "job", "request", "gap", "process", "window"]
     region: str  # what the timed region contains, in one paragraph
 
     @property
@@ -65,7 +67,8 @@ _DEFS = [
     Metric(
         "peak_memory_bytes", "bytes", "lower", "job",
         "Peak resident set size of the job's own fresh child process (getrusage ru_maxrss) over the whole "
-        "job: interpreter, engine import, model load, warmup and all repetitions.",
+        "job: interpreter, engine import, model load, warmup and all repetitions. Not recorded for restart, "
+        "concurrent and multiprocess jobs, whose child only drives other processes (see their own metrics).",
     ),
     Metric(
         "baseline_memory_bytes", "bytes", "lower", "job",
@@ -73,6 +76,161 @@ _DEFS = [
         "peak_memory_bytes minus this is what the model and its runs added.",
     ),
 ]
+
+WORKLOAD_DEFS = [
+    # ---- swap: page-cache state of model B's files is requested per job (params.cache) and measured per swap.
+    # "cold": before each swap, B's files are dropped from the OS page cache with posix_fadvise(POSIX_FADV_DONTNEED)
+    # (Linux; on macOS no unprivileged call exists, so a "cold" swap there is whatever the cache holds);
+    # "warm": B's files are read once in full just before. Either way, mincore() then measures which fraction of
+    # B's file pages is resident, recorded as page_cache_resident_fraction: the state is measured, not assumed.
+    Metric(
+        "swap_unload_s", "s", "lower", "repetition",
+        "Unload of model A, loaded and warm (one prefill + decode done): llama.cpp Llama.close(); MLX: the model "
+        "and cache dropped, gc.collect(), mx.clear_cache(). Ends when the call returns.",
+    ),
+    Metric(
+        "swap_load_s", "s", "lower", "repetition",
+        "Load of model B right after the unload, the same region as load_s (file open to weights resident and the "
+        "engine able to evaluate; llama.cpp incl. context creation with use_mmap = params.mmap).",
+    ),
+    Metric(
+        "swap_first_token_ms", "ms", "lower", "repetition",
+        "First token of B: its prompt_tokens synthetic ids prefilled and the greedy token on the host, right after "
+        "B's load (the ttft_ms region, on a model that has not run yet).",
+    ),
+    Metric(
+        "swap_total_s", "s", "lower", "repetition",
+        "One wall clock over unload A + load B + first token of B (not the sum of the three rounded parts).",
+    ),
+    Metric(
+        "page_cache_resident_fraction", "fraction", "higher", "repetition",
+        "Measured condition, not a score: the fraction of model B's file pages in the OS page cache (mincore over "
+        "a fresh read-only mapping of each file) just before the swap's timed region, after the cold/warm step.",
+    ),
+    Metric(
+        "swap_rss_after_unload_bytes", "bytes", "lower", "repetition",
+        "Resident set size of the job's process right after unloading A. MLX keeps freed memory in the process "
+        "(its active-memory counter reads 0 while RSS stays high): this is the RSS, not the allocator's counter.",
+    ),
+    # ---- restart: the engine's own server process (python -m llama_cpp.server / mlx_lm.server) on 127.0.0.1.
+    Metric(
+        "restart_ready_s", "s", "lower", "repetition",
+        "Process start (Popen returned) to the first HTTP 200 of the readiness probe, polled every 20 ms "
+        "(llama.cpp: GET /v1/models, answered once the model is loaded; mlx_lm: GET /health, answered as soon as "
+        "it binds: it loads the model on the first request, so compare restart_first_token_s).",
+    ),
+    Metric(
+        "restart_first_token_s", "s", "lower", "repetition",
+        "Process start to the first streamed token of a completion request sent as soon as the server was ready.",
+    ),
+    Metric(
+        "restart_warm_ttft_ms", "ms", "lower", "repetition",
+        "Time to first streamed token of the next request, right after the first: the same server, warm.",
+    ),
+    Metric(
+        "restart_stop_s", "s", "lower", "repetition",
+        "SIGTERM to the server's process group until no process of the group is left (SIGKILL after "
+        "params.stop_timeout_s; such stops are counted in extra.unclean_stops).",
+    ),
+    Metric(
+        "restart_failed_requests", "requests", "lower", "repetition",
+        "Requests of the background client (one every params.client_interval_ms, streaming, 1 token) that failed "
+        "(refused, reset, timed out, not HTTP 200, no token) among those sent from the previous server's stop "
+        "signal (or this one's spawn, for the first start) until this server's first token.",
+    ),
+    Metric(
+        "restart_requests", "requests", "lower", "repetition",
+        "Requests the background client sent in that window (failed ones included).",
+    ),
+    # ---- concurrent: N streaming clients at once against one server, one burst per repetition.
+    Metric(
+        "request_ttft_ms", "ms", "lower", "request",
+        "One request of a burst: from sending the HTTP request until its first streamed token chunk arrives "
+        "(includes queueing behind the other clients: llama-cpp-python's server runs one request at a time).",
+    ),
+    Metric(
+        "request_e2e_ms", "ms", "lower", "request",
+        "One request: from sending it until its stream ends ([DONE]).",
+    ),
+    Metric(
+        "request_itl_ms", "ms", "lower", "gap",
+        "Inter-token latency: time between two consecutive streamed token chunks of one request; every gap of "
+        "every request of the job is one sample, so its percentiles pool all requests (as vLLM's ITL does).",
+    ),
+    Metric(
+        "aggregate_output_tps", "tokens/s", "higher", "repetition",
+        "Output tokens of all of a burst's successful requests / (last stream end - first request sent).",
+    ),
+    Metric(
+        "request_errors", "requests", "lower", "repetition",
+        "Requests of the burst that failed (connection error, not HTTP 200, timeout, or fewer tokens than asked).",
+    ),
+    Metric(
+        "server_peak_rss_bytes", "bytes", "lower", "repetition",
+        "Peak over one burst of the summed RSS of the server's process tree, sampled every "
+        "params.memory_interval_ms (10 ms by default) from the burst's first request to its last stream end. "
+        "That is enough: the KV cache and weights only grow during a burst and stay allocated until the requests "
+        "end, and one decode step takes longer than the interval (>= ~5 ms even on the fastest backend), so a "
+        "peak lasts several samples; server_hwm_rss_bytes cross-checks it where the OS keeps a high-water mark.",
+    ),
+    Metric(
+        "server_hwm_rss_bytes", "bytes", "lower", "repetition",
+        "Linux only: the kernel's own peak RSS (VmHWM) of each server process over the burst, reset at its start "
+        "by writing 5 to /proc/PID/clear_refs, summed over the tree (an exact peak per process, not sampled).",
+    ),
+    # ---- long_context: a prompt of params.depth tokens, prefilled whole (full prompt reprocessing).
+    # Its prefill_tps, decode_tps and ttft_ms are the generate metrics with n_prompt = depth and no depth fill.
+    Metric(
+        "kv_cache_bytes", "bytes", "lower", "repetition",
+        "KV-cache memory holding the context after prefill + decode, as the engine reports it: llama.cpp "
+        "llama_state_seq_get_size(ctx, 0) (K and V of the used cells plus a few KB of cell metadata; the cache "
+        "dtype is llama.cpp's default F16); MLX the sum of KVCache.nbytes (its arrays, allocated in 256-token "
+        "steps, in the model's activation dtype, float32 here).",
+    ),
+    Metric(
+        "kv_cache_computed_bytes", "bytes", "lower", "repetition",
+        "The same memory computed from the model's shape: 2 (K, V) x layers x KV heads x head_dim x tokens x "
+        "bytes of the cache dtype (llama.cpp F16: 2; MLX: the dtype of its cache arrays), tokens = depth + gen.",
+    ),
+    # ---- perplexity: params.windows non-overlapping windows of params.window_tokens tokens of the shipped text.
+    Metric(
+        "window_nll", "nats/token", "lower", "window",
+        "Mean negative log-likelihood of one window's tokens 2..n, each predicted from the window's tokens "
+        "before it (log-softmax of the engine's float32 logits, in float64). No BOS is added: both engines score "
+        "the same token ids (their tokenizers agree; extra.tokens_sha256 lets one check).",
+    ),
+    Metric(
+        "perplexity", "ppl", "lower", "job",
+        "exp(total NLL / scored tokens) over all windows: perplexity of the text as llama-perplexity's final "
+        "estimate defines it (computed in the worker because it is the metric's definition, not a statistic "
+        "of repetitions).",
+    ),
+    Metric(
+        "file_size_bytes", "bytes", "lower", "job",
+        "Size on disk of the artifact evaluated (a GGUF file, or an MLX directory's files).",
+    ),
+    # ---- multiprocess: params.processes engine processes, each with the model loaded, decoding at once.
+    Metric(
+        "mp_aggregate_decode_tps", "tokens/s", "higher", "repetition",
+        "processes x gen_tokens / (last process's decode end - first process's decode start), one repetition: "
+        "all processes get the start signal together; each prefills prompt_tokens untimed, then decodes.",
+    ),
+    Metric(
+        "mp_process_decode_tps", "tokens/s", "higher", "process",
+        "One process of one repetition: gen_tokens / its own decode time (the decode_tps region).",
+    ),
+    Metric(
+        "mp_total_rss_bytes", "bytes", "lower", "repetition",
+        "Sum of the processes' RSS right after the repetition's decode (all still loaded). Pages of an mmapped "
+        "GGUF shared between processes are counted once per process here; see mp_total_pss_bytes.",
+    ),
+    Metric(
+        "mp_total_pss_bytes", "bytes", "lower", "repetition",
+        "Linux only: the sum of the processes' proportional set size at the same moment, which counts a page "
+        "shared by k processes 1/k in each: the memory the K processes take together.",
+    ),
+]
+_DEFS += WORKLOAD_DEFS
 
 METRICS: dict[str, Metric] = {m.name: m for m in _DEFS}
 REPETITION_METRICS = [m.name for m in _DEFS if m.scope == "repetition"]

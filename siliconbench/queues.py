@@ -7,6 +7,8 @@ any``), so a job only ever reaches a machine that has its engine and its model.
 
 from __future__ import annotations
 
+import os
+
 TASK_RUN_JOB = "siliconbench.run_job"
 TASK_NOOP = "siliconbench.noop"  # the plumbing benchmark's no-engine workload
 
@@ -16,7 +18,8 @@ MAX_JOB_TIMEOUT_S = 6 * 3600
 VISIBILITY_TIMEOUT_S = MAX_JOB_TIMEOUT_S + 1800
 
 # How long a claimed job's lease lasts without renewal; the worker renews it every third of that.
-LEASE_S = 30
+# SILICONBENCH_LEASE_S shortens it (tests of crash recovery); it must be the same on every machine.
+LEASE_S = float(os.environ.get("SILICONBENCH_LEASE_S", 30))
 # A job is failed with its reason after this many attempts (claims), whatever killed them.
 MAX_ATTEMPTS = 3
 # Heartbeats: written every HEARTBEAT_S; a host is online while its last one is younger than ONLINE_S.

@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError,
 
 from .errors import UserError
 from .manifest import ENGINES
+from .workloads import (KINDS, ConcurrentWorkload, LongContextWorkload, MultiprocessWorkload, PerplexityWorkload,
+                        RestartWorkload, SwapWorkload)
 
 DEFAULT_MAX_JOBS = 10_000
 
@@ -34,7 +36,9 @@ class GenerateWorkload(Strict):
     depth: Depths = [0]
 
 
-Workload = Annotated[GenerateWorkload, Field(discriminator="kind")]
+Workload = Annotated[GenerateWorkload | SwapWorkload | RestartWorkload | ConcurrentWorkload | LongContextWorkload
+                     | PerplexityWorkload | MultiprocessWorkload, Field(discriminator="kind")]
+WORKLOAD_KINDS: dict[str, type[BaseModel]] = {"generate": GenerateWorkload, **KINDS}
 
 
 class LlamaCppOptions(Strict):
@@ -90,6 +94,12 @@ class SweepSpec(Strict):
     hosts: HostSelector = Field("all", description="Fleet only: 'all', a list of worker names, or a filter")
     placement: Literal["each", "any"] = Field(
         "any", description="Fleet only: run every job on every matching host ('each'), or once on any ('any')")
+    engine_versions: dict[Literal["llama.cpp", "mlx"], Annotated[list[str], Field(min_length=1)]] | None = Field(
+        None, description="Engine package versions (or engine environment names) to run side by side, e.g. "
+        "{mlx: [0.32.2, 0.31.3]}; each job runs once per version, versions adjacent. See `siliconbench env`.")
+    install_versions: bool = Field(
+        False, description="Install an engine version that no engine environment of the host holds yet, "
+        "instead of refusing the sweep")
 
     @field_validator("models", "quantizations")
     @classmethod
@@ -98,13 +108,23 @@ class SweepSpec(Strict):
             raise ValueError("lists each entry more than once")
         return v
 
+    @field_validator("engine_versions")
+    @classmethod
+    def _versions(cls, v: dict | None, info) -> dict | None:
+        for engine, versions in (v or {}).items():
+            if engine not in info.data.get("engines", ENGINES):
+                raise ValueError(f"names engine {engine!r}, which the sweep's engines do not list")
+            if len(set(versions)) != len(versions):
+                raise ValueError(f"lists a version of {engine} more than once")
+        return v
+
 
 def _field_of(loc: tuple) -> str:
     parts = []
     for p in loc:
         if isinstance(p, int):
             parts[-1] = f"{parts[-1]}[{p}]" if parts else f"[{p}]"
-        elif p not in ("generate",):  # discriminator tags add noise to the path
+        elif p not in WORKLOAD_KINDS:  # discriminator tags add noise to the path
             parts.append(str(p))
     return ".".join(parts) or "sweep"
 
@@ -137,8 +157,8 @@ def _known_keys(data: object, loc: tuple) -> list[str]:
             ann = model.model_fields[p].annotation
             if isinstance(ann, type) and issubclass(ann, BaseModel):
                 model = ann
-        elif p == "generate":
-            model = GenerateWorkload
+        elif p in WORKLOAD_KINDS:
+            model = WORKLOAD_KINDS[p]
     return sorted(f.alias or n for n, f in model.model_fields.items())
 
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import uuid
+
 import pytest
+
+from coordinator import database
 
 SMALL = "tiny-llama-5m"
 
@@ -41,3 +45,32 @@ def isolated_env(tmp_path, models_dir, monkeypatch):
 
 def in_ci() -> bool:
     return os.environ.get("CI", "").lower() == "true"
+
+
+PG_ADMIN_URL = os.environ.get("SILICONBENCH_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+@pytest.fixture(scope="session")
+def pg_database():
+    """A fresh PostgreSQL database for this test session (URL), dropped afterwards."""
+    import psycopg
+
+    admin = database.normalize_url(PG_ADMIN_URL)
+    conninfo = dict(host=admin.host, port=admin.port or 5432, user=admin.username, password=admin.password,
+                    dbname=admin.database, connect_timeout=3, autocommit=True)
+    try:
+        psycopg.connect(**conninfo).close()
+    except psycopg.OperationalError as exc:
+        if in_ci():
+            pytest.fail(f"PostgreSQL at {database.shown(admin)} is unreachable in CI: {exc}")
+        pytest.skip(f"PostgreSQL at {database.shown(admin)} is unreachable: {exc}")
+    name = f"siliconbench_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(**conninfo) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = admin.set(database=name).render_as_string(hide_password=False)
+    yield url
+    database.dispose(url)
+    with psycopg.connect(**conninfo) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+

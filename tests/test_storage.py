@@ -31,35 +31,7 @@ PG_ADMIN_URL = os.environ.get("SILICONBENCH_TEST_PG_URL", "postgresql://postgres
 T0 = datetime(2026, 12, 1, 9, 30, 0, 123456, tzinfo=timezone.utc)
 
 
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() == "true"
-
-
 # ----------------------------------------------------------------------------------------- databases
-
-@pytest.fixture(scope="session")
-def pg_database():
-    """A fresh PostgreSQL database for this test session (URL), dropped afterwards."""
-    import psycopg
-
-    admin = db.normalize_url(PG_ADMIN_URL)
-    conninfo = dict(host=admin.host, port=admin.port or 5432, user=admin.username, password=admin.password,
-                    dbname=admin.database, connect_timeout=3, autocommit=True)
-    try:
-        psycopg.connect(**conninfo).close()
-    except psycopg.OperationalError as exc:
-        if in_ci():
-            pytest.fail(f"PostgreSQL at {db.shown(admin)} is unreachable in CI: {exc}")
-        pytest.skip(f"PostgreSQL at {db.shown(admin)} is unreachable: {exc}")
-    name = f"siliconbench_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(**conninfo) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = admin.set(database=name).render_as_string(hide_password=False)
-    yield url
-    db.dispose(url)
-    with psycopg.connect(**conninfo) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def empty_url(request, tmp_path):

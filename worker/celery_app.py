@@ -49,7 +49,28 @@ def context() -> WorkerContext:
     return _ctx
 
 
-@app.task(name=TASK_RUN_JOB, bind=True, max_retries=MAX_ATTEMPTS - 1, acks_late=True)
+def guarded_strategy(task, app, consumer, **kwargs):
+    """Celery's default strategy, but a body that is not (args, kwargs, embed) is refused, not fatal.
+
+    Celery 5.7 lets the ValueError of such a message escape and the whole worker dies; turning it into
+    InvalidTaskError makes Celery log it and reject that one message (tests/test_fleet.py).
+    """
+    from celery.exceptions import InvalidTaskError
+    from celery.worker.strategy import default
+
+    handler = default(task, app, consumer, **kwargs)
+
+    def guarded(message, body, ack, reject, callbacks, **kw):
+        try:
+            return handler(message, body, ack, reject, callbacks, **kw)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise InvalidTaskError(f"malformed job message {message.headers.get('id')!r}: {exc}") from exc
+
+    return guarded
+
+
+@app.task(name=TASK_RUN_JOB, bind=True, max_retries=MAX_ATTEMPTS - 1, acks_late=True,
+          Strategy="worker.celery_app:guarded_strategy")
 def run_job_task(self, job_id):
     """Validate, call the plain function, return (the thin shell)."""
     ctx = context()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from pathlib import Path
 
@@ -20,7 +21,12 @@ log = logging.getLogger(__name__)
 def capabilities(models_dir: Path) -> tuple[dict[str, str], dict[str, dict]]:
     """Engines installed here (name -> version) and models present (name -> manifest with digests)."""
     catalog = ModelCatalog(models_dir)
-    return installed_engines(), {n: m.model_dump(mode="json") for n, m in catalog.models.items()}
+    engines = installed_engines()
+    # A Mac may offer only some of its engines (SILICONBENCH_WORKER_ENGINES=mlx, set by --engines).
+    offered = os.environ.get("SILICONBENCH_WORKER_ENGINES")
+    if offered:
+        engines = {e: v for e, v in engines.items() if e in offered.split(",")}
+    return engines, {n: m.model_dump(mode="json") for n, m in catalog.models.items()}
 
 
 def queues_for(name: str, engines: dict, models: dict) -> list[str]:

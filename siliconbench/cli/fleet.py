@@ -36,6 +36,7 @@ def worker(
     database: str = typer.Option(None, "--database", help="PostgreSQL URL (default: SILICONBENCH_DATABASE_URL)"),
     name: str = typer.Option(None, "--name", help="Worker name (default: this machine's short hostname)"),
     models_dir: Path = typer.Option(None, "--models-dir", help="Models folder (default: SILICONBENCH_MODELS_DIR)"),
+    engines: str = typer.Option(None, "--engines", help="Offer only these engines, comma-separated (default: all installed)"),
 ) -> None:
     """Join the fleet: register this machine and run its jobs one at a time (Ctrl-C stops cleanly)."""
     s, broker = _fleet_settings(broker, database)
@@ -43,6 +44,11 @@ def worker(
     mdir = (models_dir or s.resolved_models_dir).expanduser().resolve()
     os.environ.update(SILICONBENCH_BROKER_URL=broker, SILICONBENCH_DATABASE_URL=s.database_url,
                       SILICONBENCH_WORKER_NAME=name, SILICONBENCH_MODELS_DIR=str(mdir))
+    if engines:
+        bad = [e for e in engines.split(",") if e not in ("llama.cpp", "mlx")]
+        if bad:
+            raise UserError("--engines", f"unknown engine {bad[0]!r}.", ["llama.cpp", "mlx"])
+        os.environ["SILICONBENCH_WORKER_ENGINES"] = engines
     from worker.celery_app import start
 
     start()
@@ -94,8 +100,7 @@ def _follow(database_url: str, broker: str, sweep_id: str, every_s: float = 5.0)
     from coordinator.report import print_sweep_table
 
     while True:
-        with session_scope(database_url) as ses:
-            reconcile(ses, broker)
+        reconcile(database_url, broker)
         table, pending = _progress_table(database_url, sweep_id)
         if not pending:
             console.print(table)
@@ -152,8 +157,7 @@ def reconcile(loop: bool = typer.Option(False, "--loop", help="Keep reconciling 
 
     s, broker = _fleet_settings()
     while True:
-        with session_scope(s.database_url) as ses:
-            counts = do_reconcile(ses, broker)
+        counts = do_reconcile(s.database_url, broker)
         if any(counts.values()) or not loop:
             console.print(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in counts.items()))
         if not loop:

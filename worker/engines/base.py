@@ -54,7 +54,32 @@ class Engine(ABC):
 
     @abstractmethod
     def describe(self) -> dict:
-        """packages, engine_build, backend, blas and the effective options, for the Environment."""
+        """packages, engine_build, backend, blas and the effective options, for the Environment.
+
+        Also callable with no model loaded (server workloads): then ``self.options`` is whatever the
+        caller set, defaulting to none."""
+
+    # Used by the workloads beyond generate (swap, restart, concurrent, long_context, perplexity).
+
+    @abstractmethod
+    def load_vocab(self, path: Path) -> None:
+        """Load only the tokenizer of a model (no weights): enough for tokenize, detokenize and the ids above."""
+
+    @abstractmethod
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids of text, with no BOS or other special token added."""
+
+    @abstractmethod
+    def detokenize(self, tokens: list[int]) -> str: ...
+
+    @abstractmethod
+    def token_nll(self, tokens: list[int]) -> list[float]:
+        """Negative log-likelihood (nats) of tokens[1:], each given the tokens before it, from a fresh cache."""
+
+    @abstractmethod
+    def kv_cache(self) -> dict[str, float]:
+        """The KV cache after the last evaluation: {"bytes": as the engine reports it, "dtype_bytes": per element,
+        "tokens": positions held}."""
 
     def close(self) -> None:
         """Free the model (the child process exits right after; this keeps the order explicit)."""

@@ -47,13 +47,46 @@ class LlamaCppEngine(Engine):
             model_path=str(path), n_ctx=n_ctx, n_batch=n_batch, n_ubatch=int(options.get("n_ubatch", 512)),
             n_threads=threads, n_threads_batch=threads, n_gpu_layers=int(options.get("n_gpu_layers", -1)),
             use_mmap=bool(options.get("use_mmap", True)), flash_attn=bool(options.get("flash_attn", False)),
-            logits_all=False, verbose=False,
+            # logits of every position only where asked (perplexity): they cost n_ctx x vocab floats
+            logits_all=bool(options.get("logits_all", False)), verbose=False,
         )
         self.ctx = self.llm._ctx.ctx
+        self._vocab_facts()
+
+    def _vocab_facts(self) -> None:
+        lib = self.lib
         self.n_vocab = self.llm.n_vocab()
-        vocab = llama_cpp.llama_model_get_vocab(self.llm._model.model)
+        vocab = lib.llama_model_get_vocab(self.llm._model.model)
         self._special = {t for t in range(self.n_vocab)
-                         if llama_cpp.llama_vocab_is_control(vocab, t) or llama_cpp.llama_vocab_is_eog(vocab, t)}
+                         if lib.llama_vocab_is_control(vocab, t) or lib.llama_vocab_is_eog(vocab, t)}
+
+    def load_vocab(self, path: Path) -> None:
+        import llama_cpp
+
+        self.lib = llama_cpp
+        self.llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+        self._vocab_facts()
+
+    def tokenize(self, text: str) -> list[int]:
+        return list(self.llm.tokenize(text.encode(), add_bos=False, special=False))
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return self.llm.detokenize(tokens).decode(errors="replace")
+
+    def token_nll(self, tokens: list[int]) -> list[float]:
+        np = self.np
+        self.reset()
+        self._eval(tokens[:-1])  # position i's logits predict token i + 1
+        logits = np.asarray(self.llm.scores[: len(tokens) - 1], dtype=np.float64)  # needs logits_all at load
+        top = logits.max(axis=1, keepdims=True)
+        logz = np.log(np.exp(logits - top).sum(axis=1)) + top[:, 0]
+        return list(logz - logits[np.arange(len(tokens) - 1), tokens[1:]])
+
+    def kv_cache(self) -> dict[str, float]:
+        # The serialized state of sequence 0 is the K and V of its used cells, plus a few KB of cell metadata.
+        used = self.lib.llama_memory_seq_pos_max(self.lib.llama_get_memory(self.ctx), 0) + 1
+        return {"bytes": float(self.lib.llama_state_seq_get_size(self.ctx, 0)), "dtype_bytes": 2.0,  # F16 default
+                "tokens": float(used)}
 
     def vocab_size(self) -> int:
         return self.n_vocab
@@ -107,7 +140,7 @@ class LlamaCppEngine(Engine):
             "packages": {"llama-cpp-python": version("llama-cpp-python")},
             "engine_build": info,
             "backend": backend,
-            "engine_options": self.options,
+            "engine_options": getattr(self, "options", {}),
         }
 
     def close(self) -> None:

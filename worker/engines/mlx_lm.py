@@ -27,6 +27,8 @@ class MlxEngine(Engine):
         self.cache = None
 
     def vocab_size(self) -> int:
+        if getattr(self, "model", None) is None and getattr(self, "_n_vocab", None):
+            return int(self._n_vocab)
         return int(self.model.args.vocab_size)
 
     def special_token_ids(self) -> set[int]:
@@ -86,11 +88,43 @@ class MlxEngine(Engine):
                 last = int(cur.item())
         return last
 
+    def load_vocab(self, path: Path) -> None:
+        from mlx_lm.utils import load_tokenizer
+
+        self.tokenizer = load_tokenizer(Path(path))
+        self._n_vocab = len(self.tokenizer._tokenizer) if hasattr(self.tokenizer, "_tokenizer") else None
+
+    def tokenize(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return self.tokenizer.decode(tokens)
+
+    def token_nll(self, tokens: list[int]) -> list[float]:
+        import numpy as np
+
+        mx = self.mx
+        self.reset()
+        with mx.stream(self.stream):
+            logits = self.model(mx.array(tokens[:-1])[None], cache=self.cache)[0].astype(mx.float32)
+            mx.eval(logits)
+        x = np.asarray(logits, dtype=np.float64)  # the same float64 log-softmax as the llama.cpp adapter
+        top = x.max(axis=1, keepdims=True)
+        logz = np.log(np.exp(x - top).sum(axis=1)) + top[:, 0]
+        return list(logz - x[np.arange(len(tokens) - 1), tokens[1:]])
+
+    def kv_cache(self) -> dict[str, float]:
+        caches = [c for c in self.cache if getattr(c, "keys", None) is not None]
+        return {"bytes": float(sum(c.nbytes for c in caches)),  # the arrays as allocated (256-token steps)
+                "dtype_bytes": float(caches[0].keys.dtype.size) if caches else 0.0,
+                "tokens": float(caches[0].offset) if caches else 0.0}
+
     def repetition_memory(self) -> dict[str, float]:
         return {"mlx_peak_memory_bytes": float(self.mx.get_peak_memory())}
 
     def describe(self) -> dict:
-        mx = self.mx
+        import mlx.core as mx
+
         dev = mx.default_device()
         backend = "Metal" if "gpu" in str(dev).lower() else "CPU"
         blas = os.environ.get("SILICONBENCH_MLX_BLAS", "bundled" if os.uname().sysname == "Linux" else "Accelerate")
@@ -99,8 +133,13 @@ class MlxEngine(Engine):
             "engine_build": {"mlx_device": str(dev)},
             "backend": backend,
             "blas": blas,
-            "engine_options": self.options,
+            "engine_options": getattr(self, "options", {}),
         }
 
     def close(self) -> None:
+        import gc
+
         self.model = self.cache = None
+        gc.collect()  # the arrays go only when nothing refers to them; then the allocator's cache is emptied
+        if hasattr(self, "mx"):
+            self.mx.clear_cache()

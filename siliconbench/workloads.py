@@ -1,0 +1,173 @@
+"""Workload kinds beyond `generate`: their sweep settings, and how each expands into job configurations.
+
+Each class is one member of the sweep's ``workloads`` union (spec.py), discriminated on ``kind``.
+Settings that need the model (a depth beyond its context, a swap target it lacks) are checked by
+``configs`` at expansion and raise UserError naming the field. What only a run can tell (a port in
+use, a server that never becomes ready) becomes a failed job with the reason instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+
+from .errors import UserError
+from .manifest import ModelCatalog, ModelManifest
+
+Port = Annotated[int, Field(ge=1024, le=65535)]
+Counts = Annotated[list[PositiveInt], Field(min_length=1)]
+# Room the engines need past the tokens we ask for (BOS, the first generated token).
+CTX_SLACK = 16
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SwapWorkload(_Strict):
+    """Model A (the job's model and quantization) loaded and warm; then unload A, load B, first token of B."""
+
+    kind: Literal["swap"] = "swap"
+    to_quant: str = Field(min_length=1, description="Quantization of model B (a level or an exact name)")
+    to_model: str | None = Field(None, description="Model B; default: the job's own model (a quantization swap)")
+    cache: Annotated[list[Literal["cold", "warm"]], Field(min_length=1)] = Field(
+        ["cold", "warm"], description="Page-cache state of B's files asked for before each swap (measured, too)")
+    mmap: Annotated[list[bool], Field(min_length=1)] = Field(
+        [True, False], description="llama.cpp only: load both models with mmap on / off (MLX runs once)")
+    prompt_tokens: PositiveInt = Field(64, description="Prompt length of B's first request")
+    # A quantization whose B is the very artifact A already is (q4 -> q4) is skipped: that is no swap.
+
+
+class ServerSettings(_Strict):
+    ready_timeout_s: PositiveFloat = Field(120.0, description="A server not ready by then fails the job")
+    stop_timeout_s: PositiveFloat = Field(10.0, description="Grace after SIGTERM before SIGKILL")
+    port: Port | None = Field(None, description="Fixed port on 127.0.0.1; default: a free one per start")
+
+
+class RestartWorkload(ServerSettings):
+    """The engine's own OpenAI-compatible server: start -> ready -> first streamed token -> stop, repeated."""
+
+    kind: Literal["restart"] = "restart"
+    prompt_tokens: PositiveInt = 32
+    gen_tokens: PositiveInt = 8
+    client_interval_ms: PositiveInt | None = Field(
+        250, description="A client sends a request this often throughout (None: no traffic); those that fail "
+        "during a restart are counted")
+
+
+class ConcurrentWorkload(ServerSettings):
+    """N streaming clients at once against one server, one job per N."""
+
+    kind: Literal["concurrent"] = "concurrent"
+    clients: Counts = [1, 2, 4, 8]
+    prompt_tokens: PositiveInt = 128
+    gen_tokens: PositiveInt = 64
+    memory_interval_ms: PositiveInt = Field(10, description="How often the server tree's RSS is sampled")
+    request_timeout_s: PositiveFloat = 300.0
+
+
+class LongContextWorkload(_Strict):
+    """A prompt of `depth` tokens prefilled whole, then decode at that depth; KV-cache memory recorded."""
+
+    kind: Literal["long_context"] = "long_context"
+    depths: Counts = [1024, 4096]
+    gen_tokens: PositiveInt = 32
+
+
+class PerplexityWorkload(_Strict):
+    """Perplexity on the shipped public-domain text, in fixed non-overlapping token windows."""
+
+    kind: Literal["perplexity"] = "perplexity"
+    text: Literal["corpus"] = Field("corpus", description="worker/models/data/corpus.txt")
+    window_tokens: Annotated[int, Field(ge=2)] = 512
+    windows: PositiveInt = 8
+    offset_tokens: Annotated[int, Field(ge=0)] = Field(0, description="First token of the first window")
+
+
+class MultiprocessWorkload(_Strict):
+    """K engine processes on one host decoding at once, one job per K."""
+
+    kind: Literal["multiprocess"] = "multiprocess"
+    processes: Annotated[list[Annotated[int, Field(ge=1, le=64)]], Field(min_length=1)] = [1, 2, 4]
+    prompt_tokens: PositiveInt = 64
+    gen_tokens: PositiveInt = 64
+
+
+KINDS: dict[str, type[BaseModel]] = {c.model_fields["kind"].default: c for c in (
+    SwapWorkload, RestartWorkload, ConcurrentWorkload, LongContextWorkload, PerplexityWorkload, MultiprocessWorkload)}
+
+
+@dataclass(frozen=True)
+class Config:
+    """One job configuration of a workload, before the engine is chosen."""
+
+    n_prompt: int
+    n_gen: int
+    params: dict = field(default_factory=dict)
+    repetitions: int | None = None  # None: the sweep's
+    warmup: int | None = None
+
+
+def n_configs(w) -> int:
+    """Upper bound of a workload's configurations, for the max_jobs check before expanding."""
+    return {"swap": lambda: len(w.cache) * len(w.mmap), "concurrent": lambda: len(w.clients),
+            "long_context": lambda: len(w.depths), "multiprocess": lambda: len(w.processes)}.get(w.kind, lambda: 1)()
+
+
+def _fits(n: int, m: ModelManifest, where: str, what: str) -> None:
+    if n > m.n_ctx:
+        raise UserError(where, f"{what} = {n} tokens exceeds model {m.name!r}'s context of {m.n_ctx} tokens.")
+
+
+def configs(w, wi: int, m: ModelManifest, catalog: ModelCatalog, engines: list[str]) -> list[Config]:
+    """The configurations of workload ``w`` (``workloads[wi]``) on model ``m``; UserError for impossible ones."""
+    at = f"workloads[{wi}]"
+
+    def server() -> dict:
+        return {"ready_timeout_s": w.ready_timeout_s, "stop_timeout_s": w.stop_timeout_s, "port": w.port}
+    if w.kind == "swap":
+        target = catalog.get(w.to_model, field=f"{at}.to_model") if w.to_model else m
+        if not any(target.artifact_for(e, w.to_quant) for e in engines):
+            raise UserError(f"{at}.to_quant", f"model {target.name!r} has no artifact for {w.to_quant!r} for engines "
+                            f"{', '.join(engines)}.", target.quant_names())
+        _fits(w.prompt_tokens + CTX_SLACK, target, f"{at}.prompt_tokens", "prompt_tokens + slack")
+        return [Config(w.prompt_tokens, 1, {"to_model": target.name, "to_quant": w.to_quant, "cache": c, "mmap": mm})
+                for c in w.cache for mm in w.mmap]
+    if w.kind == "restart":
+        _fits(w.prompt_tokens + w.gen_tokens, m, f"{at}.prompt_tokens", "prompt_tokens + gen_tokens")
+        return [Config(w.prompt_tokens, w.gen_tokens, {**server(), "client_interval_ms": w.client_interval_ms})]
+    if w.kind == "concurrent":
+        _fits(w.prompt_tokens + w.gen_tokens, m, f"{at}.prompt_tokens", "prompt_tokens + gen_tokens")
+        return [Config(w.prompt_tokens, w.gen_tokens, {**server(), "clients": n, "memory_interval_ms": w.memory_interval_ms,
+                                                       "request_timeout_s": w.request_timeout_s}) for n in w.clients]
+    if w.kind == "long_context":
+        for j, d in enumerate(w.depths):
+            _fits(d + w.gen_tokens, m, f"{at}.depths[{j}]", f"depth {d} + gen_tokens {w.gen_tokens}")
+        return [Config(d, w.gen_tokens, {"depth": d}) for d in w.depths]
+    if w.kind == "perplexity":
+        _fits(w.window_tokens, m, f"{at}.window_tokens", "window_tokens")
+        # Deterministic: the windows are the samples, so repetitions and warmup would only repeat them.
+        return [Config(w.window_tokens, 0, {"text": w.text, "window_tokens": w.window_tokens, "windows": w.windows,
+                                            "offset_tokens": w.offset_tokens}, repetitions=1, warmup=0)]
+    if w.kind == "multiprocess":
+        _fits(w.prompt_tokens + w.gen_tokens, m, f"{at}.prompt_tokens", "prompt_tokens + gen_tokens")
+        return [Config(w.prompt_tokens, w.gen_tokens, {"processes": k}) for k in w.processes]
+    raise AssertionError(f"no expansion for workload kind {w.kind!r}")
+
+
+def engine_params(w, wi: int, cfg: Config, engine: str, model: str, art, catalog: ModelCatalog) -> dict | None:
+    """The job's params on ``engine`` with artifact ``art``, or None when the configuration does not apply."""
+    if w.kind != "swap":
+        return cfg.params
+    if engine != "llama.cpp":  # mmap is llama.cpp's setting: MLX runs once, with mmap recorded as None
+        if cfg.params["mmap"] != w.mmap[0]:
+            return None
+    target = catalog.get(cfg.params["to_model"], field=f"workloads[{wi}].to_model")
+    b = target.artifact_for(engine, cfg.params["to_quant"])
+    if b is None or (target.name == model and b.path == art.path):
+        return None  # no B for this engine, or B is the model already loaded
+    rel = catalog.artifact_path(target.name, b, field=f"workloads[{wi}].to_model").relative_to(catalog.models_dir)
+    return {**cfg.params, "to_quant": b.quant, "to_artifact": str(rel), "to_sha256": b.sha256,
+            "mmap": cfg.params["mmap"] if engine == "llama.cpp" else None}

@@ -1,0 +1,247 @@
+"""The fleet on real processes: Celery workers (subprocesses), the real Redis and PostgreSQL.
+
+Two workers with different names stand for two Macs. Faults are real: kill -9 by PID, a Redis
+restarted without persistence, PostgreSQL cut away from a worker, pickle and malformed messages.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+import redis
+from sqlalchemy import func, select
+
+from coordinator import database, fleet, store
+from coordinator.models import Job, Result
+from coordinator.reconcile import reconcile
+from siliconbench.spec import parse_sweep
+
+from .conftest import PG_ADMIN_URL, SMALL
+from .fleet_harness import RedisServer, TcpCut, WorkerProc, wait_for
+
+EXTRA = "tiny-llama-extra"
+LEASE_S = "4"  # short leases so a dead worker's job comes back within seconds
+
+
+@pytest.fixture
+def pg_url():
+    admin = database.normalize_url(PG_ADMIN_URL)
+    conninfo = dict(host=admin.host, port=admin.port or 5432, user=admin.username, dbname=admin.database, autocommit=True)
+    name = f"sb_fleet_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(**conninfo) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    url = admin.set(database=name).render_as_string(hide_password=False)
+    database.upgrade(url)
+    yield url
+    database.dispose(url)
+    with psycopg.connect(**conninfo) as c:
+        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def broker_url():
+    url = "redis://127.0.0.1:6379/5"
+    redis.Redis.from_url(url).flushdb()
+    yield url
+    redis.Redis.from_url(url).flushdb()
+
+
+@pytest.fixture(scope="session")
+def models_a(models_dir, tmp_path_factory) -> Path:
+    """Host A's models: the shared small model plus one only A has (hard links: no copy, same digests)."""
+    from worker.models.tiny import make_tiny
+
+    d = tmp_path_factory.mktemp("models-a")
+    shutil.copytree(models_dir / SMALL, d / SMALL, copy_function=os.link)
+    make_tiny(d, name=EXTRA, hidden_size=256, n_layers=2, n_heads=4, n_kv_heads=2, seed=1)
+    return d
+
+
+@pytest.fixture
+def workers(tmp_path, pg_url, broker_url):
+    started: list[WorkerProc] = []
+
+    def start(name: str, models: Path, *, broker: str | None = None, database_url: str | None = None, **kw) -> WorkerProc:
+        env = {"SILICONBENCH_LEASE_S": LEASE_S, **kw.pop("env", {})}
+        w = WorkerProc(name, broker=broker or broker_url, database=database_url or pg_url, models_dir=models,
+                       log_dir=tmp_path, env=env, **kw)
+        started.append(w)
+        return w.wait_ready()
+
+    yield start
+    for w in started:
+        w.stop()
+
+
+def sweep(**kw):
+    base = {"name": "fleet", "models": [SMALL], "repetitions": 2, "warmup": 0,
+            "workloads": [{"kind": "generate", "prompt_tokens": [16], "gen_tokens": [4]}]}
+    return parse_sweep({**base, **kw})
+
+
+def wait_done(pg_url: str, sweep_id: str, broker: str | None = None, timeout_s: float = 120) -> dict:
+    def finished():
+        if broker:
+            reconcile(pg_url, broker, grace_s=2)
+        with database.session_scope(pg_url) as s:
+            prog = fleet.progress(s, sweep_id)
+        pending = sum(c.get("queued", 0) + c.get("running", 0) for c in prog.values())
+        return prog if not pending else None
+
+    return wait_for(finished, timeout_s, every_s=1.0, what=f"sweep {sweep_id} to finish")
+
+
+def results_of(pg_url: str, sweep_id: str) -> list[dict]:
+    from coordinator.export import load_records
+
+    with database.session_scope(pg_url) as s:
+        return load_records(s, sweep_id=sweep_id)
+
+
+def job_rows(pg_url: str, sweep_id: str):
+    with database.session_scope(pg_url) as s:
+        return s.execute(select(Job.id, Job.status, Job.attempts, Job.worker, Job.error).where(Job.sweep_id == sweep_id)).all()
+
+
+def test_placement_each_runs_every_job_on_both_workers(models_dir, pg_url, broker_url, workers):
+    workers("mac-a", models_dir)
+    workers("mac-b", models_dir)
+    sid, placement = fleet.submit_sweep(sweep(hosts="all", placement="each"), database_url=pg_url, broker_url=broker_url)
+    assert placement.assignments() == {"host.mac-a": 2, "host.mac-b": 2}
+    wait_done(pg_url, sid)
+    records = results_of(pg_url, sid)
+    assert sorted((r["worker"], r["engine"]) for r in records) == [
+        ("mac-a", "llama.cpp"), ("mac-a", "mlx"), ("mac-b", "llama.cpp"), ("mac-b", "mlx")]
+    assert all(r["status"] == "ok" and r["sweep_id"] == sid and len(r["decode_tps"]["samples"]) == 2 for r in records)
+    assert all(attempts == 1 for _, _, attempts, _, _ in job_rows(pg_url, sid))
+
+
+def test_routing_by_capability(models_dir, models_a, pg_url, broker_url, workers):
+    workers("mac-a", models_a)                      # both engines, both models
+    workers("mac-b", models_dir, engines="mlx")     # an MLX-only Mac without the extra model
+    with database.session_scope(pg_url) as s:
+        hosts = {h["name"]: h for h in fleet.list_hosts(s)}
+    assert set(hosts["mac-b"]["engines"]) == {"mlx"} and hosts["mac-b"]["models"] == [SMALL]
+    sid, placement = fleet.submit_sweep(sweep(models=[SMALL, EXTRA], placement="any"), database_url=pg_url,
+                                        broker_url=broker_url)
+    wait_done(pg_url, sid)
+    ran = {(r["model"], r["engine"]): r["worker"] for r in results_of(pg_url, sid)}
+    assert ran[(EXTRA, "llama.cpp")] == ran[(EXTRA, "mlx")] == ran[(SMALL, "llama.cpp")] == "mac-a"
+    assert ran[(SMALL, "mlx")] in {"mac-a", "mac-b"}
+
+
+def test_submit_refuses_what_fits_nowhere(models_dir, pg_url, broker_url, workers):
+    from siliconbench.errors import UserError
+
+    with pytest.raises(UserError, match="no live worker"):
+        fleet.submit_sweep(sweep(), database_url=pg_url, broker_url=broker_url)
+    workers("mac-b", models_dir, engines="mlx")
+    with pytest.raises(UserError) as e:
+        fleet.submit_sweep(sweep(engines=["llama.cpp"]), database_url=pg_url, broker_url=broker_url)
+    assert e.value.field == "hosts" and "has no llama.cpp installed" in e.value.message
+    with pytest.raises(UserError, match="no registered worker named 'mac-z'"):
+        fleet.submit_sweep(sweep(hosts=["mac-z"]), database_url=pg_url, broker_url=broker_url)
+    with database.session_scope(pg_url) as s:
+        assert s.scalar(select(func.count()).select_from(Job)) == 0  # nothing written
+    assert redis.Redis.from_url(broker_url).llen("host.mac-b") == 0  # nothing enqueued
+
+
+def test_kill9_mid_job_then_fresh_worker_runs_it_once(models_dir, pg_url, broker_url, workers):
+    first = workers("mac-a", models_dir)
+    sid, _ = fleet.submit_sweep(sweep(engines=["llama.cpp"], repetitions=8, delay_s=1.0), database_url=pg_url,
+                                broker_url=broker_url)
+    wait_for(lambda: any(st == "running" for _, st, *_ in job_rows(pg_url, sid)), 60, what="the job to start")
+    first.kill9()
+    assert not first.alive()
+    workers("mac-a", models_dir)  # the Mac comes back
+    wait_done(pg_url, sid, broker=broker_url, timeout_s=180)
+    [(job_id, status, attempts, worker, _)] = job_rows(pg_url, sid)
+    assert status == "ok" and attempts == 2
+    with database.session_scope(pg_url) as s:
+        assert s.scalar(select(func.count()).select_from(Result).where(Result.job_id == job_id)) == 1
+
+
+def test_redis_restart_loses_no_job(models_dir, pg_url, workers):
+    r = RedisServer().start()
+    try:
+        workers("mac-a", models_dir, broker=r.url)
+        sid, _ = fleet.submit_sweep(sweep(workloads=[{"kind": "generate", "prompt_tokens": [16, 24, 32], "gen_tokens": [4]}],
+                                          delay_s=0.5), database_url=pg_url, broker_url=r.url)
+        wait_for(lambda: any(st == "running" for _, st, *_ in job_rows(pg_url, sid)), 60, what="a job to start")
+        r.kill9()  # no persistence: every queued message is gone
+        r.start()
+        prog = wait_done(pg_url, sid, broker=r.url, timeout_s=240)
+        assert prog["mac-a"].get("ok") == 6, prog
+        assert len(results_of(pg_url, sid)) == 6
+    finally:
+        r.stop()
+
+
+def test_database_unreachable_from_worker_loses_no_result(models_dir, pg_url, broker_url, workers):
+    cut = TcpCut(database.normalize_url(pg_url).port or 5432)
+    try:
+        proxied = database.normalize_url(pg_url).set(host="127.0.0.1", port=cut.port).render_as_string(hide_password=False)
+        w = workers("mac-a", models_dir, database_url=proxied)
+        sid, _ = fleet.submit_sweep(sweep(engines=["mlx"], repetitions=4, delay_s=0.5), database_url=pg_url,
+                                    broker_url=broker_url)
+        wait_for(lambda: any(st == "running" for _, st, *_ in job_rows(pg_url, sid)), 60, what="the job to start")
+        cut.cut()
+        wait_for(lambda: list(w.spool_dir.glob("*.json")), 90, what="the result to be spooled")
+        assert len(results_of(pg_url, sid)) == 0
+        cut.restore()
+        wait_for(lambda: len(results_of(pg_url, sid)) == 1, 60, what="the spooled result to be written")
+        wait_for(lambda: not list(w.spool_dir.glob("*.json")), 30, what="the spool to empty")
+        assert results_of(pg_url, sid)[0]["status"] == "ok"
+    finally:
+        cut.close()
+
+
+def test_pickle_and_malformed_messages_are_refused(models_dir, pg_url, broker_url, workers):
+    from kombu import Connection
+
+    w = workers("mac-a", models_dir)
+    with Connection(broker_url) as conn:
+        producer = conn.Producer()
+        for body, serializer in [((["0123456789abcdef"], {}, {}), "pickle"), (([{"no": "id"}], {}, {}), "json"),
+                                 ((["../../etc/passwd"], {}, {}), "json"), (("not a task body",), "json")]:
+            producer.publish(body, routing_key="host.mac-a", serializer=serializer,
+                             headers={"task": "siliconbench.run_job", "id": uuid.uuid4().hex, "lang": "py"})
+    sid, _ = fleet.submit_sweep(sweep(engines=["llama.cpp"]), database_url=pg_url, broker_url=broker_url)
+    wait_done(pg_url, sid)
+    assert w.alive()
+    logs = w.logs()
+    assert "pickle" in logs.lower()
+    assert "malformed" in logs
+    assert results_of(pg_url, sid)[0]["status"] == "ok"
+
+
+def test_job_that_always_crashes_fails_after_bounded_attempts(models_dir, pg_url, broker_url, workers):
+    w = workers("mac-a", models_dir, env={"SILICONBENCH_FAULT": "crash"})
+    sid, _ = fleet.submit_sweep(sweep(engines=["llama.cpp"]), database_url=pg_url, broker_url=broker_url)
+    wait_done(pg_url, sid, timeout_s=120)
+    [(_, status, attempts, _, error)] = job_rows(pg_url, sid)
+    assert status == "failed" and attempts == 3
+    assert "SIGABRT" in error
+    assert w.alive()
+
+
+def test_cancel_stops_what_has_not_started(models_dir, pg_url, broker_url, workers):
+    sid = None
+    workers("mac-a", models_dir)
+    sid, _ = fleet.submit_sweep(sweep(workloads=[{"kind": "generate", "prompt_tokens": [16, 20, 24, 28], "gen_tokens": [4]}],
+                                      delay_s=0.5), database_url=pg_url, broker_url=broker_url)
+    wait_for(lambda: any(st == "running" for _, st, *_ in job_rows(pg_url, sid)), 60, what="a job to start")
+    with database.session_scope(pg_url) as s:
+        n = fleet.cancel(s, sid, broker_url)
+    assert n >= 1
+    prog = wait_done(pg_url, sid)
+    total = sum(prog["mac-a"].values()) if "mac-a" in prog else 0
+    cancelled = sum(c.get("cancelled", 0) for c in prog.values())
+    assert cancelled == n and total + sum(c.get("cancelled", 0) for h, c in prog.items() if h != "mac-a") == 8
+    with database.session_scope(pg_url) as s:
+        assert store.sweep_progress(s, sid).get("cancelled") == n

@@ -1,0 +1,1 @@
+"""Measurements outside the engines: process-tree memory and page-cache residency."""

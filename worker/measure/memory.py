@@ -1,0 +1,113 @@
+"""Memory of other processes: RSS of a process tree sampled on a thread, and the kernel's own peaks.
+
+Sampling is portable but can miss a peak shorter than its interval; on Linux the kernel keeps an exact
+per-process high-water mark (VmHWM), which `reset_hwm` / `read_hwm` use as a cross-check.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import psutil
+
+
+def tree(pid: int) -> list[psutil.Process]:
+    """The process and its descendants that are still alive."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _sum(procs: list[psutil.Process], field: str) -> int:
+    total = 0
+    for p in procs:
+        try:
+            info = p.memory_full_info() if field == "pss" else p.memory_info()
+            total += int(getattr(info, field))
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return total
+
+
+def tree_rss(pid: int) -> int:
+    return _sum(tree(pid), "rss")
+
+
+def rss_of(pids: list[int]) -> int:
+    return _sum([psutil.Process(p) for p in pids if psutil.pid_exists(p)], "rss")
+
+
+def pss_of(pids: list[int]) -> int | None:
+    """Proportional set size summed (Linux only: shared pages split between their users)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    return _sum([psutil.Process(p) for p in pids if psutil.pid_exists(p)], "pss")
+
+
+def reset_hwm(pids: list[int]) -> bool:
+    """Reset each process's peak RSS (Linux >= 4.0: write 5 to clear_refs); False where that is impossible."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        for pid in pids:
+            with open(f"/proc/{pid}/clear_refs", "w") as f:
+                f.write("5")
+    except OSError:
+        return False
+    return True
+
+
+def read_hwm(pids: list[int]) -> int | None:
+    """Sum of the processes' VmHWM (peak RSS since the last reset), or None off Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        total += int(line.split()[1]) * 1024
+        except OSError:
+            return None
+    return total
+
+
+class PeakSampler:
+    """Samples the RSS of ``pid``'s process tree every ``interval_s`` on a thread; ``stop()`` returns the peak."""
+
+    def __init__(self, pid: int, interval_s: float):
+        self.pid, self.interval_s = pid, interval_s
+        self.peak = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        procs = tree(self.pid)
+        next_t = time.perf_counter()
+        while not self._stop.is_set():
+            if self.samples % 50 == 0:  # children may appear (worker threads are not processes, forks are)
+                procs = tree(self.pid) or procs
+            self.peak = max(self.peak, _sum(procs, "rss"))
+            self.samples += 1
+            next_t += self.interval_s
+            self._stop.wait(max(0.0, next_t - time.perf_counter()))
+
+    def __enter__(self) -> "PeakSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> int:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self.peak = max(self.peak, tree_rss(self.pid))  # one last sample at the end of the window
+        return self.peak

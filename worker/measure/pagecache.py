@@ -1,0 +1,82 @@
+"""Page-cache state of model files: measured with mincore(2), dropped with posix_fadvise(2), warmed by reading.
+
+The swap workload records the measured fraction with every swap instead of assuming a state: a "cold"
+request can fail silently (pages mapped by another process, an OS without fadvise such as macOS).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import mmap
+import os
+from pathlib import Path
+
+import numpy as np
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+def files_of(path: Path) -> list[Path]:
+    """The files of an artifact: the file itself, or every file of a directory."""
+    path = Path(path)
+    return [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+
+
+def _resident_pages(path: Path) -> tuple[int, int]:
+    size = path.stat().st_size
+    if size == 0:
+        return 0, 0
+    n = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if addr in (None, MAP_FAILED):
+            raise OSError(ctypes.get_errno(), f"mmap of {path} failed")
+        try:
+            vec = (ctypes.c_ubyte * n)()
+            if _libc.mincore(ctypes.c_void_p(addr), size, vec) != 0:
+                raise OSError(ctypes.get_errno(), f"mincore of {path} failed")
+            return int((np.frombuffer(vec, dtype=np.uint8) & 1).sum()), n
+        finally:
+            _libc.munmap(ctypes.c_void_p(addr), size)
+    finally:
+        os.close(fd)
+
+
+def resident_fraction(path: Path) -> float:
+    """Fraction of the artifact's file pages now in the page cache (mapping a file does not read it)."""
+    res = tot = 0
+    for f in files_of(path):
+        r, t = _resident_pages(f)
+        res, tot = res + r, tot + t
+    return res / tot if tot else 1.0
+
+
+def can_evict() -> bool:
+    return hasattr(os, "posix_fadvise")
+
+
+def evict(path: Path) -> None:
+    """Ask the OS to drop the artifact's clean pages from the page cache (no-op where unsupported)."""
+    if not can_evict():
+        return
+    for f in files_of(path):
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def warm(path: Path) -> None:
+    """Read every file of the artifact once, so its pages are cached."""
+    for f in files_of(path):
+        with open(f, "rb") as fh:
+            while fh.read(1 << 22):
+                pass
