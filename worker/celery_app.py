@@ -30,9 +30,10 @@ def _required(var: str) -> str:
     return value
 
 
-BROKER_URL = _required("SILICONBENCH_BROKER_URL")
 app = Celery("siliconbench-worker")
-app.conf.update(celery_settings(BROKER_URL))
+# Configured from the environment `siliconbench worker` prepared; importing this module alone needs nothing.
+if os.environ.get("SILICONBENCH_BROKER_URL"):
+    app.conf.update(celery_settings(os.environ["SILICONBENCH_BROKER_URL"]))
 
 _ctx: WorkerContext | None = None
 _heartbeat: Heartbeat | None = None
@@ -81,7 +82,7 @@ def run_job_task(self, job_id):
 
         import time
 
-        enqueue(BROKER_URL, [(jid, queue, f"c{time.time_ns()}")])
+        enqueue(app.conf.broker_url, [(jid, queue, f"c{time.time_ns()}")])
 
     ctx.requeue = requeue if queue else None
     return handle_job(job_id, ctx)
@@ -109,6 +110,7 @@ def _on_shutdown(sender=None, **_):
 
 def start(argv_extra: list[str] | None = None) -> None:
     """Register the host, then run the Celery worker on its queues (blocks until stopped)."""
+    app.conf.update(celery_settings(_required("SILICONBENCH_BROKER_URL")))
     ctx = context()
     queues = register(ctx.database_url, ctx.name, ctx.models_dir)
     log.info("consuming %s", ", ".join(queues))
