@@ -1,14 +1,19 @@
 """The read queries behind the dashboard's pages; every aggregate over raw samples is computed in SQL.
 
-The statistics match ``siliconbench.aggregate.summarize`` over the measured (non-warmup) samples:
-count, mean (``avg``), min, max, the median (mean of the middle one or two values, as
-``statistics.median``, found with ``row_number()`` so the same SQL runs on SQLite and PostgreSQL) and
-the sample variance ``sum((v - mean)^2) / (n - 1)`` (two-pass, so it stays exact for byte counts where
-``sum(v*v) - sum(v)^2/n`` cancels). Only the square root of that one number is taken in Python, since
-SQLite may be built without ``sqrt``; ``stddev`` is 0 for a single sample, as in ``summarize``.
+The statistics are ``siliconbench.aggregate.summarize``'s, over the measured (non-warmup) samples:
+count, mean, min, max, the median (the middle value, or the mean of the two middle values, as
+``statistics.median``) and the sample variance with n - 1 (``statistics.stdev`` squared; 0 for a single
+sample). ``tests/test_dashboard.py`` checks the SQL against ``summarize`` on both databases.
 
+- PostgreSQL: its own aggregates, ``avg``, ``percentile_cont(0.5)`` (the median as defined above) and
+  ``var_samp`` (n - 1, numerically stable), in one GROUP BY.
+- SQLite (and anything else): portable window functions: ``row_number()`` picks the middle value(s),
+  and the variance is two-pass, ``sum((v - mean)^2) / (n - 1)``, which stays exact for byte counts where
+  the one-pass ``sum(v*v) - sum(v)^2/n`` cancels to noise.
+
+Only the square root of the one variance per series is taken in Python (SQLite may lack ``sqrt``).
 Results are grouped by ``identity_hash`` (job key + environment): samples of different identities are
-never pooled; results of the same identity (the same configuration measured again) are.
+never pooled; results of one identity (the same configuration measured again) are.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from .store import load_stored
 
 SAMPLE_METRICS = ("prefill_tps", "decode_tps", "ttft_ms")
 JOB_METRICS = ("peak_memory_bytes", "load_s")  # one value per result, stored on the results row
-MAX_SERIES = 200  # identities per Compare view: more is unreadable, and bounds every query's work
+MAX_SERIES = 100  # series per Compare view: more is unreadable as bars, and it bounds every query's work
 MAX_RAW_SAMPLES = 20_000  # the distribution plot's cap; the aggregates never use it
 
 
@@ -57,6 +62,10 @@ _COLUMNS = {"sweeps": Job.sweep_id, "hosts": Result.hostname, "chips": Result.ch
             "n_depth": Job.n_depth}
 
 
+_JOB_FILTERS = ("sweeps", "models", "quants", "engines", "engine_versions", "workloads", "n_prompt", "n_gen",
+                "n_depth")  # the filters on jobs columns; hosts and chips are on results
+
+
 def _conditions(f: Filters) -> list:
     conds = [col.in_(getattr(f, name)) for name, col in _COLUMNS.items() if getattr(f, name)]
     if f.quants:
@@ -81,22 +90,24 @@ def filter_options(session: Session) -> dict[str, list]:
     """The distinct values each filter can take over the stored results, sweeps newest first.
 
     Everything but the sweep is part of a result's identity, so one representative result per identity
-    is enough: the environment JSON (engine version) is parsed once per identity, not once per result.
+    is enough: the environment JSON (engine version) is parsed once per identity, not once per result,
+    and each column's distinct values come back as a few rows (one query, UNION ALL over a CTE).
     """
     rep = select(func.min(Result.job_id).label("job_id")).group_by(Result.identity_hash).subquery("rep")
     cols = {k: v for k, v in _COLUMNS.items() if k != "sweeps"} | {
         "quants": Job.quant_level, "quant_exact": Job.quant, "engine_versions": engine_version()}
-    q = (select(*(c.label(k) for k, c in cols.items())).distinct().select_from(rep)
-         .join(Result, Result.job_id == rep.c.job_id).join(Job, Job.id == rep.c.job_id))
+    ids = (select(*(c.label(k) for k, c in cols.items())).select_from(rep)
+           .join(Result, Result.job_id == rep.c.job_id).join(Job, Job.id == rep.c.job_id)).cte("ids")
+    q = union_all(*(select(literal(k).label("f"), cast(ids.c[k], String).label("v")).distinct() for k in cols))
     out: dict[str, set] = {k: set() for k in cols}
-    for row in session.execute(q):
-        for k, v in row._mapping.items():
-            if v is not None:
-                out[k].add(v)
+    for f, v in session.execute(q):
+        if v is not None:
+            out[f].add(int(v) if f in ("n_prompt", "n_gen", "n_depth") else v)
     out["quants"] |= out.pop("quant_exact")
     opts: dict[str, list] = {k: sorted(v) for k, v in out.items()}
-    with_results = select(Job.sweep_id).where(Job.status.in_(("ok", "failed"))).distinct()
-    opts["sweeps"] = list(session.scalars(select(Sweep.id).where(Sweep.id.in_(with_results))
+    # Correlated EXISTS: one index probe per sweep (ix_jobs_sweep_id_idx), not a scan of every job.
+    has_results = select(Job.id).where(Job.sweep_id == Sweep.id, Job.status.in_(("ok", "failed"))).exists()
+    opts["sweeps"] = list(session.scalars(select(Sweep.id).where(has_results)
                                           .order_by(Sweep.created_at.desc(), Sweep.id.desc())))
     return opts
 
@@ -131,7 +142,8 @@ def _summary(row) -> dict:
 
 _DESCRIPTION = (Job.engine, Job.model, Job.quant, Job.quant_level, Job.workload, Job.n_prompt, Job.n_gen, Job.n_depth,
                 Result.hostname, Result.chip)
-_ORDER = ("model", "quant_level", "n_prompt", "n_gen", "n_depth", "hostname", "engine", "engine_version", "identity_hash")
+_ORDER = ("model", "quant_level", "n_prompt", "n_gen", "n_depth", "hostname", "engine", "engine_version",
+          "identity_hash")
 
 
 def series(session: Session, f: Filters = Filters(), limit: int = MAX_SERIES,
@@ -142,19 +154,24 @@ def series(session: Session, f: Filters = Filters(), limit: int = MAX_SERIES,
     a job_id of one of its results, and ``metrics``: {metric: {mean, median, stddev, min, max, count}}.
     """
     latest = func.max(Result.created_at)
-    desc = (select(Result.identity_hash.label("identity_hash"), *(func.min(c).label(c.key) for c in _DESCRIPTION),
-                   func.count().label("n_results"), func.max(Result.job_id).label("job_id"),
-                   latest.label("created_at"), func.count().over().label("total"))
-            .join(Job, Job.id == Result.job_id).where(Result.status == "ok", *_conditions(f))
-            .group_by(Result.identity_hash).order_by(latest.desc(), Result.identity_hash).limit(limit))
-    rows = [dict(r._mapping) for r in session.execute(desc)]
-    if not rows:
+    # Lean first pass over every matching result: which identities, and how many there are in all.
+    top = select(Result.identity_hash, func.count().over().label("total"))
+    if any(getattr(f, name) for name in _JOB_FILTERS):
+        top = top.join(Job, Job.id == Result.job_id)
+    top = (top.where(Result.status == "ok", *_conditions(f)).group_by(Result.identity_hash)
+           .order_by(latest.desc(), Result.identity_hash).limit(limit))
+    picked = session.execute(top).all()
+    if not picked:
         return [], 0
-    total = rows[0]["total"]
-    ids = [r["identity_hash"] for r in rows]
-    # Versions are parsed from the environment JSON of one result per identity only.
-    versions = dict(session.execute(select(Result.job_id, engine_version()).join(Job, Job.id == Result.job_id)
-                                    .where(Result.job_id.in_([r["job_id"] for r in rows]))).all())
+    total, ids = picked[0].total, [p.identity_hash for p in picked]
+    # Then the description of those only (the engine version parsed from their environment JSON).
+    desc = (select(Result.identity_hash.label("identity_hash"), *(func.min(c).label(c.key) for c in _DESCRIPTION),
+                   func.min(engine_version()).label("engine_version"), func.count().label("n_results"),
+                   func.max(Result.job_id).label("job_id"), latest.label("created_at"))
+            .join(Job, Job.id == Result.job_id).where(Result.status == "ok", *_conditions(f),
+                                                      Result.identity_hash.in_(ids))
+            .group_by(Result.identity_hash))
+    rows = [dict(r._mapping) for r in session.execute(desc)]
     stats: dict[str, dict] = {}
     sample_m = [m for m in metrics if m not in JOB_METRICS]
     job_m = [m for m in metrics if m in JOB_METRICS]
@@ -171,8 +188,6 @@ def series(session: Session, f: Filters = Filters(), limit: int = MAX_SERIES,
         for row in session.execute(_stats(session, vals)):
             stats.setdefault(row.k, {})[row.metric] = _summary(row)
     for r in rows:
-        del r["total"]
-        r["engine_version"] = versions.get(r["job_id"])
         r["metrics"] = stats.get(r["identity_hash"], {})
     rows.sort(key=lambda r: tuple("" if r[c] is None else r[c] for c in _ORDER))
     return rows, total
@@ -219,27 +234,35 @@ def result_detail(session: Session, job_id: str) -> dict | None:
             "extra": s.result.extra, "wall_s": s.result.wall_s, "worker": s.worker}
 
 
-def _durations(session: Session, keys: list[str], models: list[str]) -> dict[tuple, float]:
-    """Mean seconds per repetition of earlier ok results, by ``keys`` (job columns)."""
+def active_sweeps(session: Session) -> list[str]:
+    """Sweeps still queued or running (the Sweeps page polls while there are any)."""
+    return list(session.scalars(select(Sweep.id).where(Sweep.status.in_(("queued", "running")))))
+
+
+def _durations(session: Session, keys: list[str], jobs) -> dict[tuple, float]:
+    """Mean seconds per repetition of earlier ok results, by ``keys`` (job columns), for ``jobs``' values."""
     cols = [getattr(Job, k) for k in keys]
     per_rep = Result.wall_s / Job.repetitions  # warmup included in wall_s: assumes the usual 1 warmup
     if "n_prompt" not in keys:  # coarser fallback: seconds per repetition and token
         per_rep = per_rep / (Job.n_prompt + Job.n_gen + Job.n_depth)
+    narrow = [c.in_(sorted({getattr(j, k) for j in jobs})) for k, c in zip(keys, cols)]  # a superset, by index
     q = (select(*cols, func.avg(per_rep)).join(Job, Job.id == Result.job_id)
-         .where(Result.status == "ok", Result.wall_s.is_not(None), Job.model.in_(models)).group_by(*cols))
+         .where(Result.status == "ok", Result.wall_s.is_not(None), *narrow).group_by(*cols))
     return {tuple(r[:-1]): r[-1] for r in session.execute(q)}
+
+
+EXACT = ("model", "engine", "quant", "n_prompt", "n_gen", "n_depth")
 
 
 def estimate_duration(session: Session, jobs) -> dict:
     """Estimated run time of planned jobs from earlier results of the same configuration (exact lengths,
     else the same model and engine scaled by tokens): total seconds, per host, and how many had no history."""
-    exact_keys = ["model", "engine", "quant", "n_prompt", "n_gen", "n_depth"]
-    models = sorted({j.model for j in jobs})
-    exact = _durations(session, exact_keys, models)
-    coarse = _durations(session, ["model", "engine"], models)
+    exact = _durations(session, list(EXACT), jobs) if jobs else {}
+    missing = [j for j in jobs if tuple(getattr(j, k) for k in EXACT) not in exact]
+    coarse = _durations(session, ["model", "engine"], missing) if missing else {}
     total, per_host, unknown = 0.0, {}, 0
     for j in jobs:
-        s = exact.get(tuple(getattr(j, k) for k in exact_keys))
+        s = exact.get(tuple(getattr(j, k) for k in EXACT))
         if s is None and (j.model, j.engine) in coarse:
             s = coarse[(j.model, j.engine)] * (j.n_prompt + j.n_gen + j.n_depth)
         if s is None:
@@ -250,4 +273,3 @@ def estimate_duration(session: Session, jobs) -> dict:
         host = j.host or "any"
         per_host[host] = per_host.get(host, 0.0) + s
     return {"total_s": total, "per_host_s": per_host, "unknown_jobs": unknown, "jobs": len(jobs)}
-

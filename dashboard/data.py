@@ -1,0 +1,103 @@
+"""What the pages share: settings, the migrated database, and cached reads through coordinator.queries.
+
+Each cached read takes the database's ``data_version`` (result count, newest result time) as part of
+its key, so clicking through filters re-runs no query, yet a newly stored result shows on the next run.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import streamlit as st
+
+from coordinator import fleet, queries, store
+from coordinator.database import require_current, session_scope, upgrade
+from siliconbench.errors import UserError
+from siliconbench.settings import Settings, load_settings
+
+CACHE_TTL_S = 60  # bounds memory; freshness comes from data_version
+
+
+def settings() -> Settings:
+    return load_settings()
+
+
+@st.cache_resource(show_spinner=False)
+def _migrated(url: str, embedded_default: bool) -> str:
+    # As the CLI does: the embedded SQLite default migrates itself, a configured database must be current.
+    (upgrade if embedded_default else require_current)(url)
+    return url
+
+
+def database_url() -> str:
+    s = settings()
+    return _migrated(s.resolved_database_url, s.database_url is None)
+
+
+@contextmanager
+def user_errors():
+    """Show a UserError as one paragraph naming the field, instead of a traceback."""
+    try:
+        yield
+    except UserError as exc:
+        choices = f" Valid choices: {', '.join(exc.choices)}." if exc.choices else ""
+        st.error(f"**{exc.field}**: {exc.message}{choices}")
+        st.stop()
+
+
+def version(url: str) -> tuple:
+    with session_scope(url) as s:
+        return queries.data_version(s)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def filter_options(url: str, version: tuple) -> dict:
+    with session_scope(url) as s:
+        return queries.filter_options(s)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False, max_entries=64)
+def series(url: str, version: tuple, filters: queries.Filters) -> tuple[list[dict], int]:
+    with session_scope(url) as s:
+        return queries.series(s, filters)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False, max_entries=64)
+def raw_samples(url: str, version: tuple, filters: queries.Filters, metric: str, identities: tuple) -> list[dict]:
+    with session_scope(url) as s:
+        return queries.raw_samples(s, filters, metric, identities=list(identities))
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False, max_entries=64)
+def failed_results(url: str, version: tuple, filters: queries.Filters) -> list[dict]:
+    with session_scope(url) as s:
+        return queries.failed_results(s, filters)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def recent_results(url: str, version: tuple, failed_only: bool) -> list[dict]:
+    with session_scope(url) as s:
+        return queries.recent_results(s, failed_only=failed_only)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False, max_entries=32)
+def result_detail(url: str, version: tuple, job_id: str) -> dict | None:
+    with session_scope(url) as s:
+        return queries.result_detail(s, job_id)
+
+
+def sweeps(url: str) -> list[dict]:
+    """Not cached: progress must be live."""
+    with session_scope(url) as s:
+        return store.list_sweeps(s)
+
+
+def active_sweeps(url: str) -> list[str]:
+    with session_scope(url) as s:
+        return queries.active_sweeps(s)
+
+
+def hosts(url: str) -> list[dict]:
+    """Not cached: online/offline comes from heartbeats seconds old."""
+    with session_scope(url) as s:
+        return fleet.list_hosts(s)

@@ -1,0 +1,117 @@
+"""Sweeps the dashboard runs on this machine when no broker is configured (as `siliconbench run` does).
+
+One at a time, in a background thread of the dashboard's server process, so the page stays live and
+the user can navigate away; two sweeps at once on one machine would disturb each other's timings.
+Cancel marks the queued jobs cancelled (``coordinator.fleet.cancel``) and stops after the running job.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from coordinator import embedded, fleet, store
+from coordinator.database import session_scope
+from siliconbench.errors import UserError
+from siliconbench.jobs import JobSpec
+from siliconbench.spec import SweepSpec
+
+STARTUP_WAIT_S = 30  # until run_sweep has stored the sweep, so the list shows it at once
+
+
+class _Cancelled(Exception):
+    pass
+
+
+@dataclass
+class Run:
+    sweep_id: str
+    n_jobs: int
+    cancel: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+    done: int = 0
+    current: str | None = None  # label of the running job
+    error: str | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+
+_lock = threading.Lock()
+_runs: dict[str, Run] = {}
+
+
+def active() -> Run | None:
+    with _lock:
+        return next((r for r in _runs.values() if r.alive), None)
+
+
+def get(sweep_id: str) -> Run | None:
+    return _runs.get(sweep_id)
+
+
+def _exists(url: str, sweep_id: str) -> bool:
+    try:
+        with session_scope(url) as s:
+            store.sweep_progress(s, sweep_id)
+        return True
+    except UserError:
+        return False
+
+
+def start(spec: SweepSpec, jobs: list[JobSpec], *, database_url: str, models_dir: Path) -> Run:
+    """Start the sweep in the background; UserError if one is running or the sweep id is taken."""
+    sweep_id = jobs[0].sweep_id
+    with _lock:
+        busy = next((r for r in _runs.values() if r.alive), None)
+        if busy:
+            raise UserError("sweep", f"sweep {busy.sweep_id!r} is running on this machine ({busy.done} of "
+                            f"{busy.n_jobs} jobs done); wait for it or cancel it: two sweeps at once would "
+                            "disturb each other's timings.")
+        if _exists(database_url, sweep_id):
+            raise UserError("sweep", f"sweep {sweep_id!r} exists already; preview again for a new sweep id.")
+        run = _runs[sweep_id] = Run(sweep_id, len(jobs))
+
+    def on_event(job: JobSpec, event: dict) -> None:
+        run.current = job.label()
+
+    def on_done(job: JobSpec, result) -> None:
+        run.done += 1
+        if run.cancel.is_set():
+            raise _Cancelled  # the job just finished is stored; the rest stay cancelled
+
+    def target() -> None:
+        try:
+            embedded.run_sweep(spec, jobs, database_url=database_url, models_dir=models_dir,
+                               on_event=on_event, on_done=on_done)
+        except _Cancelled:
+            pass
+        except Exception as exc:  # shown on the Sweeps page; the thread must not die silently
+            run.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            run.current = None
+            try:
+                with session_scope(database_url) as s:
+                    store.refresh_sweep_status(s, sweep_id)
+            except Exception:
+                pass  # the sweep was never stored (its error is recorded above)
+
+    run.thread = threading.Thread(target=target, name=f"sweep-{sweep_id}", daemon=True)
+    run.thread.start()
+    deadline = time.monotonic() + STARTUP_WAIT_S
+    while run.alive and not _exists(database_url, sweep_id) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return run
+
+
+def cancel(database_url: str, sweep_id: str, broker_url: str | None = None) -> int:
+    """Cancel the sweep's queued jobs (and their broker messages); an embedded run stops after its running
+    job. Returns how many jobs were cancelled."""
+    run = _runs.get(sweep_id)
+    if run is not None:
+        run.cancel.set()
+    with session_scope(database_url) as s:
+        return fleet.cancel(s, sweep_id, broker_url=broker_url)

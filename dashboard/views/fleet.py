@@ -1,0 +1,46 @@
+"""Fleet: every registered worker, online or not, from its heartbeats (coordinator.fleet.list_hosts)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import data
+from siliconbench.queues import ONLINE_S
+
+st.title("Fleet")
+
+with data.user_errors():
+    settings = data.settings()
+    url = data.database_url()
+
+
+def ago(t: datetime | None) -> str:
+    if t is None:
+        return "never"
+    s = (datetime.now(timezone.utc) - t).total_seconds()
+    return f"{s:.0f} s ago" if s < 120 else f"{s / 60:.0f} min ago" if s < 7200 else f"{s / 3600:.1f} h ago"
+
+
+@st.fragment(run_every=5)  # heartbeats arrive every few seconds; the table follows
+def hosts_table() -> None:
+    hosts = data.hosts(url)
+    if not hosts:
+        st.info("No worker has registered yet." + ("" if settings.broker_url else
+                " Without a broker (SILICONBENCH_BROKER_URL) sweeps run on this machine; start a worker on each "
+                "Mac with `siliconbench worker` to build a fleet."))
+        return
+    online = sum(h["online"] for h in hosts)
+    st.caption(f"{online} of {len(hosts)} online (a heartbeat within {ONLINE_S} s).")
+    st.dataframe(pd.DataFrame([{
+        "worker": h["name"], "status": "online" if h["online"] else "offline", "host": h["hostname"],
+        "chip": h["chip"], "memory GiB": round(h["memory_bytes"] / 2**30) if h["memory_bytes"] else None,
+        "os": h["os"], "engines": ", ".join(f"{e} {v}" for e, v in sorted(h["engines"].items())),
+        "models": ", ".join(h["models"]), "current job": h["current_job_id"] or "",
+        "last heartbeat": ago(h["last_heartbeat"]), "jobs done": h["jobs_done"], "jobs failed": h["jobs_failed"],
+    } for h in hosts]), hide_index=True, width="stretch", key="hosts_table")
+
+
+hosts_table()

@@ -1,0 +1,117 @@
+"""Regressions: the findings (steps in series histories), each series' history with its change points and
+versions, and the button that confirms a finding with an interleaved A/B/A/B sweep on this host.
+
+Reads and writes only through coordinator.regressions / coordinator.history / coordinator.confirm.
+"""
+
+from __future__ import annotations
+
+import platform
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from coordinator.compare import DEFAULT_ALPHA, DEFAULT_METRICS, DEFAULT_MIN_EFFECT
+from coordinator.confirm import DEFAULT_ROUNDS, start_background
+from coordinator.database import session_scope
+from coordinator.history import load_points
+from coordinator.regressions import find_steps, get_finding, history_points, list_findings, save_findings
+from dashboard import data
+from siliconbench.metrics import METRICS
+
+st.title("Regressions")
+st.caption("Steps found by change-point detection (ruptures PELT) in each series, ordered by engine version then "
+           "time, kept only where the raw samples either side pass a Mann-Whitney U test and move by at least the "
+           "minimum effect. Confirm one before alarming: an interleaved A/B/A/B sweep on the same host.")
+
+with data.user_errors():
+    url = data.database_url()
+
+
+@st.cache_data(ttl=60, show_spinner=False, max_entries=8)
+def _points(url: str, version: tuple):
+    with session_scope(url) as s:
+        return load_points(s)
+
+
+def _scan(metrics: list[str], min_effect: float, alpha: float) -> int:
+    with session_scope(url) as s:
+        steps = find_steps(load_points(s), metrics=tuple(metrics), alpha=alpha, min_effect=min_effect)
+        save_findings(s, steps)
+    return len(steps)
+
+
+with st.expander("Scan the history", expanded=False):
+    c1, c2, c3 = st.columns([3, 1, 1])
+    metrics = c1.multiselect("Metrics", list(METRICS), default=list(DEFAULT_METRICS), key="rg_metrics")
+    min_effect = c2.number_input("Min effect", 0.0, 0.5, DEFAULT_MIN_EFFECT, 0.01, key="rg_min_effect")
+    alpha = c3.number_input("Alpha", 0.001, 0.2, DEFAULT_ALPHA, 0.01, format="%.3f", key="rg_alpha")
+    if st.button("Scan for change points", key="rg_scan"):
+        with data.user_errors():
+            n = _scan(metrics, min_effect, alpha)
+        st.success(f"{n} steps passed the test; new ones were recorded as findings.")
+
+with data.user_errors(), session_scope(url) as s:
+    findings = list_findings(s)
+
+if not findings:
+    st.info("No findings yet. Scan the history above, or run `siliconbench regressions`.")
+    st.stop()
+
+table = pd.DataFrame([{
+    "finding": f["id"], "status": f["status"], "verdict": f["verdict"], "series": f["series"], "metric": f["metric"],
+    "ratio": f["ratio"], "p": f["p_value"], "what changed": f["changes"],
+    "confirmation": (f"{f['confirm_result']['verdict']} (ratio {f['confirm_result']['ratio']:.3f})"
+                     if f["confirm_result"] and f["confirm_result"].get("ratio") is not None else ""),
+} for f in findings])
+st.dataframe(table, hide_index=True, width="stretch", key="rg_findings")
+
+ids = [f["id"] for f in findings]
+chosen = st.selectbox("Finding", ids, format_func=lambda i: next(
+    f"#{f['id']} {f['verdict']} — {f['series']} {f['metric']}" for f in findings if f["id"] == i), key="rg_finding")
+f = next(x for x in findings if x["id"] == chosen)
+metric = METRICS[f["metric"]]
+
+with data.user_errors():
+    hist = history_points(_points(url, data.version(url)), f["series_id"], f["metric"])
+if hist:
+    df = pd.DataFrame(hist)
+    base = alt.Chart(df).encode(
+        x=alt.X("index:Q", title="history (by version, then time)"),
+        y=alt.Y("value:Q", title=f"{metric.name} ({metric.unit}, {metric.better} is better)", scale=alt.Scale(zero=False)),
+        tooltip=["index", "value", "versions", "sweep", "source", "when", "job_id"])
+    chart = base.mark_line(point=True)
+    steps = df[df["step"] != ""]
+    if not steps.empty:
+        rules = alt.Chart(steps).mark_rule(strokeDash=[4, 3], color="#d62728").encode(
+            x=alt.X("index:Q"), tooltip=["step", "changes", "versions"])
+        chart = chart + rules
+    st.altair_chart(chart, width="stretch")
+    st.caption("Dashed lines: steps that passed the test, with the components that changed there.")
+
+c1, c2 = st.columns(2)
+with c1:
+    st.markdown(f"**What changed**: {f['changes']}")
+    comp = f["comparison"] or {}
+    if comp.get("ratio") is not None:
+        st.markdown(f"**Found**: median {comp['baseline_median']:,.1f} → {comp['candidate_median']:,.1f} "
+                    f"({metric.unit}), ratio {comp['ratio']:.3f}"
+                    + (f", 95% CI {comp['ci_low']:.3f}–{comp['ci_high']:.3f}" if comp.get("ci_low") else "")
+                    + f", p {comp['p_value']:.2g}")
+with c2:
+    r = f["confirm_result"]
+    if r:
+        st.markdown(f"**Confirmation** ({r['rounds']} rounds, sweep `{r['sweep_id']}`): {r['baseline']} → "
+                    f"{r['candidate']}: {r['verdict']}"
+                    + (f", ratio {r['ratio']:.3f}, p {r['p_value']:.2g}" if r.get("p_value") is not None else ""))
+    here = platform.node()
+    if f["status"] == "confirming":
+        st.info("A confirmation sweep is running; reload to see its result.")
+    elif f["host"] and f["host"] != here:
+        st.caption(f"Measured on {f['host']}; only that host can confirm it (this is {here}).")
+    elif st.button(f"Confirm (A/B/A/B × {DEFAULT_ROUNDS} on this host)", key="rg_confirm"):
+        with data.user_errors(), session_scope(url) as s:
+            get_finding(s, chosen)
+        pid = start_background(chosen)
+        st.success(f"Confirmation started (process {pid}); its result is attached to finding {chosen}.")

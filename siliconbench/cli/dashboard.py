@@ -1,0 +1,46 @@
+"""`siliconbench dashboard`: serve the Streamlit dashboard (127.0.0.1 by default).
+
+Streamlit is started as its own program (exec), never imported here: the CLI must work on a worker
+host that has no dashboard dependencies.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import typer
+
+from siliconbench.errors import UserError
+
+from .common import settings, user_errors
+
+
+def app_path() -> Path:
+    spec = importlib.util.find_spec("dashboard")  # locates the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError("dashboard", "the dashboard package is not installed with this siliconbench.")
+    return Path(list(spec.submodule_search_locations)[0]) / "app.py"
+
+
+def streamlit_argv(host: str, port: int) -> list[str]:
+    return [sys.executable, "-m", "streamlit", "run", str(app_path()), "--server.address", host,
+            "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
+            "--server.fileWatcherType", "none", "--global.developmentMode", "false",
+            "--client.toolbarMode", "minimal"]
+
+
+@user_errors
+def dashboard(
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; 0.0.0.0 exposes it to the network"),
+    port: int = typer.Option(8501, "--port", min=1, max=65535, help="Port to serve on"),
+) -> None:
+    """Serve the dashboard: compare results, submit sweeps, watch the fleet."""
+    settings()  # a bad SILICONBENCH_* value is one clear error here, not a traceback in the browser
+    if importlib.util.find_spec("streamlit") is None:
+        raise UserError("dashboard", "Streamlit is not installed; `pip install 'siliconbench[dashboard]'`.")
+    argv = streamlit_argv(host, port)
+    sys.stdout.flush()
+    os.execv(argv[0], argv)  # Streamlit takes over this process (same PID, signals go straight to it)
