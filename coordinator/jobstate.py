@@ -30,34 +30,37 @@ class Claim:
 
 
 def claim(session: Session, job_id: str, *, worker: str, host: str, lease_s: float = LEASE_S) -> Claim:
-    """Take the job for ``worker`` if it is queued or its lease expired; otherwise say why not."""
+    """Take the job for ``worker`` if it is queued or its lease expired; otherwise say why not.
+
+    The common case is one UPDATE ... RETURNING; only a refused claim reads the row to say why.
+    """
     now = utcnow()
-    row = session.execute(select(Job.status, Job.attempts, Job.worker, Job.target_host).where(Job.id == job_id)).first()
+    claimable = or_(Job.status == "queued", and_(Job.status == "running", Job.lease_expires_at < now))
+    mine = or_(Job.target_host.is_(None), Job.target_host == worker)
+    got = session.execute(
+        update(Job).where(Job.id == job_id, claimable, mine, Job.attempts < MAX_ATTEMPTS)
+        .values(status="running", worker=worker, host=host, attempts=Job.attempts + 1, started_at=now,
+                lease_expires_at=now + timedelta(seconds=lease_s))
+        .returning(Job.spec, Job.attempts)).first()
+    if got is not None:
+        return Claim(JobSpec.model_validate(got.spec), attempt=got.attempts)
+    return _refusal(session, job_id, worker=worker, host=host, claimable=claimable)
+
+
+def _refusal(session: Session, job_id: str, *, worker: str, host: str, claimable) -> Claim:
+    row = session.execute(select(Job.status, Job.attempts, Job.worker, Job.target_host, Job.error, Job.spec)
+                          .where(Job.id == job_id)).first()
     if row is None:
         return Claim(None, refused=f"unknown job {job_id}")
     if row.target_host and row.target_host != worker:
         return Claim(None, refused=f"job is pinned to {row.target_host}")
-    claimable = or_(Job.status == "queued", and_(Job.status == "running", Job.lease_expires_at < now))
     if row.attempts >= MAX_ATTEMPTS:
-        gave_up = session.execute(update(Job).where(Job.id == job_id, claimable).values(status="running"))
-        if gave_up.rowcount == 1:
-            spec = JobSpec.model_validate(session.execute(select(Job.spec).where(Job.id == job_id)).scalar_one())
-            reason = f"gave up after {row.attempts} attempts" + (f"; last: {_last_error(session, job_id)}" if _last_error(session, job_id) else "")
-            store.save_result(session, spec, failed(job_id, reason), host=host, worker=worker)
+        # Out of attempts and still claimable: record the failure once (the UPDATE is the lock).
+        if session.execute(update(Job).where(Job.id == job_id, claimable).values(status="running")).rowcount == 1:
+            reason = f"gave up after {row.attempts} attempts" + (f"; last: {row.error}" if row.error else "")
+            store.save_result(session, JobSpec.model_validate(row.spec), failed(job_id, reason), host=host, worker=worker)
             return Claim(None, refused=reason)
-    res = session.execute(
-        update(Job).where(Job.id == job_id, claimable)
-        .values(status="running", worker=worker, host=host, attempts=Job.attempts + 1, started_at=now,
-                lease_expires_at=now + timedelta(seconds=lease_s))
-        .returning(Job.spec, Job.attempts))
-    got = res.first()
-    if got is None:
-        return Claim(None, refused=f"job is {row.status}" + (f" on {row.worker}" if row.worker else ""))
-    return Claim(JobSpec.model_validate(got.spec), attempt=got.attempts)
-
-
-def _last_error(session: Session, job_id: str) -> str | None:
-    return session.execute(select(Job.error).where(Job.id == job_id)).scalar()
+    return Claim(None, refused=f"job is {row.status}" + (f" on {row.worker}" if row.worker else ""))
 
 
 def renew(session: Session, job_id: str, *, worker: str, lease_s: float = LEASE_S) -> bool:

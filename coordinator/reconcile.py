@@ -19,7 +19,7 @@ from siliconbench.results import failed
 
 from . import broker, store
 from .database import session_scope
-from .models import Job, utcnow
+from .models import Job, Sweep, utcnow
 
 # A freshly enqueued message may not be visible to LRANGE yet when a worker has just taken it.
 MESSAGE_GRACE_S = 15
@@ -62,4 +62,7 @@ def _collect(session: Session, broker_url: str, grace_s: float) -> tuple[dict[st
                 to_send.append((job_id, queue, f"r{time.time_ns()}"))
                 session.execute(update(Job).where(Job.id == job_id).values(enqueued_at=now))
                 counts["message_lost"] += 1
+    # Sweeps whose last job just ended: workers write results, not sweep statuses.
+    for (sweep_id,) in session.execute(select(Sweep.id).where(Sweep.status.in_(("queued", "running")))).all():
+        store.refresh_sweep_status(session, sweep_id)
     return counts, to_send

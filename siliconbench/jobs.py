@@ -14,7 +14,8 @@ from .manifest import ModelCatalog
 from .spec import SweepSpec
 from .workloads import configs, engine_params, n_configs
 
-WorkloadKind = Literal["generate", "swap", "restart", "concurrent", "long_context", "perplexity", "multiprocess"]
+# "noop" runs every step of a job except the engine (benchmarks/plumbing.py); no sweep can ask for it.
+WorkloadKind = Literal["generate", "swap", "restart", "concurrent", "long_context", "perplexity", "multiprocess", "noop"]
 
 
 class JobSpec(BaseModel):

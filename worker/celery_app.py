@@ -13,7 +13,7 @@ from pathlib import Path
 
 from celery import Celery, signals
 
-from siliconbench.queues import MAX_ATTEMPTS, TASK_RUN_JOB, celery_settings
+from siliconbench.queues import MAX_ATTEMPTS, TASK_NOOP, TASK_RUN_JOB, celery_settings
 from siliconbench.settings import data_dir
 
 from .registration import Heartbeat, mark_offline, register
@@ -88,11 +88,17 @@ def run_job_task(self, job_id):
     return handle_job(job_id, ctx)
 
 
+@app.task(name=TASK_NOOP, acks_late=True)
+def noop_task(*_args):
+    """A raw Celery no-op: the baseline of benchmarks/plumbing.py (no claim, no database)."""
+    return None
+
+
 @signals.worker_ready.connect
 def _on_ready(sender=None, **_):
     global _heartbeat
     ctx = context()
-    _heartbeat = Heartbeat(ctx.database_url, ctx.name, spool=ctx.spool)
+    _heartbeat = Heartbeat(ctx.database_url, ctx.name, spool=ctx.spool, ctx=ctx)
     _heartbeat.start()
     log.info("worker %s ready", ctx.name)
 
@@ -113,6 +119,8 @@ def start(argv_extra: list[str] | None = None) -> None:
     app.conf.update(celery_settings(_required("SILICONBENCH_BROKER_URL")))
     ctx = context()
     queues = register(ctx.database_url, ctx.name, ctx.models_dir)
+    # Extra queues to consume, e.g. the plumbing benchmark's (SILICONBENCH_WORKER_EXTRA_QUEUES=a,b).
+    queues += [q for q in os.environ.get("SILICONBENCH_WORKER_EXTRA_QUEUES", "").split(",") if q]
     log.info("consuming %s", ", ".join(queues))
     app.worker_main(["worker", "--pool", "solo", "--concurrency", "1", "-Q", ",".join(queues),
                      "-n", f"{ctx.name}@%h", "--loglevel", os.environ.get("SILICONBENCH_LOG_LEVEL", "INFO"),

@@ -49,14 +49,6 @@ def register(database_url: str, name: str, models_dir: Path) -> list[str]:
     return queues_for(name, engines, models)
 
 
-def set_current_job(database_url: str, name: str, job_id: str | None) -> None:
-    from coordinator.database import session_scope
-    from coordinator.models import Host, utcnow
-
-    with session_scope(database_url) as s:
-        s.execute(update(Host).where(Host.name == name).values(current_job_id=job_id, last_heartbeat=utcnow()))
-
-
 def mark_offline(database_url: str, name: str) -> None:
     from coordinator.database import session_scope
     from coordinator.models import Host
@@ -66,11 +58,12 @@ def mark_offline(database_url: str, name: str) -> None:
 
 
 class Heartbeat(threading.Thread):
-    """Every HEARTBEAT_S: last_heartbeat = now, and flush results spooled while the database was away."""
+    """Every HEARTBEAT_S: last_heartbeat = now, the current job, and flush results spooled while the
+    database was away."""
 
-    def __init__(self, database_url: str, name: str, spool=None, interval_s: float = HEARTBEAT_S):
+    def __init__(self, database_url: str, name: str, spool=None, interval_s: float = HEARTBEAT_S, ctx=None):
         super().__init__(daemon=True, name="siliconbench-heartbeat")
-        self.url, self.name, self.spool, self.interval_s = database_url, name, spool, interval_s
+        self.url, self.name, self.spool, self.interval_s, self.ctx = database_url, name, spool, interval_s, ctx
         self.stopped = threading.Event()
 
     def beat(self) -> None:
@@ -78,7 +71,8 @@ class Heartbeat(threading.Thread):
         from coordinator.models import Host, utcnow
 
         with session_scope(self.url) as s:
-            s.execute(update(Host).where(Host.name == self.name).values(last_heartbeat=utcnow(), online=True))
+            s.execute(update(Host).where(Host.name == self.name).values(
+                last_heartbeat=utcnow(), online=True, current_job_id=self.ctx.current_job if self.ctx else None))
         if self.spool is not None and self.spool.pending():
             self.spool.flush(self.url)
 

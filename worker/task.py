@@ -36,6 +36,7 @@ class WorkerContext:
     spool: Spool
     hostname: str = ""
     requeue: Callable[[str], None] | None = None  # sends a fresh message for a job id (crash retry)
+    current_job: str | None = None  # what the heartbeat reports as running now
 
 
 def _with_db(url: str, fn, patience_s: float = CLAIM_PATIENCE_S):
@@ -74,44 +75,51 @@ class LeaseKeeper(threading.Thread):
                 log.warning("could not renew the lease of %s: %s", self.job_id, exc)
 
 
+def _execute(job, ctx: WorkerContext):
+    """The job's result: from a fresh child process, or at once for the plumbing benchmark's noop."""
+    from siliconbench.results import JobResult, JobStatus, failed
+
+    if job.workload == "noop":  # every step of a job except the engine (benchmarks/plumbing.py)
+        return JobResult(job_id=job.job_id, status=JobStatus.ok)
+    if not (ctx.models_dir / job.artifact).resolve().is_relative_to(ctx.models_dir.resolve()):
+        return failed(job.job_id, f"artifact path {job.artifact!r} resolves outside the models folder")
+    return run_job(job, ctx.models_dir)
+
+
 def handle_job(job_id: object, ctx: WorkerContext) -> str:
-    """Process one job message; returns what happened (for logs and tests)."""
+    """Process one job message; returns what happened (for logs and tests).
+
+    Two transactions per job, the claim and the result, so bookkeeping stays a small part of a short
+    job; the host's current job is published by the heartbeat from ``ctx.current_job``.
+    """
     from coordinator.database import session_scope
     from coordinator.jobstate import attempts_left, claim, requeue
     from coordinator.store import save_result
 
-    from .registration import set_current_job
-
     if not isinstance(job_id, str) or not JOB_ID.match(job_id):
         log.error("refused a malformed job message: %r", job_id)
         return "refused: malformed message"
-    try:
-        if ctx.spool.pending():
+    if ctx.spool.pending():
+        try:
             ctx.spool.flush(ctx.database_url)
-    except Exception as exc:
-        log.warning("spool not flushed yet: %s", exc)
-    c = _with_db(ctx.database_url, lambda s: claim(s, job_id, worker=ctx.name, host=ctx.hostname or ctx.name))
+        except Exception as exc:
+            log.warning("spool not flushed yet: %s", exc)
+    host = ctx.hostname or ctx.name
+
+    c = _with_db(ctx.database_url, lambda s: claim(s, job_id, worker=ctx.name, host=host))
     if c.job is None:
         log.info("job %s: no work to do (%s)", job_id, c.refused)
         return f"refused: {c.refused}"
     job = c.job
     log.info("job %s attempt %d: %s", job_id, c.attempt, job.label())
-    path = (ctx.models_dir / job.artifact).resolve()
     lease = LeaseKeeper(ctx, job_id)
     lease.start()
+    ctx.current_job = job_id
     try:
-        try:
-            set_current_job(ctx.database_url, ctx.name, job_id)
-        except Exception:
-            pass
-        if not path.is_relative_to(ctx.models_dir.resolve()):
-            from siliconbench.results import failed
-
-            result = failed(job_id, f"artifact path {job.artifact!r} resolves outside the models folder")
-        else:
-            result = run_job(job, ctx.models_dir)
+        result = _execute(job, ctx)
     finally:
         lease.stopped.set()
+        ctx.current_job = None
     crashed = result.status == "failed" and (result.error or "").startswith("crash")
     if crashed and attempts_left(c.attempt) and ctx.requeue is not None:
         if _with_db(ctx.database_url, lambda s: requeue(s, job_id, result.error)):
@@ -120,13 +128,8 @@ def handle_job(job_id: object, ctx: WorkerContext) -> str:
             return "requeued"
     try:
         with session_scope(ctx.database_url) as s:
-            written = save_result(s, job, result, host=ctx.hostname or ctx.name, worker=ctx.name)
+            written = save_result(s, job, result, host=host, worker=ctx.name)
     except (OperationalError, UserError):
-        ctx.spool.put(job, result, host=ctx.hostname or ctx.name, worker=ctx.name)
+        ctx.spool.put(job, result, host=host, worker=ctx.name)
         return "spooled"
-    finally:
-        try:
-            set_current_job(ctx.database_url, ctx.name, None)
-        except Exception:
-            pass
     return result.status.value if written else "duplicate"

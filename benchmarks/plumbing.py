@@ -1,0 +1,137 @@
+"""What the service's own bookkeeping costs: 10,000 no-engine jobs through the real stack, side by
+side with a raw Celery no-op task on the same Redis.
+
+    python benchmarks/plumbing.py [--jobs 10000] [--workers 2]
+
+Needs PostgreSQL and Redis on 127.0.0.1 (a fresh database and Redis db 7 are used and removed).
+Prints: time to expand + store + enqueue, end-to-end jobs/s, dispatch latency p50/p99 (enqueue to
+claim, from the jobs table), and the raw Celery figures. Targets: enqueue < 2 s; >= 0.5x raw throughput.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+BROKER = "redis://127.0.0.1:6379/7"
+ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def main(jobs: int = 10_000, workers: int = 2, timeout_s: float = 900) -> None:
+    import psycopg
+    import redis
+    from sqlalchemy import select
+
+    from coordinator import broker, database, jobstate, store
+    from coordinator.models import Job
+    from fleet_harness import WorkerProc, wait_for
+    from siliconbench.jobs import JobSpec, digest
+    from siliconbench.queues import TASK_NOOP
+    from siliconbench.spec import parse_sweep
+
+    console = Console()
+    r = redis.Redis.from_url(BROKER)
+    r.flushdb()
+    name = f"sb_plumbing_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(ADMIN, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    url = database.normalize_url(ADMIN).set(database=name).render_as_string(hide_password=False)
+    database.upgrade(url)
+    log_dir = Path(f"/tmp/{name}")
+    log_dir.mkdir()
+    models = log_dir / "models"
+    models.mkdir()
+    env = {"SILICONBENCH_WORKER_EXTRA_QUEUES": "cap.noop,raw.noop"}
+    procs: list = []
+    try:
+        for i in range(workers):
+            procs.append(WorkerProc(f"plumb-{i}", broker=BROKER, database=url, models_dir=models, log_dir=log_dir, env=env))
+        for p in procs:
+            p.wait_ready()
+        # --- siliconbench: expand, store, enqueue (what `submit` does), then wait for every job
+        spec = parse_sweep({"name": "plumbing", "models": ["noop"]})
+        t0 = time.perf_counter()
+        sweep_id = f"plumbing-{uuid.uuid4().hex[:6]}"
+        template = dict(sweep_id=sweep_id, sweep_name="plumbing", model="noop", engine="llama.cpp", quant="none",
+                        quant_level="full", artifact="none", model_sha256="", workload="noop", n_gen=0, n_depth=0,
+                        repetitions=0, warmup=0, delay_s=0, seed=0, timeout_s=60, engine_options={})
+        specs = []
+        for i in range(jobs):
+            j = JobSpec(job_id="", index=i, n_prompt=i + 1, **template)
+            j.job_id = digest({"sweep": sweep_id, **j.key()})
+            specs.append(j)
+        t_expand = time.perf_counter() - t0
+        queue = "cap.noop"  # every plumbing worker consumes it (see below)
+        with database.session_scope(url) as s:
+            store.create_sweep(s, sweep_id, spec, specs)
+            s.flush()
+            jobstate.mark_enqueued(s, [j.job_id for j in specs], {j.job_id: queue for j in specs})
+        t_store = time.perf_counter() - t0 - t_expand
+        broker.enqueue(BROKER, [(j.job_id, queue, 0) for j in specs])
+        t_enqueue = time.perf_counter() - t0
+
+        def done() -> bool:
+            with database.session_scope(url) as s:
+                from sqlalchemy import func
+
+                return s.scalar(select(func.count()).select_from(Job).where(Job.sweep_id == sweep_id, Job.status == "ok")) == jobs
+
+        wait_for(done, timeout_s, every_s=0.5, what="every job")
+        t_total = time.perf_counter() - t0
+        with database.session_scope(url) as s:
+            rows = s.execute(select(Job.enqueued_at, Job.started_at, Job.finished_at).where(Job.sweep_id == sweep_id)).all()
+        lat = sorted((st - en).total_seconds() * 1000 for en, st, _ in rows)
+        last = max(f for *_, f in rows)
+        first = min(en for en, *_ in rows)
+        sb_tps = jobs / (last - first).total_seconds()
+
+        # --- raw Celery: the same number of no-op tasks on the same Redis and worker processes
+        from celery import Celery
+
+        from siliconbench.queues import celery_settings
+
+        app = Celery("raw")
+        app.conf.update(celery_settings(BROKER))
+        t1 = time.perf_counter()
+        with app.producer_or_acquire() as prod, prod.batch(max_size=500):
+            for i in range(jobs):
+                app.send_task(TASK_NOOP, args=[i], queue="raw.noop", routing_key="raw.noop", producer=prod,
+                              argsrepr="", kwargsrepr="")
+        t_raw_enqueue = time.perf_counter() - t1
+        wait_for(lambda: r.llen("raw.noop") == 0 and r.hlen("unacked") == 0, timeout_s, every_s=0.05, what="raw drain")
+        raw_tps = jobs / (time.perf_counter() - t1)
+    finally:
+        for p in procs:
+            p.stop()
+        database.dispose(url)
+        with psycopg.connect(ADMIN, autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        r.flushdb()
+
+    t = Table(title=f"plumbing: {jobs:,} no-engine jobs, {workers} worker processes, {os.cpu_count()} cores")
+    for col in ("measure", "siliconbench", "raw Celery no-op", "ratio / target"):
+        t.add_column(col, justify="right")
+    t.add_row("expand (s)", f"{t_expand:.2f}", "", "")
+    t.add_row("store in PostgreSQL (s)", f"{t_store:.2f}", "", "")
+    t.add_row("expand + store + enqueue (s)", f"{t_enqueue:.2f}", f"{t_raw_enqueue:.2f} (enqueue only)", "target < 2 s")
+    t.add_row("end-to-end jobs/s", f"{sb_tps:,.0f}", f"{raw_tps:,.0f}", f"{sb_tps / raw_tps:.2f}× (target ≥ 0.5×)")
+    t.add_row("dispatch latency p50 (ms)", f"{statistics.median(lat):,.0f}", "", "enqueue → claim")
+    t.add_row("dispatch latency p99 (ms)", f"{lat[int(len(lat) * 0.99) - 1]:,.0f}", "", "")
+    t.add_row("wall, submit to last result (s)", f"{t_total:.1f}", "", "")
+    console.print(t)
+
+
+if __name__ == "__main__":
+    typer.run(main)
