@@ -23,7 +23,12 @@ EventCallback = Callable[[JobSpec, dict], None]
 
 def plan(spec: SweepSpec, models_dir: Path, sweep_id: str | None = None) -> list[JobSpec]:
     """Validate and expand: every UserError surfaces here, before anything is written."""
-    return expand(spec, ModelCatalog(models_dir), sweep_id=sweep_id)
+    jobs = expand(spec, ModelCatalog(models_dir), sweep_id=sweep_id)
+    if not spec.install_versions and any(j.engine_version for j in jobs):
+        from worker.envs import interpreters
+
+        interpreters(jobs)  # an engine version this host lacks is refused now, not job by job
+    return jobs
 
 
 def run_sweep(
@@ -38,17 +43,23 @@ def run_sweep(
     """Store the sweep, run its jobs one at a time in fresh child processes, store each result."""
     from worker.child import run_job
     from worker.environment import host_facts
+    from worker.envs import interpreters
 
+    pythons = interpreters(jobs, install=spec.install_versions)  # (engine, version) -> interpreter
     sweep_id = jobs[0].sweep_id
     host = host_facts()["hostname"]
     with session_scope(database_url) as s:
         store.create_sweep(s, sweep_id, spec, jobs)
     for job in jobs:
         with session_scope(database_url) as s:
-            store.mark_running(s, job.job_id, host=host, worker="embedded")
-        result = run_job(job, models_dir, on_event=(lambda e, j=job: on_event(j, e)) if on_event else None)
+            if not store.mark_running(s, job.job_id, host=host, worker="embedded"):
+                continue  # cancelled (from the dashboard) before it started
+        result = run_job(job, models_dir, python=pythons.get((job.engine, job.engine_version)),
+                         on_event=(lambda e, j=job: on_event(j, e)) if on_event else None)
         with session_scope(database_url) as s:
             store.save_result(s, job, result, host=host, worker="embedded")
         if on_done:
             on_done(job, result)
+    with session_scope(database_url) as s:
+        store.refresh_sweep_status(s, sweep_id)
     return sweep_id

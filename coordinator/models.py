@@ -176,3 +176,44 @@ class Host(Base):
     last_heartbeat: Mapped[datetime | None] = mapped_column(UTCDateTime)
     current_job_id: Mapped[str | None] = mapped_column(String)
     registered_at: Mapped[datetime] = _created()
+
+
+FINDING_STATUSES = ("open", "confirming", "confirmed", "not_confirmed", "dismissed")
+FINDING_VERDICTS = ("regression", "improvement")
+
+
+class Finding(Base):
+    """A step in a series' history (coordinator.regressions), and the confirmation sweep attached to it (0004)."""
+
+    __tablename__ = "findings"
+    __table_args__ = (
+        CheckConstraint(_in("status", FINDING_STATUSES), name="status"),
+        CheckConstraint(_in("verdict", FINDING_VERDICTS), name="verdict"),
+        Index("ix_findings_key", "key", unique=True),
+        Index("ix_findings_series_id_metric", "series_id", "metric"),
+        Index("ix_findings_status", "status"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    key: Mapped[str] = mapped_column(String)
+    series_id: Mapped[str] = mapped_column(String)
+    series: Mapped[str] = mapped_column(String)
+    series_key: Mapped[dict] = mapped_column(JSON)
+    metric: Mapped[str] = mapped_column(String)
+    verdict: Mapped[str] = mapped_column(String)
+    host: Mapped[str | None] = mapped_column(String)
+    engine: Mapped[str] = mapped_column(String)
+    model: Mapped[str] = mapped_column(String)
+    before_job_id: Mapped[str] = mapped_column(String)
+    after_job_id: Mapped[str] = mapped_column(String)
+    before: Mapped[dict] = mapped_column(JSON)
+    after: Mapped[dict] = mapped_column(JSON)
+    changes: Mapped[dict] = mapped_column(JSON)
+    ratio: Mapped[float | None] = mapped_column(Float)
+    p_value: Mapped[float | None] = mapped_column(Float)
+    comparison: Mapped[dict] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String, default="open", server_default="open")
+    confirm_sweep_id: Mapped[str | None] = mapped_column(ForeignKey("sweeps.id", ondelete="SET NULL"))
+    confirm_result: Mapped[dict | None] = mapped_column(JSON(none_as_null=True))
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -87,6 +87,8 @@ def unfit_reasons(job: JobSpec, host: HostView, manifest: ModelManifest) -> list
         reasons.append(f"{host.name} is offline")
     if job.engine not in host.engines:
         reasons.append(f"{host.name} has no {job.engine} installed")
+    elif job.engine_version and job.engine_version not in [v.strip() for v in host.engines[job.engine].split(",")]:
+        reasons.append(f"{host.name} has no {job.engine} {job.engine_version} environment (siliconbench env add)")
     local = host.models.get(job.model)
     if local is None:
         reasons.append(f"{host.name} lacks model {job.model}")

@@ -16,5 +16,6 @@ pages = [  # paths relative to this script, as Streamlit resolves them
     st.Page("views/sweeps.py", title="Sweeps", url_path="sweeps"),
     st.Page("views/fleet.py", title="Fleet", url_path="fleet"),
     st.Page("views/result.py", title="Result detail", url_path="result"),
+    st.Page("views/regressions.py", title="Regressions", url_path="regressions"),
 ]
 st.navigation(pages).run()

@@ -26,7 +26,7 @@ from siliconbench.results import Environment, JobResult, JobStatus, Sample
 from siliconbench.spec import SweepSpec
 
 ROOT = Path(__file__).resolve().parent.parent
-TABLES = {"sweeps", "jobs", "results", "samples", "hosts"}
+TABLES = {"sweeps", "jobs", "results", "samples", "hosts", "findings"}
 PG_ADMIN_URL = os.environ.get("SILICONBENCH_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 T0 = datetime(2026, 12, 1, 9, 30, 0, 123456, tzinfo=timezone.utc)
 
@@ -320,7 +320,7 @@ def test_export_record_contract(url):
             "job_id", "sweep", "sweep_id", "status", "error", "engine", "engine_version", "backend", "model", "quant",
             "quant_level", "workload", "n_prompt", "n_gen", "n_depth", "repetitions", "prefill_tps", "decode_tps", "ttft_ms", "load_s",
             "peak_memory_bytes", "host", "created_at", "worker", "warmup_samples", "environment", "identity_hash",
-            "engine_counters", "unstable", "stderr_tail"}
+            "engine_counters", "unstable", "stderr_tail", "params", "metrics", "extra"}
         assert result_record(job, result, worker=rec["worker"], created_at=datetime.fromisoformat(rec["created_at"])) == rec
         for m in ("prefill_tps", "decode_tps", "ttft_ms"):
             s = summarize([x.values[m] for x in result.samples if not x.warmup])

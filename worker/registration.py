@@ -26,6 +26,10 @@ def capabilities(models_dir: Path) -> tuple[dict[str, str], dict[str, dict]]:
     offered = os.environ.get("SILICONBENCH_WORKER_ENGINES")
     if offered:
         engines = {e: v for e, v in engines.items() if e in offered.split(",")}
+    # Engine environments (siliconbench env add): advertised as "mlx": "0.32.2, 0.31.3" for placement.
+    from .envs import available
+
+    engines = {e: ", ".join(dict.fromkeys([v, *available(e)])) for e, v in engines.items()}
     return engines, {n: m.model_dump(mode="json") for n, m in catalog.models.items()}
 
 

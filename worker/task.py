@@ -83,7 +83,10 @@ def _execute(job, ctx: WorkerContext):
         return JobResult(job_id=job.job_id, status=JobStatus.ok)
     if not (ctx.models_dir / job.artifact).resolve().is_relative_to(ctx.models_dir.resolve()):
         return failed(job.job_id, f"artifact path {job.artifact!r} resolves outside the models folder")
-    return run_job(job, ctx.models_dir)
+    from .envs import python_for
+
+    # A job naming an engine version runs under that engine environment's interpreter.
+    return run_job(job, ctx.models_dir, python=python_for(job.engine, job.engine_version) if job.engine_version else None)
 
 
 def handle_job(job_id: object, ctx: WorkerContext) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from . import db, fleet, models
+from .dashboard import dashboard
 from .results import results
 from .run import run
 
@@ -14,10 +15,18 @@ app = typer.Typer(
 )
 app.command()(run)
 app.command()(results)
+app.command()(dashboard)
 for verb in (fleet.worker, fleet.submit, fleet.status, fleet.cancel, fleet.workers, fleet.reconcile):
     app.command()(verb)
 app.add_typer(models.app, name="models")
 app.add_typer(db.app, name="db")
+# Engine versions and regressions (issue 6).
+from . import compare as _compare, env as _env  # noqa: E402
+
+for verb in (_compare.compare, _compare.regressions, _compare.confirm, _compare.export):
+    app.command()(verb)
+app.command("import-llama-bench")(_compare.import_llama_bench)
+app.add_typer(_env.app, name="env")
 
 if __name__ == "__main__":
     app()

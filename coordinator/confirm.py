@@ -1,0 +1,155 @@
+"""Confirm a finding before alarming: rerun baseline and candidate interleaved, A/B/A/B, on the same host.
+
+The confirmation is a new sweep of the finding's series only: ``rounds`` rounds, each running the
+baseline's engine version then the candidate's (one job each, the sweep's repetitions), so slow drift
+(thermal throttling, a neighbour's load) hits both sides alike. Round r uses seed + r for both sides. Its
+comparison, by ``compare``'s own statistics on the pooled raw samples of each side, is attached to the
+finding, which becomes *confirmed* (same verdict as found) or *not_confirmed*.
+
+Both versions must be runnable here: this interpreter's own engine version, or an engine environment
+(``siliconbench env add``) whose recorded packages match the side's. A step where only the OS, Python or
+BLAS changed cannot be rerun side by side and is refused with that reason.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version as installed_version
+from pathlib import Path
+
+from siliconbench.errors import UserError
+from siliconbench.jobs import JobSpec, digest
+from siliconbench.manifest import ModelCatalog
+from siliconbench.spec import SweepSpec, parse_sweep
+
+from . import store
+from .compare import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, compare_samples
+from .database import session_scope
+from .history import ENGINE_PACKAGE, load_points
+from .regressions import finding_dict, get_finding, set_status
+
+DEFAULT_ROUNDS = 4
+# The packages whose versions an engine environment pins, per engine (what a side must match).
+SIDE_PACKAGES = {"mlx": ("mlx-lm", "mlx"), "llama.cpp": ("llama-cpp-python",)}
+
+
+def _own(pkg: str) -> str | None:
+    try:
+        return installed_version(pkg)
+    except PackageNotFoundError:
+        return None
+
+
+def version_label(engine: str, components: dict[str, str], envs_root=None) -> str:
+    """The engine_version that reruns a side: the package version this interpreter or an environment holds."""
+    from worker import envs
+
+    want = {p: components.get(p) for p in SIDE_PACKAGES[engine] if components.get(p)}
+    package = ENGINE_PACKAGE[engine]
+    if not want.get(package):
+        raise UserError("FINDING", f"the side records no {package} version (an import?), so it cannot be rerun.")
+    if all(_own(p) == v for p, v in want.items()):
+        return want[package]
+    for e in envs.list_envs(envs_root):
+        if e.engine == engine and e.ok() and all(e.packages.get(p) == v for p, v in want.items()):
+            return e.name if e.name != f"{package}-{e.version}" else e.version
+    pins = " ".join(f"--with '{p}=={v}'" for p, v in want.items() if p != package)
+    raise UserError("FINDING", f"no engine environment on this host holds {', '.join(f'{p} {v}' for p, v in want.items())}; "
+                    f"run `siliconbench env add {package}=={want[package]}{(' ' + pins) if pins else ''}` first.")
+
+
+def plan_confirm(finding, before: JobSpec, catalog: ModelCatalog, *, rounds: int, repetitions: int | None,
+                 envs_root=None) -> tuple[SweepSpec, list[JobSpec], str, str]:
+    """The confirmation sweep and its jobs (interleaved), with the baseline and candidate labels."""
+    if rounds < 2:
+        raise UserError("--rounds", "needs at least 2 rounds: one round cannot tell drift from a change.")
+    if before.workload != "generate":
+        raise UserError("FINDING", f"confirming a {before.workload} series is not supported; only generate.")
+    base = version_label(finding.engine, finding.before, envs_root)
+    cand = version_label(finding.engine, finding.after, envs_root)
+    if base == cand:
+        raise UserError("FINDING", f"baseline and candidate run the same engine version {base} here; what changed "
+                        f"({', '.join(finding.changes) or 'nothing recorded'}) cannot be run side by side.")
+    m = catalog.get(before.model, field="FINDING")
+    art = next((a for a in m.artifacts if a.sha256 == before.model_sha256), None)
+    if art is None:
+        raise UserError("FINDING", f"the models folder {catalog.models_dir} has no artifact of {before.model} with "
+                        f"digest {before.model_sha256[:12]} (the series' model).")
+    reps = repetitions or before.repetitions
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    spec = parse_sweep({
+        "name": f"confirm-{finding.id}", "description": f"confirm finding {finding.id}: {finding.series}",
+        "models": [before.model], "engines": [finding.engine], "quantizations": [before.quant],
+        "workloads": [{"kind": "generate", "prompt_tokens": [before.n_prompt], "gen_tokens": [before.n_gen],
+                       "depth": [before.n_depth]}],
+        "repetitions": reps, "warmup": before.warmup, "seed": before.seed,
+        "engine_versions": {finding.engine: [base, cand]}})
+    sweep_id = f"confirm-{finding.id}-{stamp}"
+    jobs = []
+    for r in range(rounds):
+        for label in (base, cand):  # A/B/A/B: each round the baseline first, the candidate right after
+            j = before.model_copy(update=dict(
+                job_id="", sweep_id=sweep_id, sweep_name=spec.name, index=len(jobs), engine_version=label,
+                seed=before.seed + r, repetitions=reps, host=None, artifact=before.artifact))
+            j.job_id = digest({"sweep": sweep_id, **j.key()})
+            jobs.append(j)
+    return spec, jobs, base, cand
+
+
+def run_confirm(url: str, finding_id: int, models_dir: Path, *, rounds: int = DEFAULT_ROUNDS,
+                repetitions: int | None = None, alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT,
+                on_event=None, on_done=None, envs_root=None) -> dict:
+    """Run the confirmation sweep of a finding on this host and attach its comparison; the finding's dict."""
+    from worker.environment import host_facts
+
+    from .embedded import run_sweep
+
+    with session_scope(url) as s:
+        f = get_finding(s, finding_id)
+        host = host_facts()["hostname"]
+        if f.host and f.host != host:
+            raise UserError("FINDING", f"finding {finding_id} was measured on host {f.host!r}; this is {host!r}. "
+                            "Run `siliconbench confirm` there: only the same host can confirm it.")
+        stored = store.load_stored(s, job_ids=[f.before_job_id])
+        if not stored:
+            raise UserError("FINDING", f"the result before the step ({f.before_job_id}) is no longer stored.")
+        spec, jobs, base, cand = plan_confirm(f, stored[0].job, ModelCatalog(models_dir), rounds=rounds,
+                                              repetitions=repetitions, envs_root=envs_root)
+        metric, previous = f.metric, f.status
+        set_status(s, finding_id, "confirming")
+    try:
+        sweep_id = run_sweep(spec, jobs, database_url=url, models_dir=models_dir, on_event=on_event, on_done=on_done)
+    except BaseException:
+        with session_scope(url) as s:
+            set_status(s, finding_id, previous)
+        raise
+    with session_scope(url) as s:
+        pts = load_points(s, sweep_id)
+        a = [v for p in pts if p.engine_version == base for v in p.samples.get(metric, [])]
+        b = [v for p in pts if p.engine_version == cand for v in p.samples.get(metric, [])]
+        comp = compare_samples(a, b, metric, alpha=alpha, min_effect=min_effect)
+        f = get_finding(s, finding_id)
+        result = {**comp.as_dict(), "baseline": base, "candidate": cand, "rounds": rounds,
+                  "failed_jobs": len(jobs) - len(pts), "sweep_id": sweep_id}
+        status = "confirmed" if comp.verdict.value == f.verdict else "not_confirmed"
+        set_status(s, finding_id, status, confirm_sweep_id=sweep_id, confirm_result=result)
+        return finding_dict(get_finding(s, finding_id))
+
+
+def start_background(finding_id: int, *, rounds: int = DEFAULT_ROUNDS, log_dir: Path | None = None) -> int:
+    """Start `siliconbench confirm FINDING` as a detached process (the dashboard's button); its pid."""
+    from siliconbench.settings import data_dir
+
+    log_dir = log_dir or data_dir() / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = open(log_dir / f"confirm-{finding_id}.log", "ab")
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)}
+    proc = subprocess.Popen([sys.executable, "-m", "siliconbench.cli.main", "confirm", str(finding_id),
+                             "--rounds", str(rounds)], stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                            env=env, cwd=root, start_new_session=True)
+    log.close()
+    return proc.pid

@@ -1,0 +1,172 @@
+"""`siliconbench compare | regressions | confirm | import-llama-bench | export`: is it slower, since when, and why."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from .common import EXIT_FAILED_JOBS, console, database, settings, user_errors
+
+METRIC_HELP = "Metric to compare (repeatable; default prefill_tps, decode_tps, ttft_ms)"
+SELECTOR_HELP = ("comma-separated key=value terms, all must hold: sweep, host, engine, model, quant, source, "
+                 "job, since, until, date, version, or a component (mlx-lm, mlx, llama-cpp-python, llama.cpp, "
+                 "os, python, blas, backend); values may use * globs")
+
+
+def _emit(text: str, out: Path | None) -> None:
+    if out:
+        out.write_text(text)
+        console.print(f"wrote {out}", highlight=False)
+    else:
+        sys.stdout.write(text)
+
+
+@user_errors
+def compare(
+    baseline: str = typer.Option(..., "--baseline", "-b", help=f"Baseline selector: {SELECTOR_HELP}"),
+    candidate: str = typer.Option(..., "--candidate", "-c", help="Candidate selector (same keys)"),
+    metric: list[str] = typer.Option([], "--metric", "-m", help=METRIC_HELP),
+    min_effect: float = typer.Option(0.03, "--min-effect", help="Smallest change that counts (0.03 = 3%)"),
+    alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the Mann-Whitney U test"),
+    fmt: str = typer.Option("table", "--format", help="table | csv | json | md"),
+    out: Path = typer.Option(None, "--out", help="Write to this file instead of stdout"),
+    fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 1 if any row is a regression"),
+) -> None:
+    """Baseline vs candidate per series: medians, ratio with its 95% CI, Mann-Whitney U p, and a verdict."""
+    from coordinator.compare import DEFAULT_METRICS, Verdict, compare_db, counts, render, rich_table
+
+    url = database(settings())
+    rows = compare_db(url, baseline, candidate, metrics=tuple(metric) or DEFAULT_METRICS, alpha=alpha,
+                      min_effect=min_effect)
+    title = (f"candidate ({candidate}) vs baseline ({baseline}): Mann-Whitney U on raw samples, alpha {alpha}, "
+             f"min effect {min_effect:.0%}")
+    if fmt == "table":
+        if not rows:
+            console.print("No series was measured on both sides.")
+        else:
+            console.print(rich_table(rows, title=title))
+            c = counts(rows)
+            console.print(", ".join(f"{n} {v}" for v, n in c.items() if n), style="bold", highlight=False)
+    else:
+        _emit(render(rows, fmt, title=title), out)
+    if fail_on_regression and any(r.comparison.verdict == Verdict.regression for r in rows):
+        raise typer.Exit(EXIT_FAILED_JOBS)
+
+
+@user_errors
+def regressions(
+    metric: list[str] = typer.Option([], "--metric", "-m", help=METRIC_HELP),
+    where: str = typer.Option(None, "--where", help=f"Only points matching this selector: {SELECTOR_HELP}"),
+    min_effect: float = typer.Option(0.03, "--min-effect", help="Smallest step that counts (0.03 = 3%)"),
+    alpha: float = typer.Option(0.05, "--alpha", help="Significance level of each step's test"),
+    save: bool = typer.Option(True, "--save/--no-save", help="Record each step as a finding (for confirm)"),
+    fmt: str = typer.Option("table", "--format", help="table | json"),
+) -> None:
+    """Change points in every series' history (ruptures PELT, each step tested), with what changed there."""
+    from rich.table import Table
+
+    from coordinator.compare import DEFAULT_METRICS
+    from coordinator.database import session_scope
+    from coordinator.history import load_points, parse_selector
+    from coordinator.regressions import find_steps, save_findings
+
+    url = database(settings())
+    with session_scope(url) as s:
+        points = load_points(s)
+        steps = find_steps(points, metrics=tuple(metric) or DEFAULT_METRICS,
+                           selector=parse_selector(where, "--where") if where else None, alpha=alpha,
+                           min_effect=min_effect)
+        if save:
+            save_findings(s, steps)
+    if fmt == "json":
+        json.dump([st.as_dict() for st in steps], sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return
+    if not steps:
+        console.print(f"No step in {len({p.job_id for p in points})} results passed the test "
+                      f"(alpha {alpha}, min effect {min_effect:.0%}).")
+        return
+    t = Table(title="steps in series histories (ordered by version, then time)", title_justify="left")
+    for c in ("finding", "series", "metric", "at", "before → after (median)", "ratio", "p", "verdict", "what changed"):
+        t.add_column(c)
+    for st in steps:
+        c = st.comparison
+        colour = "red" if c.verdict.value == "regression" else "green"
+        t.add_row(str(st.finding_id or "—"), st.series, st.metric, f"{st.index}/{st.n_points}",
+                  f"{c.baseline_median:,.1f} → {c.candidate_median:,.1f}", f"{c.ratio:.3f}", f"{c.p_value:.2g}",
+                  f"[{colour}]{c.verdict.value}[/]", ", ".join(f"{k} {a or '—'} → {b or '—'}"
+                                                             for k, (a, b) in st.changes.items()) or "nothing recorded")
+    console.print(t)
+    if save:
+        console.print("Confirm one with `siliconbench confirm FINDING` (A/B/A/B on this host).", style="dim")
+
+
+@user_errors
+def confirm(
+    finding: int = typer.Argument(..., help="Finding id (from `siliconbench regressions`)"),
+    rounds: int = typer.Option(4, "--rounds", help="A/B rounds, interleaved"),
+    repetitions: int = typer.Option(None, "--repetitions", help="Per job (default: the series' own)"),
+    models_dir: Path = typer.Option(None, "--models-dir", help="Models folder (default: SILICONBENCH_MODELS_DIR)"),
+) -> None:
+    """Rerun a finding's baseline and candidate interleaved A/B/A/B on this host; attach the verdict to it."""
+    from coordinator.confirm import run_confirm
+
+    s = settings(models_dir=models_dir)
+    url = database(s)
+    done = []
+    f = run_confirm(url, finding, s.resolved_models_dir, rounds=rounds, repetitions=repetitions,
+                    on_done=lambda job, res: done.append(res.status) or console.print(
+                        f"  {job.index + 1:>2}. {job.engine} {job.engine_version}: {res.status}", style="dim",
+                        highlight=False))
+    r = f["confirm_result"]
+    console.print(f"finding {finding} ({f['series']}, {f['metric']}): [bold]{f['status']}[/] — "
+                  f"{r['baseline']} → {r['candidate']}: ratio {r['ratio']:.3f} "
+                  f"(95% CI {r['ci_low'] or float('nan'):.3f}–{r['ci_high'] or float('nan'):.3f}), "
+                  f"p {r['p_value'] if r['p_value'] is not None else float('nan'):.2g}, {r['verdict']}; "
+                  f"sweep {r['sweep_id']}", highlight=False)
+
+
+@user_errors
+def import_llama_bench(
+    file: Path = typer.Argument(..., help="llama-bench output: -o json, jsonl, csv or sql"),
+    host: str = typer.Option(None, "--host", help="Machine it ran on (default: this one)"),
+    model: str = typer.Option(None, "--model", help="Model of the models folder the file's GGUF is"),
+    models_dir: Path = typer.Option(None, "--models-dir", help="Models folder (default: SILICONBENCH_MODELS_DIR)"),
+) -> None:
+    """Import llama-bench results so existing llama.cpp history joins siliconbench's series."""
+    import platform
+
+    from coordinator.llamabench import import_file
+
+    s = settings(models_dir=models_dir)
+    url = database(s)
+    host = host or platform.node()
+    out = import_file(url, file, host=host, models_dir=s.resolved_models_dir, model=model)
+    console.print(f"imported {out['imported']} tests ({out['raw_samples']} with raw samples) as sweep "
+                  f"{out['sweep_id']}, host {host}", highlight=False)
+    for why in out["skipped"]:
+        console.print(f"  skipped {why}", style="yellow", highlight=False)
+
+
+@user_errors
+def export(
+    fmt: str = typer.Option("llama-bench", "--format", help="llama-bench (JSON array) | llama-bench-jsonl"),
+    sweep: str = typer.Option(None, "--sweep", help="Sweep id (default: every stored result)"),
+    engine: list[str] = typer.Option(["llama.cpp"], "--engine", help="Engines to export (repeatable: llama.cpp, mlx)"),
+    out: Path = typer.Option(None, "--out", help="Write to this file instead of stdout"),
+) -> None:
+    """Export stored results in llama-bench's JSON shape (one pp and one tg test per result)."""
+    from coordinator.database import session_scope
+    from coordinator.llamabench import dumps, export_records
+    from coordinator.store import load_results
+    from siliconbench.errors import UserError
+
+    if fmt not in ("llama-bench", "llama-bench-jsonl"):
+        raise UserError("--format", f"unknown format {fmt!r}.", ["llama-bench", "llama-bench-jsonl"])
+    url = database(settings())
+    with session_scope(url) as s:
+        records = export_records(load_results(s, sweep_id=sweep), engines=tuple(engine))
+    _emit(dumps(records, fmt), out)

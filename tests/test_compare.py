@@ -1,0 +1,157 @@
+"""compare: the statistics on fixed samples, selectors and series pairing on a seeded store, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from coordinator import database as db
+from coordinator.compare import Verdict, compare_db, compare_samples, min_p_value, render
+from coordinator.history import parse_selector
+from siliconbench.errors import UserError
+
+from .history_seed import seed_results
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = [100.0, 101.0, 99.5, 100.5, 99.0, 100.2, 100.8]
+
+
+def scaled(xs, f):
+    return [x * f for x in xs]
+
+
+# ------------------------------------------------------------------------------------------ statistics
+
+def test_slower_throughput_is_a_regression_with_a_ci_around_the_ratio():
+    c = compare_samples(BASE, scaled(BASE, 0.90), "decode_tps")
+    assert c.verdict == Verdict.regression and c.better == "higher"
+    assert c.ratio == pytest.approx(0.90, abs=1e-9) and c.p_value < 0.01
+    assert c.ci_low <= c.ratio <= c.ci_high and c.ci_high < 1.0
+    assert compare_samples(BASE, scaled(BASE, 0.90), "decode_tps").ci_low == c.ci_low  # fixed seed: reproducible
+
+
+def test_direction_comes_from_the_metric_registry():
+    # Higher latency or memory is worse; higher tokens/s is better.
+    assert compare_samples(BASE, scaled(BASE, 1.10), "ttft_ms").verdict == Verdict.regression
+    assert compare_samples(BASE, scaled(BASE, 1.10), "peak_memory_bytes").verdict == Verdict.regression
+    assert compare_samples(BASE, scaled(BASE, 1.10), "prefill_tps").verdict == Verdict.improvement
+    assert compare_samples(BASE, scaled(BASE, 0.90), "ttft_ms").verdict == Verdict.improvement
+
+
+def test_significant_but_small_is_no_change_and_min_effect_is_configurable():
+    c = compare_samples(BASE, scaled(BASE, 0.98), "decode_tps")
+    assert c.p_value < 0.05 and c.verdict == Verdict.no_change  # 2% < the default 3%
+    assert compare_samples(BASE, scaled(BASE, 0.98), "decode_tps", min_effect=0.01).verdict == Verdict.regression
+
+
+def test_large_but_not_significant_is_no_change():
+    a, b = [100, 60, 140, 90, 110], [95, 150, 55, 100, 85]
+    c = compare_samples(a, b, "decode_tps")
+    assert c.p_value > 0.05 and c.verdict == Verdict.no_change
+
+
+def test_too_few_samples_for_alpha_is_insufficient_not_no_change():
+    assert min_p_value(3, 3) == pytest.approx(0.1)
+    c = compare_samples(BASE[:3], scaled(BASE[:3], 0.5), "decode_tps")
+    assert c.verdict == Verdict.insufficient and c.p_value is None and c.ratio == pytest.approx(0.5)
+    assert compare_samples([], BASE, "decode_tps").verdict == Verdict.insufficient
+    assert compare_samples(BASE, BASE, "decode_tps").verdict == Verdict.no_change
+
+
+# ---------------------------------------------------------------------------------------- seeded store
+
+@pytest.fixture
+def store_url(tmp_path, models_dir):
+    url = f"sqlite:///{tmp_path / 'cmp.sqlite'}"
+    db.upgrade(url)
+    here = socket.gethostname()
+    seed_results(url, models_dir, [
+        {"mlx_lm": "0.31.3", "medians": {"prefill_tps": 5000, "decode_tps": 400, "ttft_ms": 12}, "day": 0},
+        {"mlx_lm": "0.31.3", "medians": {"prefill_tps": 5000, "decode_tps": 400, "ttft_ms": 12}, "day": 1},
+        {"mlx_lm": "0.32.2", "medians": {"prefill_tps": 5000, "decode_tps": 340, "ttft_ms": 12}, "day": 10},
+        {"mlx_lm": "0.32.2", "medians": {"prefill_tps": 5000, "decode_tps": 340, "ttft_ms": 12}, "day": 11},
+        {"mlx_lm": "0.32.2", "host": "mac-mini-2", "medians": {"prefill_tps": 6000, "decode_tps": 500, "ttft_ms": 10},
+         "day": 12},
+    ])
+    yield url
+    db.dispose(url)
+
+
+def test_versions_pair_within_each_series_and_hosts_stay_apart(store_url):
+    rows = compare_db(store_url, "mlx-lm=0.31.3", "mlx-lm=0.32.2")
+    assert len(rows) == 3  # mac-mini-2 has no baseline: not compared with this host
+    by = {r.comparison.metric: r for r in rows}
+    assert by["decode_tps"].comparison.verdict == Verdict.regression
+    assert by["decode_tps"].comparison.n_baseline == 10 and by["decode_tps"].n_results == (2, 2)
+    assert by["prefill_tps"].comparison.verdict == Verdict.no_change
+    assert by["decode_tps"].baseline == "mlx-lm 0.31.3" and by["decode_tps"].candidate == "mlx-lm 0.32.2"
+    assert socket.gethostname() in by["decode_tps"].series
+
+
+def test_host_selectors_pair_series_across_hosts(store_url):
+    rows = compare_db(store_url, f"host={socket.gethostname()},mlx-lm=0.32.2", "host=mac-mini-2")
+    by = {r.comparison.metric: r for r in rows}
+    assert by["decode_tps"].comparison.verdict == Verdict.improvement
+    assert by["ttft_ms"].comparison.verdict == Verdict.improvement  # lower is better
+    assert "mac-mini-2" not in by["decode_tps"].series
+
+
+def test_date_and_sweep_selectors(store_url):
+    rows = compare_db(store_url, "until=2026-11-02", "since=2026-11-12,host=" + socket.gethostname(),
+                      metrics=("decode_tps",))
+    assert [r.n_results for r in rows] == [(2, 1)]
+    rows = compare_db(store_url, "sweep=history-000", "sweep=history-00[23]", metrics=("decode_tps",))
+    assert rows[0].n_results == (1, 2)
+    rows = compare_db(store_url, "mlx-lm=0.31.*", "since=2026-11-02,host=" + socket.gethostname(), metrics=("decode_tps",))
+    assert rows[0].n_results == (1, 2) and "left out" in rows[0].notes[0]  # the overlap is not counted twice
+    rows = compare_db(store_url, "date=2026-11-01", "date=2026-11-02", metrics=("decode_tps",))
+    assert rows[0].n_results == (1, 1)
+
+
+def test_bad_selectors_name_the_valid_keys(store_url):
+    with pytest.raises(UserError) as err:
+        compare_db(store_url, "mlxlm=0.31.3", "mlx-lm=0.32.2")
+    assert err.value.field == "--baseline" and "mlx-lm" in err.value.choices and "host" in err.value.choices
+    with pytest.raises(UserError):
+        parse_selector("mlx-lm", "--candidate")
+    with pytest.raises(UserError):
+        compare_db(store_url, "", "mlx-lm=0.32.2")
+    with pytest.raises(UserError) as err:
+        compare_db(store_url, "mlx-lm=0.31.3", "mlx-lm=0.32.2", metrics=("tokens",))
+    assert err.value.field == "--metric"
+
+
+def test_formats(store_url):
+    rows = compare_db(store_url, "mlx-lm=0.31.3", "mlx-lm=0.32.2")
+    data = json.loads(render(rows, "json"))
+    assert {d["verdict"] for d in data} == {"regression", "no change"}
+    assert {"p_value", "ci_low", "ci_high", "ratio", "baseline_median", "better", "unit"} <= set(data[0])
+    csv_text = render(rows, "csv")
+    assert csv_text.splitlines()[0].startswith("series,series_id,metric") and len(csv_text.splitlines()) == 4
+    md = render(rows, "md", title="t")
+    assert "| series | metric |" in md and "**regression**" in md
+    with pytest.raises(UserError):
+        render(rows, "xml")
+
+
+def sb(*args, url):
+    env = {**os.environ, "SILICONBENCH_DATABASE_URL": url}
+    return subprocess.run([sys.executable, "-m", "siliconbench.cli.main", *args], cwd=ROOT, capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+def test_cli_compare_table_md_and_exit_status(store_url):
+    out = sb("compare", "--baseline", "mlx-lm=0.31.3", "--candidate", "mlx-lm=0.32.2", url=store_url)
+    assert out.returncode == 0, out.stderr
+    assert "regression" in out.stdout and "no change" in out.stdout and "Mann-Whitney" in out.stdout
+    out = sb("compare", "-b", "mlx-lm=0.31.3", "-c", "mlx-lm=0.32.2", "--format", "md", "-m", "decode_tps",
+             "--fail-on-regression", url=store_url)
+    assert out.returncode == 1 and out.stdout.count("**regression**") == 1
+    out = sb("compare", "-b", "nope=1", "-c", "mlx-lm=0.32.2", url=store_url)
+    assert out.returncode == 2 and "unknown selector key" in out.stderr
