@@ -1,6 +1,7 @@
 """The baseline of benchmarks/fidelity.py: the engine called directly, no siliconbench harness.
 
-Run as `python benchmarks/_bare_loop.py ENGINE PATH N_PROMPT N_GEN REPS SEED`; prints one JSON line
+Run as `python benchmarks/_bare_loop.py ENGINE PATH N_PROMPT N_GEN REPS SEED` (llama.cpp: the library's
+default threads, as siliconbench uses when a sweep sets none); prints one JSON line
 {"prefill_tps": [...], "decode_tps": [...]} with one value per repetition (first one dropped as warmup).
 """
 

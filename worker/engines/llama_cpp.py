@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import os
 from importlib.metadata import version
 from pathlib import Path
 
@@ -40,17 +39,20 @@ class LlamaCppEngine(Engine):
         import numpy as np
 
         self.lib, self.np = llama_cpp, np
-        threads = options.get("threads") or os.cpu_count()
         n_batch = int(options.get("n_batch", 2048))
-        self.options = {**options, "threads": threads, "n_ctx": n_ctx}
+        # Unset threads: llama-cpp-python's own defaults (half the cores to decode, all to prefill), what
+        # its users get; all cores for decode collapses under any contention on a small machine.
+        threads = options.get("threads")
+        thread_args = {"n_threads": threads, "n_threads_batch": threads} if threads else {}
         self.llm = llama_cpp.Llama(
             model_path=str(path), n_ctx=n_ctx, n_batch=n_batch, n_ubatch=int(options.get("n_ubatch", 512)),
-            n_threads=threads, n_threads_batch=threads, n_gpu_layers=int(options.get("n_gpu_layers", -1)),
+            **thread_args, n_gpu_layers=int(options.get("n_gpu_layers", -1)),
             use_mmap=bool(options.get("use_mmap", True)), flash_attn=bool(options.get("flash_attn", False)),
             # logits of every position only where asked (perplexity): they cost n_ctx x vocab floats
             logits_all=bool(options.get("logits_all", False)), verbose=False,
         )
         self.ctx = self.llm._ctx.ctx
+        self.options = {**options, "threads": self.llm.n_threads, "threads_batch": self.llm.n_threads_batch, "n_ctx": n_ctx}
         self._vocab_facts()
 
     def _vocab_facts(self) -> None:
