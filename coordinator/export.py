@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from siliconbench.aggregate import Summary, stability_warnings, summarize
 from siliconbench.jobs import JobSpec
+from siliconbench.metrics import METRICS
 from siliconbench.results import JobResult, JobStatus
 
 from .store import load_stored
@@ -26,7 +27,7 @@ RECORD_KEYS = (
     "job_id", "sweep", "sweep_id", "status", "error", "engine", "engine_version", "backend", "model", "quant",
     "quant_level", "workload", "n_prompt", "n_gen", "n_depth", "repetitions", "prefill_tps", "decode_tps", "ttft_ms", "load_s",
     "peak_memory_bytes", "host", "created_at", "worker", "warmup_samples", "environment", "identity_hash",
-    "engine_counters", "unstable", "stderr_tail",
+    "engine_counters", "unstable", "stderr_tail", "params", "metrics", "extra",
 )
 
 
@@ -37,11 +38,35 @@ def summary_dict(s: Summary | None) -> dict | None:
     return {**{f: getattr(s, f) for f in SUMMARY_FIELDS}, "samples": list(s.samples)}
 
 
+def metric_summary(s: Summary) -> dict:
+    """A summary in ``metrics``: the summary_dict fields, the 90th/99th percentiles and the count."""
+    return {**{f: getattr(s, f) for f in SUMMARY_FIELDS}, "p90": s.p90, "p99": s.p99, "total": s.total,
+            "count": s.count,
+            "samples": list(s.samples)}
+
+
+def workload_metrics(result: JobResult) -> dict[str, dict]:
+    """Every metric present in the measured samples (registry order, then any other), summarized."""
+    present = {m for s in result.samples if not s.warmup for m in s.values}
+    names = [m for m in METRICS if m in present] + sorted(present - set(METRICS))
+    return {m: metric_summary(summarize(result.measured(m))) for m in names}
+
+
 def result_record(job: JobSpec, result: JobResult, *, worker: str | None = None,
                   created_at: datetime | None = None) -> dict:
-    """The export record of one result. ``created_at`` defaults to the result's finish time."""
+    """The export record of one result. ``created_at`` defaults to the result's finish time.
+
+    ``metrics`` holds every metric of the result (the workload's own included); the top-level metric keys
+    are the generate workload's, kept for readers of the first contract.
+    """
     env = result.environment
     summaries = {m: summarize(result.measured(m)) for m in MAIN_METRICS + COUNTER_METRICS}
+    metrics = workload_metrics(result)
+    if job.workload != "generate":  # stability of each repetition-level figure (not per request, gap, or count)
+        stable = {m: summarize(result.measured(m)) for m in metrics if m in METRICS
+                  and METRICS[m].scope == "repetition" and METRICS[m].unit not in ("requests", "fraction")}
+    else:
+        stable = summaries
     when = created_at or result.finished_at
     return {
         "job_id": job.job_id,
@@ -70,8 +95,11 @@ def result_record(job: JobSpec, result: JobResult, *, worker: str | None = None,
         "environment": env.model_dump(mode="json") if env else None,
         "identity_hash": result.identity_hash(job),
         "engine_counters": {m: summary_dict(summaries[m]) for m in COUNTER_METRICS if summaries[m] is not None},
-        "unstable": stability_warnings(summaries),
+        "unstable": stability_warnings(stable),
         "stderr_tail": result.stderr_tail,
+        "params": dict(job.params),
+        "metrics": metrics,
+        "extra": dict(result.extra),
     }
 
 

@@ -8,6 +8,7 @@ from rich.table import Table
 from . import store
 from .database import session_scope
 from .export import load_records
+from .workload_tables import TABLES, workload_table
 
 
 def _pm(summary: dict | None, fmt: str = "{:,.1f}") -> str:
@@ -84,11 +85,20 @@ def print_sweep_table(url: str, sweep_id: str | None, console: Console | None = 
     if not records:
         console.print("No results yet.")
         return records
-    console.print(results_table(records, title=f"sweep {records[0]['sweep_id']} — mean ± stddev over {records[0]['repetitions']} repetitions"))
-    ratios = ratio_table(records)
-    if ratios is not None:
-        console.print(ratios)
+    generate = [r for r in records if r["workload"] == "generate"]
+    if generate:
+        console.print(results_table(generate, title=f"sweep {generate[0]['sweep_id']} — mean ± stddev over "
+                                                    f"{generate[0]['repetitions']} repetitions"))
+        ratios = ratio_table(generate)
+        if ratios is not None:
+            console.print(ratios)
+    for kind in TABLES:  # one table per other workload kind, in a fixed order
+        mine = [r for r in records if r["workload"] == kind]
+        if mine:
+            console.print(workload_table(kind, mine))
     unstable = [r for r in records if r["unstable"]]
     for r in unstable:
-        console.print(f"[yellow]⚠[/] {r['engine']} {r['model']} {r['quant']}: " + "; ".join(r["unstable"]))
+        what = "" if r["workload"] == "generate" else " " + " ".join([r["workload"]] + [
+            f"{k}={v}" for k, v in r["params"].items() if k in ("clients", "depth", "processes", "cache", "mmap")])
+        console.print(f"[yellow]⚠[/] {r['engine']} {r['model']} {r['quant']}{what}: " + "; ".join(r["unstable"]))
     return records

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import asdict, dataclass, field
 
@@ -20,6 +21,7 @@ class Summary:
     samples: list[float] = field(default_factory=list)
     p90: float = 0.0
     p99: float = 0.0
+    total: float = 0.0  # the sum, for counts (failed requests over all restarts)
 
     @property
     def p50(self) -> float:
@@ -53,6 +55,7 @@ def summarize(samples: list[float]) -> Summary | None:
         samples=values,
         p90=percentile(values, 90),
         p99=percentile(values, 99),
+        total=math.fsum(values),
     )
 
 

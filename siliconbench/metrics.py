@@ -121,7 +121,9 @@ WORKLOAD_DEFS = [
     ),
     Metric(
         "restart_first_token_s", "s", "lower", "repetition",
-        "Process start to the first streamed token of a completion request sent as soon as the server was ready.",
+        "Process start to the first streamed token of a completion request sent as soon as the server was ready. "
+        "With the background client on, that request can queue behind client requests that reached the server "
+        "while it started (as in production); client_interval_ms: null measures start-up alone.",
     ),
     Metric(
         "restart_warm_ttft_ms", "ms", "lower", "repetition",
@@ -155,7 +157,9 @@ WORKLOAD_DEFS = [
     Metric(
         "request_itl_ms", "ms", "lower", "gap",
         "Inter-token latency: time between two consecutive streamed token chunks of one request; every gap of "
-        "every request of the job is one sample, so its percentiles pool all requests (as vLLM's ITL does).",
+        "every request of the job is one sample, so its percentiles pool all requests (as vLLM's ITL does). "
+        "mlx_lm.server holds back a token whose text ends in an incomplete UTF-8 sequence and sends it with the "
+        "next one: such a pair is one chunk, hence one gap fewer.",
     ),
     Metric(
         "aggregate_output_tps", "tokens/s", "higher", "repetition",

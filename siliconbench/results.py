@@ -42,7 +42,13 @@ class Environment(BaseModel):
 
 
 class Sample(BaseModel):
-    """One repetition's raw values, metric name -> value (see siliconbench.metrics)."""
+    """One repetition's raw values, metric name -> value (see siliconbench.metrics).
+
+    Workloads with several observations per repetition (concurrent: each request and each inter-token gap;
+    multiprocess: each process; perplexity: each window) keep one Sample per observation, and job-scope
+    values in one Sample of their own: ``repetition`` is then the observation's index in the job
+    (0, 1, ... measured; -1, -2, ... warmup), unique per job, and a metric's scope says what one sample is.
+    """
 
     repetition: int
     warmup: bool = False

@@ -43,7 +43,7 @@ class SwapWorkload(_Strict):
 class ServerSettings(_Strict):
     ready_timeout_s: PositiveFloat = Field(120.0, description="A server not ready by then fails the job")
     stop_timeout_s: PositiveFloat = Field(10.0, description="Grace after SIGTERM before SIGKILL")
-    port: Port | None = Field(None, description="Fixed port on 127.0.0.1; default: a free one per start")
+    port: Port | None = Field(None, description="Fixed port on 127.0.0.1; default: a free one, picked once per job")
 
 
 class RestartWorkload(ServerSettings):

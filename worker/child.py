@@ -45,6 +45,22 @@ def child_env(job: JobSpec, models_dir: Path) -> dict[str, str]:
     return env
 
 
+def _kill_spawned(groups: list[dict]) -> None:
+    """SIGKILL the process groups a job announced (its servers) that outlived the job's own process."""
+    import psutil
+
+    for g in groups:
+        try:
+            if abs(psutil.Process(g["pgid"]).create_time() - g["create_time"]) > 0.5:
+                continue  # the id belongs to another process now
+        except psutil.NoSuchProcess:
+            pass  # leader gone; members of its group may not be (Linux never reuses a live group's id)
+        try:
+            os.killpg(g["pgid"], signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def run_job(
     job: JobSpec,
     models_dir: Path,
@@ -66,6 +82,7 @@ def run_job(
         return failed(job.job_id, f"engine error: {exc}", started_at=started)
     read_fd, write_fd = os.pipe()
     lines: list[dict] = []
+    spawned: list[dict] = []  # process groups the job started (servers), killed if the job dies first
     with tempfile.NamedTemporaryFile("w+b", prefix="sb-child-", suffix=".err", delete=False) as err:
         err_path = err.name
     t0 = time.perf_counter()
@@ -86,6 +103,8 @@ def run_job(
                     except json.JSONDecodeError:
                         continue
                     lines.append(event)
+                    if event.get("event") == "spawned":
+                        spawned.append(event)
                     if on_event and event.get("event") != "result":
                         on_event(event)
 
@@ -117,4 +136,5 @@ def run_job(
             reason = f"crash: the child process exited with status {rc} and no result"
         return failed(job.job_id, reason, _tail(err_path), started_at=started, wall_s=wall_s)
     finally:
+        _kill_spawned(spawned)
         os.unlink(err_path)

@@ -50,6 +50,9 @@ def _die_with_parent() -> None:
         while True:
             time.sleep(0.5)
             if os.getppid() != parent:
+                from .serving.server import kill_live_groups
+
+                kill_live_groups()  # servers a workload started must not outlive the job either
                 os._exit(3)
 
     threading.Thread(target=watch, daemon=True).start()
@@ -86,6 +89,11 @@ def _run(emit) -> int:
 
     job = JobSpec.model_validate_json(sys.stdin.read())
     models_dir = Path(os.environ["SILICONBENCH_MODELS_DIR"])
+    if job.workload != "generate":  # every other kind runs in worker/workloads/<kind>.py
+        from .workloads import run_workload
+
+        emit("result", result=json.loads(run_workload(job, models_dir, emit).model_dump_json()))
+        return 0
     started = datetime.now(timezone.utc)
     engine = get_engine(job.engine)
     # Import the engine's modules before the baseline, so baseline = interpreter + engine code.

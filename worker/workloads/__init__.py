@@ -1,1 +1,49 @@
-"""Workloads: what a job does with a loaded engine. Each returns raw samples, nothing aggregated."""
+"""Workloads, one module per kind: generate (run by child_main itself), swap, restart, concurrent,
+long_context, perplexity, multiprocess. Each of the others has ``run(ctx) -> Outcome``."""
+
+from __future__ import annotations
+
+import importlib
+import signal
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from siliconbench.errors import WorkloadError
+from siliconbench.jobs import JobSpec
+from siliconbench.results import Environment, JobResult, JobStatus, failed
+
+KINDS = ("swap", "restart", "concurrent", "long_context", "perplexity", "multiprocess")
+
+
+def run_workload(job: JobSpec, models_dir: Path, emit: Callable[..., None]) -> JobResult:
+    """Run a non-generate job in this (fresh) process; a WorkloadError becomes a failed result with its reason."""
+    from ..environment import host_facts
+    from ..serving.server import kill_live_groups
+    from .common import Context, engine_for, rss_peak_bytes
+
+    if job.workload not in KINDS:
+        raise ValueError(f"unknown workload {job.workload!r}; known: generate, {', '.join(KINDS)}")
+    # SIGTERM (a cancelled or stopped worker) must still run the finally blocks that stop servers.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    module = importlib.import_module(f"{__name__}.{job.workload}")
+    started = datetime.now(timezone.utc)
+    with tempfile.TemporaryDirectory(prefix=f"sb-{job.workload}-") as tmp:
+        ctx = Context(job=job, models_dir=models_dir, emit=emit, workdir=Path(tmp))
+        try:
+            out = module.run(ctx)
+        except WorkloadError as exc:
+            env = Environment(**host_facts(), **engine_for(job).describe())
+            return failed(job.job_id, f"{job.workload} error: {exc}", getattr(exc, "log_tail", None),
+                          started_at=started, environment=env)
+        finally:
+            kill_live_groups()  # normally none: each workload stops its servers itself
+    env = Environment(**host_facts(), **out.engine.describe())
+    return JobResult(
+        job_id=job.job_id, status=JobStatus.ok, started_at=started, load_s=out.load_s,
+        peak_memory_bytes=rss_peak_bytes() if out.own_peak else None,
+        baseline_memory_bytes=out.baseline_memory_bytes, samples=out.samples, environment=env,
+        extra={"workload": job.workload, **out.extra},
+    )

@@ -1,0 +1,124 @@
+"""What the workloads beyond generate share: the job context, the sample log, prompts from the corpus."""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from siliconbench.jobs import JobSpec
+from siliconbench.results import Sample
+
+from ..engines import Engine, get_engine
+from ..models.tokenizer import CORPUS_PATH
+
+
+@dataclass
+class Context:
+    job: JobSpec
+    models_dir: Path
+    emit: Callable[..., None]
+    workdir: Path  # scratch folder of this job (server logs), removed after it
+
+    @property
+    def artifact(self) -> Path:
+        return self.models_dir / self.job.artifact
+
+    def spawned(self, pid: int, create_time: float) -> None:
+        """Announce a process group the runner must kill if this job's process dies first."""
+        self.emit("spawned", pgid=pid, create_time=create_time)
+
+
+@dataclass
+class Outcome:
+    samples: list[Sample]
+    engine: Engine  # for the Environment: describe() works with or without a model loaded
+    extra: dict = field(default_factory=dict)
+    load_s: float | None = None
+    baseline_memory_bytes: int | None = None
+    # False where this process only drove other processes (servers, engine processes): its peak means nothing.
+    own_peak: bool = True
+
+
+class SampleLog:
+    """Samples with unique indices: measured 0, 1, 2 ...; warmup -1, -2 ... (see siliconbench.results.Sample)."""
+
+    def __init__(self) -> None:
+        self.samples: list[Sample] = []
+        self._measured = self._warm = 0
+
+    def add(self, values: dict[str, float], warmup: bool = False) -> None:
+        values = {k: float(v) for k, v in values.items() if v is not None}
+        if not values:
+            return
+        if warmup:
+            self._warm += 1
+            index = -self._warm
+        else:
+            index = self._measured
+            self._measured += 1
+        self.samples.append(Sample(repetition=index, warmup=warmup, values=values))
+
+
+def repetitions(ctx: Context):
+    """(r, warmup) for the job's warmup then measured repetitions, with the sweep's delay between them."""
+    job = ctx.job
+    for r in range(job.warmup + job.repetitions):
+        if r and job.delay_s:
+            time.sleep(job.delay_s)
+        yield r, r < job.warmup
+
+
+def done(ctx: Context, r: int, warm: bool) -> None:
+    ctx.emit("repetition", index=r, warmup=warm)
+
+
+def rss_peak_bytes() -> int:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)  # Linux reports KiB, macOS bytes
+
+
+def rss_now_bytes() -> int:
+    import psutil
+
+    return int(psutil.Process().memory_info().rss)
+
+
+def engine_for(job: JobSpec, options: dict | None = None) -> Engine:
+    engine = get_engine(job.engine)
+    engine.options = dict(options if options is not None else job.engine_options)
+    return engine
+
+
+def vocab_engine(ctx: Context) -> Engine:
+    """The job's engine with only the tokenizer of its model loaded (for prompts sent to a server)."""
+    engine = engine_for(ctx.job)
+    engine.load_vocab(ctx.artifact)
+    return engine
+
+
+def corpus_text() -> str:
+    return CORPUS_PATH.read_text()
+
+
+class Prompts:
+    """Text prompts of about n tokens cut from the shipped corpus, a different slice for every index.
+
+    Different beginnings matter: both servers reuse a cached prompt prefix, which would hide prefill.
+    """
+
+    def __init__(self, engine: Engine, n_tokens: int, seed: int):
+        self.ids = engine.tokenize(corpus_text())
+        self.engine, self.n, self.seed = engine, n_tokens, seed
+        if len(self.ids) <= n_tokens:
+            from siliconbench.errors import WorkloadError
+
+            raise WorkloadError(f"prompt_tokens={n_tokens} is longer than the corpus ({len(self.ids)} tokens)")
+
+    def text(self, index: int) -> str:
+        span = len(self.ids) - self.n
+        start = (index * 7919 + self.seed * 104_729) % span  # primes: slices spread over the whole text
+        return self.engine.detokenize(self.ids[start:start + self.n])

@@ -1,0 +1,97 @@
+"""The swap workload: model A loaded and warm; unload A, load B, first token of B, timed apart and together.
+
+Per repetition: A is loaded (untimed) and warmed with one prefill + decode, so its pages and the
+engine's buffers are hot; B's files are made cold (posix_fadvise DONTNEED) or warm (read once) as the
+job asks, and the fraction actually resident is measured with mincore just before the timed region.
+Then unload A -> load B -> first token of B. B is unloaded again (untimed) before the next repetition.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+
+from ..measure import pagecache
+from .common import Context, Outcome, SampleLog, done, engine_for, repetitions, rss_now_bytes
+from .generate import synthetic_tokens
+
+WARM_TOKENS = (32, 8)  # prompt, decode of A's warm-up: enough to touch every weight and the KV path
+
+
+def _options(ctx: Context) -> dict:
+    opts = dict(ctx.job.engine_options)
+    if ctx.job.engine == "llama.cpp":
+        opts["use_mmap"] = bool(ctx.job.params["mmap"])  # the job's mmap setting, for A and B alike
+    return opts
+
+
+def _load(ctx: Context, path, n_ctx: int):
+    engine = engine_for(ctx.job, _options(ctx))
+    engine.load(path, _options(ctx), n_ctx=n_ctx)
+    return engine
+
+
+def _warm_up(engine, seed: int) -> None:
+    vocab, avoid = engine.vocab_size(), engine.special_token_ids()
+    engine.reset()
+    first = engine.first_token(engine.prefill(synthetic_tokens(vocab, avoid, WARM_TOKENS[0], seed)))
+    engine.decode(first, WARM_TOKENS[1])
+
+
+def _prepare_cache(path, state: str) -> None:
+    if state == "cold":
+        pagecache.evict(path)
+    else:
+        pagecache.warm(path)
+
+
+def run(ctx: Context) -> Outcome:
+    job, p = ctx.job, ctx.job.params
+    a_path, b_path = ctx.artifact, ctx.models_dir / p["to_artifact"]
+    n_ctx = max(job.n_prompt, WARM_TOKENS[0] + WARM_TOKENS[1]) + 16
+    log = SampleLog()
+    a_load_s = []
+    for r, warm in repetitions(ctx):
+        seed = job.seed * 100_003 + r
+        t = time.perf_counter()
+        a = _load(ctx, a_path, n_ctx)
+        a_load_s.append(time.perf_counter() - t)
+        _warm_up(a, seed)
+        _prepare_cache(b_path, p["cache"])
+        gc.collect()  # no collector pause inside the timed region from the untimed work above
+        resident = pagecache.resident_fraction(b_path)
+
+        t0 = time.perf_counter()
+        a.close()
+        del a
+        t1 = time.perf_counter()
+        rss_after_unload = rss_now_bytes()
+        t1b = time.perf_counter()  # the RSS read is not part of the swap
+        b = _load(ctx, b_path, n_ctx)
+        t2 = time.perf_counter()
+        prompt = synthetic_tokens(b.vocab_size(), b.special_token_ids(), job.n_prompt, seed * 2)
+        t2b = time.perf_counter()  # drawing synthetic ids is not the engine's work either
+        b.reset()
+        b.first_token(b.prefill(prompt))
+        t3 = time.perf_counter()
+
+        log.add({
+            "swap_unload_s": t1 - t0,
+            "swap_load_s": t2 - t1b,
+            "swap_first_token_ms": (t3 - t2b) * 1000.0,
+            "swap_total_s": (t3 - t0) - (t1b - t1) - (t2b - t2),
+            "page_cache_resident_fraction": resident,
+            "swap_rss_after_unload_bytes": rss_after_unload,
+        }, warmup=warm)
+        last = b
+        if r < job.warmup + job.repetitions - 1:
+            b.close()
+            del b
+        done(ctx, r, warm)
+    engine = last
+    extra = {"cache_requested": p["cache"], "cache_evict_supported": pagecache.can_evict(),
+             "mmap": p["mmap"], "a_artifact": job.artifact, "b_artifact": p["to_artifact"],
+             "a_load_s_untimed": a_load_s, "n_ctx": n_ctx}
+    outcome = Outcome(samples=log.samples, engine=engine, extra=extra, load_s=a_load_s[-1] if a_load_s else None)
+    engine.close()
+    return outcome
