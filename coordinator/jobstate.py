@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import String, and_, any_, bindparam, or_, select, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from siliconbench.jobs import JobSpec
@@ -34,17 +35,45 @@ def claim(session: Session, job_id: str, *, worker: str, host: str, lease_s: flo
 
     The common case is one UPDATE ... RETURNING; only a refused claim reads the row to say why.
     """
-    now = utcnow()
-    claimable = or_(Job.status == "queued", and_(Job.status == "running", Job.lease_expires_at < now))
-    mine = or_(Job.target_host.is_(None), Job.target_host == worker)
-    got = session.execute(
-        update(Job).where(Job.id == job_id, claimable, mine, Job.attempts < MAX_ATTEMPTS)
-        .values(status="running", worker=worker, host=host, attempts=Job.attempts + 1, started_at=now,
-                lease_expires_at=now + timedelta(seconds=lease_s))
-        .returning(Job.spec, Job.attempts)).first()
+    got = try_claim(session, job_id, worker=worker, host=host, lease_s=lease_s)
     if got is not None:
-        return Claim(JobSpec.model_validate(got.spec), attempt=got.attempts)
-    return _refusal(session, job_id, worker=worker, host=host, claimable=claimable)
+        return got
+    return _refusal(session, job_id, worker=worker, host=host, claimable=_claimable(utcnow()))
+
+
+def _claimable(now):
+    return or_(Job.status == "queued", and_(Job.status == "running", Job.lease_expires_at < now))
+
+
+_JOBS = Job.__table__
+
+
+def _claim_statement():
+    c = _JOBS.c
+    now = bindparam("now", type_=c.started_at.type)
+    claimable = or_(c.status == "queued", and_(c.status == "running", c.lease_expires_at < now))
+    mine = or_(c.target_host.is_(None), c.target_host == bindparam("worker"))
+    return (update(_JOBS).where(c.id == bindparam("job_id"), claimable, mine, c.attempts < MAX_ATTEMPTS)
+            .values(status="running", worker=bindparam("worker"), host=bindparam("host"), attempts=c.attempts + 1,
+                    started_at=now, lease_expires_at=bindparam("expires", type_=c.lease_expires_at.type))
+            .returning(c.spec, c.attempts))
+
+
+_CLAIM = _claim_statement()  # built once: a claim costs its round trip, not statement construction
+
+
+def try_claim(session: Session, job_id: str, *, worker: str, host: str, lease_s: float = LEASE_S) -> Claim | None:
+    """The claim's one statement: the Claim if it took, None if refused (then ``claim`` says why).
+
+    A single UPDATE, atomic on its own: a worker may run it outside an explicit transaction (autocommit),
+    which saves the BEGIN and COMMIT round trips; the row is committed (synchronously) when it returns.
+    """
+    now = utcnow()
+    got = session.execute(_CLAIM, dict(job_id=job_id, worker=worker, host=host, now=now,
+                                       expires=now + timedelta(seconds=lease_s))).first()
+    if got is None:
+        return None
+    return Claim(JobSpec.model_validate(got.spec), attempt=got.attempts)
 
 
 def _refusal(session: Session, job_id: str, *, worker: str, host: str, claimable) -> Claim:
@@ -78,8 +107,17 @@ def requeue(session: Session, job_id: str, reason: str) -> bool:
 
 
 def mark_enqueued(session: Session, job_ids: list[str], queues: dict[str, str]) -> None:
+    """Record each job's queue and the enqueue time: one UPDATE per distinct queue (not one per job)."""
     now = utcnow()
-    session.execute(update(Job), [{"id": j, "queue": queues[j], "enqueued_at": now} for j in job_ids])
+    by_queue: dict[str, list[str]] = {}
+    for j in job_ids:
+        by_queue.setdefault(queues[j], []).append(j)
+    postgres = session.get_bind().dialect.name == "postgresql"
+    for queue, ids in by_queue.items():
+        # PostgreSQL: the ids as one array parameter; elsewhere IN lists of bounded length.
+        for chunk in [ids] if postgres else [ids[i:i + store.CHUNK] for i in range(0, len(ids), store.CHUNK)]:
+            where = _JOBS.c.id == any_(bindparam("ids", chunk, type_=ARRAY(String))) if postgres else _JOBS.c.id.in_(chunk)
+            session.execute(update(_JOBS).where(where).values(queue=queue, enqueued_at=now))
 
 
 def attempts_left(attempt: int) -> bool:

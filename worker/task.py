@@ -36,19 +36,29 @@ class WorkerContext:
     spool: Spool
     hostname: str = ""
     requeue: Callable[[str], None] | None = None  # sends a fresh message for a job id (crash retry)
-    current_job: str | None = None  # what the heartbeat reports as running now
+    current_job: str | None = None  # what the heartbeat reports as running now (and the lease keeper renews)
+    lease_keeper: "LeaseKeeper | None" = None  # started with the first job
+    held: "_HeldConnection | None" = None  # the connection of the claim and result writes
 
 
 def _with_db(url: str, fn, patience_s: float = CLAIM_PATIENCE_S):
     """fn(session) in one transaction, retried while the database is unreachable (the message waits)."""
     from coordinator.database import session_scope
 
+    def once():
+        with session_scope(url) as s:
+            return fn(s)
+
+    return _with_db_call(once, patience_s)
+
+
+def _with_db_call(fn, patience_s: float = CLAIM_PATIENCE_S):
+    """fn(), retried while the database is unreachable (the message waits)."""
     deadline = time.monotonic() + patience_s
     delay = 0.5
     while True:
         try:
-            with session_scope(url) as s:
-                return fn(s)
+            return fn()
         except (OperationalError, UserError) as exc:
             if time.monotonic() > deadline:
                 raise
@@ -57,22 +67,105 @@ def _with_db(url: str, fn, patience_s: float = CLAIM_PATIENCE_S):
             delay = min(delay * 2, 5.0)
 
 
+class _HeldConnection:
+    """The worker's own PostgreSQL connection for the two writes of every job (claim, result).
+
+    Held between jobs, so a job costs no pool checkout and no pre-ping (``SELECT 1``) per transaction,
+    and in autocommit: the claim and the result are one statement each (jobstate.try_claim,
+    store.save_result on PostgreSQL), atomic and committed (synchronously, as always) when they return,
+    without a BEGIN and a COMMIT round trip around them. Anything that needs more than one statement
+    (a refused claim, a requeue) still runs in a session_scope transaction.
+
+    A connection that fails is dropped; if it had been idle in our hands (the server restarted, the
+    network blipped), the call is tried once more on a fresh, pre-pinged one from the pool before the
+    error goes to the caller (which retries the claim, or spools the result, as before).
+    """
+
+    def __init__(self, url: str):
+        self.url = url
+        self.conn = None
+        self.supported: bool | None = None  # PostgreSQL only (save_result is one statement there)
+
+    def usable(self) -> bool:
+        if self.supported is None:
+            from coordinator.database import engine_for
+
+            try:
+                self.supported = engine_for(self.url).dialect.name == "postgresql"
+            except Exception:  # e.g. no driver: the session_scope path reports it as before
+                return False
+        return self.supported
+
+    def run(self, fn):
+        from sqlalchemy.exc import DBAPIError
+        from sqlalchemy.orm import Session
+
+        from coordinator.database import engine_for
+
+        for retry in (True, False):
+            reused = self.conn is not None
+            if self.conn is None:
+                self.conn = engine_for(self.url).connect().execution_options(isolation_level="AUTOCOMMIT")
+            try:
+                with Session(bind=self.conn) as s:
+                    return fn(s)
+            except DBAPIError as exc:
+                self.close(invalidate=exc.connection_invalidated or isinstance(exc, OperationalError))
+                if not (retry and reused and (exc.connection_invalidated or isinstance(exc, OperationalError))):
+                    raise
+
+    def close(self, invalidate: bool = False) -> None:
+        conn, self.conn = self.conn, None
+        if conn is None:
+            return
+        try:
+            if invalidate:
+                conn.invalidate()
+            conn.close()
+        except Exception:  # a dead connection may fail to close; it is forgotten either way
+            pass
+
+
 class LeaseKeeper(threading.Thread):
-    def __init__(self, ctx: WorkerContext, job_id: str):
+    """One per worker, for its whole life: renews the lease of the job the worker is running now.
+
+    Wakes every LEASE_S / 3 and renews ``ctx.current_job`` if there is one, so no thread is started
+    per job; a job is renewed at most LEASE_S / 3 after its claim, as with a thread per job. A renewal
+    that races the job's end is harmless: renew only touches a running job of this worker.
+    """
+
+    def __init__(self, ctx: WorkerContext):
         super().__init__(daemon=True, name="siliconbench-lease")
-        self.ctx, self.job_id, self.stopped = ctx, job_id, threading.Event()
+        self.ctx, self.stopped = ctx, threading.Event()
 
     def run(self) -> None:
         from coordinator.database import session_scope
         from coordinator.jobstate import renew
 
         while not self.stopped.wait(LEASE_S / 3):
+            job_id = self.ctx.current_job
+            if job_id is None:
+                continue
             try:
                 with session_scope(self.ctx.database_url) as s:
-                    if not renew(s, self.job_id, worker=self.ctx.name):
-                        log.warning("lost the lease of job %s", self.job_id)
+                    if not renew(s, job_id, worker=self.ctx.name) and self.ctx.current_job == job_id:
+                        log.warning("lost the lease of job %s", job_id)
             except Exception as exc:  # the job keeps running; its result is spooled if need be
-                log.warning("could not renew the lease of %s: %s", self.job_id, exc)
+                log.warning("could not renew the lease of %s: %s", job_id, exc)
+
+
+def _lease_keeper(ctx: WorkerContext) -> LeaseKeeper:
+    keeper = ctx.lease_keeper
+    if keeper is None or not keeper.is_alive():
+        keeper = ctx.lease_keeper = LeaseKeeper(ctx)
+        keeper.start()
+    return keeper
+
+
+def _held(ctx: WorkerContext) -> _HeldConnection | None:
+    if ctx.held is None or ctx.held.url != ctx.database_url:
+        ctx.held = _HeldConnection(ctx.database_url)
+    return ctx.held if ctx.held.usable() else None
 
 
 def _execute(job, ctx: WorkerContext):
@@ -92,11 +185,12 @@ def _execute(job, ctx: WorkerContext):
 def handle_job(job_id: object, ctx: WorkerContext) -> str:
     """Process one job message; returns what happened (for logs and tests).
 
-    Two transactions per job, the claim and the result, so bookkeeping stays a small part of a short
-    job; the host's current job is published by the heartbeat from ``ctx.current_job``.
+    Two writes per job, the claim and the result, each one autocommitted statement on the worker's held
+    connection (PostgreSQL), so bookkeeping stays a small part of a short job; the host's current job is
+    published by the heartbeat, and its lease renewed by the worker's one LeaseKeeper, from ``ctx.current_job``.
     """
     from coordinator.database import session_scope
-    from coordinator.jobstate import attempts_left, claim, requeue
+    from coordinator.jobstate import attempts_left, claim, requeue, try_claim
     from coordinator.store import save_result
 
     if not isinstance(job_id, str) or not JOB_ID.match(job_id):
@@ -108,20 +202,29 @@ def handle_job(job_id: object, ctx: WorkerContext) -> str:
         except Exception as exc:
             log.warning("spool not flushed yet: %s", exc)
     host = ctx.hostname or ctx.name
+    held = _held(ctx)
 
-    c = _with_db(ctx.database_url, lambda s: claim(s, job_id, worker=ctx.name, host=host))
+    def take():
+        if held is not None:  # the one-statement claim on the held connection; a refusal is explained below
+            got = held.run(lambda hs: try_claim(hs, job_id, worker=ctx.name, host=host))
+            if got is not None:
+                return got
+            with session_scope(ctx.database_url) as s:
+                return claim(s, job_id, worker=ctx.name, host=host)
+        with session_scope(ctx.database_url) as s:
+            return claim(s, job_id, worker=ctx.name, host=host)
+
+    c = _with_db_call(take)
     if c.job is None:
         log.info("job %s: no work to do (%s)", job_id, c.refused)
         return f"refused: {c.refused}"
     job = c.job
     log.info("job %s attempt %d: %s", job_id, c.attempt, job.label())
-    lease = LeaseKeeper(ctx, job_id)
-    lease.start()
+    _lease_keeper(ctx)
     ctx.current_job = job_id
     try:
         result = _execute(job, ctx)
     finally:
-        lease.stopped.set()
         ctx.current_job = None
     crashed = result.status == "failed" and (result.error or "").startswith("crash")
     if crashed and attempts_left(c.attempt) and ctx.requeue is not None:
@@ -130,8 +233,11 @@ def handle_job(job_id: object, ctx: WorkerContext) -> str:
             log.warning("job %s crashed (%s); re-enqueued for attempt %d", job_id, result.error, c.attempt + 1)
             return "requeued"
     try:
-        with session_scope(ctx.database_url) as s:
-            written = save_result(s, job, result, host=host, worker=ctx.name)
+        if held is not None:  # one statement (result, samples, job status), autocommitted
+            written = held.run(lambda s: save_result(s, job, result, host=host, worker=ctx.name))
+        else:
+            with session_scope(ctx.database_url) as s:
+                written = save_result(s, job, result, host=host, worker=ctx.name)
     except (OperationalError, UserError):
         ctx.spool.put(job, result, host=host, worker=ctx.name)
         return "spooled"
