@@ -65,7 +65,7 @@ def ratio_table(records: list[dict]) -> Table | None:
     pairs = [(k, v) for k, v in cells.items() if {"llama.cpp", "mlx"} <= set(v)]
     if not pairs:
         return None
-    t = Table(title="llama.cpp ÷ MLX (mean ratio; >1 means llama.cpp is faster / uses more memory)", title_justify="left")
+    t = Table(title="llama.cpp ÷ MLX, ratio of means (tok/s: >1 = llama.cpp faster; TTFT and memory: <1 = llama.cpp lower)", title_justify="left")
     for col in ("host", "model", "level", "prompt", "gen", "depth", "prefill", "decode", "TTFT", "peak mem"):
         t.add_column(col, justify="right" if col not in ("host", "model", "level") else "left")
     for (host, model, level, p, g, d), v in pairs:
