@@ -214,6 +214,11 @@ def compare_points(points: list[Point], baseline: Selector, candidate: Selector,
                 s = summarize([v for p in side for v in p.samples.get(metric, [])])
                 if s is not None and s.unstable:
                     notes.append(f"{name} unstable (stddev {s.cv:.0%} of mean)")
+            if len(bs) == 1 or len(cs) == 1:
+                # benchmarks/regression_power.py: one process per side false-alarms far above alpha, because
+                # repetitions inside one process share its layout and state; confirm pools several processes.
+                notes.append("one process on a side: between-process variation is unmeasured, "
+                             "so treat a verdict as a lead and run `siliconbench confirm`")
             left, right = _differing(bs, cs)
             rows.append(Row(series_label(bs[0], metric, across), sid, comp, left, right, (len(bs), len(cs)), notes))
     rows.sort(key=lambda r: (r.series, list(METRICS).index(r.comparison.metric)))
