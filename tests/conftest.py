@@ -28,14 +28,17 @@ def models_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def sqlite_url(tmp_path) -> str:
-    return f"sqlite:///{tmp_path / 'sb.sqlite'}"
+def sqlite_url(tmp_path):
+    """A fresh SQLite database, migrated to head."""
+    url = f"sqlite:///{tmp_path / 'sb.sqlite'}"
+    database.upgrade(url)
+    yield url
+    database.dispose(url)
 
 
 @pytest.fixture
 def isolated_env(tmp_path, models_dir, monkeypatch):
     """SILICONBENCH_* pointing at a fresh SQLite file and the session's models folder."""
-    url = f"sqlite:///{tmp_path / 'cli.sqlite'}"
     monkeypatch.setenv("SILICONBENCH_MODELS_DIR", str(models_dir))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     monkeypatch.delenv("SILICONBENCH_DATABASE_URL", raising=False)

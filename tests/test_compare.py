@@ -70,7 +70,6 @@ def test_too_few_samples_for_alpha_is_insufficient_not_no_change():
 def store_url(tmp_path, models_dir):
     url = f"sqlite:///{tmp_path / 'cmp.sqlite'}"
     db.upgrade(url)
-    here = socket.gethostname()
     seed_results(url, models_dir, [
         {"mlx_lm": "0.31.3", "medians": {"prefill_tps": 5000, "decode_tps": 400, "ttft_ms": 12}, "day": 0},
         {"mlx_lm": "0.31.3", "medians": {"prefill_tps": 5000, "decode_tps": 400, "ttft_ms": 12}, "day": 1},

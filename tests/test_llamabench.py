@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from coordinator import database as db
 from coordinator.compare import Verdict, compare_db
 from coordinator.database import session_scope
 from coordinator.history import load_points
@@ -73,11 +72,8 @@ def sql_dump(records, table: str = "llama_bench") -> str:
 
 
 @pytest.fixture
-def url(tmp_path):
-    u = f"sqlite:///{tmp_path / 'lb.sqlite'}"
-    db.upgrade(u)
-    yield u
-    db.dispose(u)
+def url(sqlite_url):
+    return sqlite_url
 
 
 def imp(url, records, sweep_id, **kw):

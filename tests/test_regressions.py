@@ -16,7 +16,6 @@ import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from coordinator import database as db
 from coordinator.database import session_scope
 from coordinator.history import load_points
 from coordinator.regressions import change_points, find_steps, list_findings, save_findings
@@ -64,11 +63,8 @@ def history(url, models_dir, *, confirmable: bool = False):
 
 
 @pytest.fixture
-def url(tmp_path):
-    u = f"sqlite:///{tmp_path / 'reg.sqlite'}"
-    db.upgrade(u)
-    yield u
-    db.dispose(u)
+def url(sqlite_url):
+    return sqlite_url
 
 
 def test_steps_name_the_version_that_changed(url, models_dir):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import threading
-import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 

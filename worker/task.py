@@ -209,8 +209,6 @@ def handle_job(job_id: object, ctx: WorkerContext) -> str:
             got = held.run(lambda hs: try_claim(hs, job_id, worker=ctx.name, host=host))
             if got is not None:
                 return got
-            with session_scope(ctx.database_url) as s:
-                return claim(s, job_id, worker=ctx.name, host=host)
         with session_scope(ctx.database_url) as s:
             return claim(s, job_id, worker=ctx.name, host=host)
 

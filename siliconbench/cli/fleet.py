@@ -95,7 +95,6 @@ def _progress_table(database_url: str, sweep_id: str | None) -> tuple[Table, int
 
 
 def _follow(database_url: str, broker: str, sweep_id: str, every_s: float = 5.0) -> None:
-    from coordinator.database import session_scope
     from coordinator.reconcile import reconcile
     from coordinator.report import print_sweep_table
 
@@ -152,7 +151,6 @@ def workers() -> None:
 def reconcile(loop: bool = typer.Option(False, "--loop", help="Keep reconciling every --every seconds"),
               every: float = typer.Option(10.0, "--every")) -> None:
     """Re-enqueue jobs whose worker died or whose message was lost; fail jobs out of attempts."""
-    from coordinator.database import session_scope
     from coordinator.reconcile import reconcile as do_reconcile
 
     s, broker = _fleet_settings()
