@@ -1,31 +1,36 @@
-"""Can `compare` be trusted? Its A/A false-positive rate and its power to catch a real 5% slowdown.
+"""Can `compare` be trusted? Its A/A false-regression rate and its power to catch a real 5% slowdown.
 
-    python benchmarks/regression_power.py [--trials 40] [--repetitions 5] [--threads 1] [--slowdown 0.05]
+    python benchmarks/regression_power.py [--rounds 120] [--processes 10] [--repetitions 5] [--threads 1]
+                                          [--slowdown 0.05] [--save runs.json | --load runs.json]
 
 Measured on this machine with the tiny model (tiny-llama-5m, made here if the models folder lacks it),
 llama.cpp, the default generate workload (512-token prompt, 128 generated) at the sweep's default
-repetitions (5 measured + 1 warmup per job). Each trial runs three real jobs, each in its own fresh
+repetitions (5 measured + 1 warmup per process). Each round runs three real jobs, each in its own fresh
 child process, in a rotating order: A, A' (the same job again) and B, the same job slowed down by a real
 proportional delay inside the engine's timed calls (benchmarks/_throttle/sitecustomize.py: every timed
 call takes 1/(1 - slowdown) as long, so tokens/s fall by exactly `slowdown` on top of the machine's own
-noise). Every verdict comes from `coordinator.compare.compare_samples`, the function behind each row of
-`siliconbench compare`, at its defaults (alpha 0.05, minimum effect 3%).
+noise). Every verdict comes from `coordinator.significance.compare_processes`, the function behind each
+row of `siliconbench compare`, at its defaults (alpha 0.05, minimum effect 3%).
 
-Reported, per metric (prefill tok/s, decode tok/s, TTFT):
-- one job against one job (what `compare` does with two single-job sides): A vs A' called a regression
-  (target < 1%), and A vs B and A' vs B called a regression (target >= 95%);
-- the same over every pair of trials, adjacent or hours apart (more comparisons, not independent);
-- `siliconbench confirm`'s protocol: its default 4 interleaved rounds pooled per side (20 samples each).
-The machine is shared and has 2 cores: 2 threads oversubscribe it (the parent, the child's main thread
-and the engine's threads fight for them), hence --threads 1 by default; the spread is printed too.
+Reported per metric (prefill tok/s, decode tok/s, TTFT), A/A called a regression (target < 1%) and the
+5% slowdown caught as a regression (target >= 95%), for:
+- before: one process a side with its repetitions pooled as if independent (the first `compare`);
+- now, P processes a side (P = --processes, the default of a version-comparing sweep and of `confirm`):
+  (a) disjoint blocks of P consecutive rounds: independent comparisons, drift included, but few;
+  (b) 2,000 random splits inside windows of P consecutive rounds, as the interleaved protocol assigns
+      them: in each round of the window a coin says which of A and A' is the baseline's process and which
+      the other side's (A/A), and the baseline's process meets that round's B (A/B). Many comparisons
+      that keep the protocol's pairing in time; they share processes, so they are resolution, not
+      independent evidence.
+Spread inside a process and between processes is printed too: it is why processes are the unit.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -39,18 +44,18 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from coordinator.compare import DEFAULT_METRICS, Verdict, compare_samples  # noqa: E402
-from coordinator.confirm import DEFAULT_ROUNDS  # noqa: E402
+from coordinator.compare import DEFAULT_METRICS  # noqa: E402
+from coordinator.significance import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, Verdict, compare_processes  # noqa: E402
 from siliconbench.jobs import expand  # noqa: E402
 from siliconbench.manifest import ModelCatalog  # noqa: E402
+from siliconbench.metrics import get as get_metric  # noqa: E402
 from siliconbench.settings import load_settings  # noqa: E402
-from siliconbench.spec import parse_sweep  # noqa: E402
+from siliconbench.spec import COMPARE_PROCESSES, parse_sweep  # noqa: E402
 from worker.child import run_job  # noqa: E402
 
 MODEL = "tiny-llama-5m"
 THROTTLE_DIR = ROOT / "benchmarks" / "_throttle"
-
-
+DRAWS = 2000
 CLK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -108,18 +113,8 @@ def run(job, mdir: Path, throttle: float) -> dict[str, list[float]]:
     return {m: res.measured(m) for m in DEFAULT_METRICS}
 
 
-def rate(pairs, metric: str, want: Verdict, ci: bool = False) -> tuple[int, int]:
-    hits = sum(compare_samples(a[metric], b[metric], metric, ci=ci).verdict == want for a, b in pairs)
-    return hits, len(pairs)
-
-
-def main(trials: int = typer.Option(40, help="Trials of (A, A', B); about 5 s each"),
-         repetitions: int = typer.Option(5, help="Measured repetitions per job (the sweep default)"),
-         threads: int = typer.Option(1, help="Engine threads (0: all cores)"),
-         slowdown: float = typer.Option(0.05, help="Injected drop of tokens/s in B"),
-         prompt: int = 512, gen: int = 128,
-         models_dir: Path = typer.Option(None), json_out: Path = typer.Option(None, "--json")) -> None:
-    console = Console(width=200)
+def collect(rounds: int, repetitions: int, threads: int, slowdown: float, prompt: int, gen: int,
+            models_dir: Path | None, console: Console) -> dict:
     mdir = models_folder(models_dir)
     spec = parse_sweep({"name": "regression-power", "models": [MODEL], "engines": ["llama.cpp"],
                         "repetitions": repetitions, "warmup": 1, "engine_options": {"threads": threads or None},
@@ -129,63 +124,120 @@ def main(trials: int = typer.Option(40, help="Trials of (A, A', B); about 5 s ea
     t0 = time.perf_counter()
     busy0, own0 = machine_busy(), own_cpu()
     run(job, mdir, 0.0)  # the first job after start-up is slow (page cache, CPU frequency): not counted
-    A, A2, B = [], [], []
+    sides: dict[str, list] = {"A": [], "A2": [], "B": []}
     orders = [("A", "A2", "B"), ("B", "A", "A2"), ("A2", "B", "A")]  # rotate: no position is always first
-    for t in range(trials):
-        for name in orders[t % 3]:
-            out = run(job, mdir, factor if name == "B" else 0.0)
-            {"A": A, "A2": A2, "B": B}[name].append(out)
-        if (t + 1) % 5 == 0:
-            console.print(f"trial {t + 1}/{trials} ({time.perf_counter() - t0:.0f} s)", style="dim")
-    wall = time.perf_counter() - t0
+    for r in range(rounds):
+        for name in orders[r % 3]:
+            sides[name].append(run(job, mdir, factor if name == "B" else 0.0))
+        if (r + 1) % 10 == 0:
+            console.print(f"round {r + 1}/{rounds} ({time.perf_counter() - t0:.0f} s)", style="dim")
     others = None
     if busy0 is not None:
         busy1, own1 = machine_busy(), own_cpu()
         others = max(0.0, (busy1[0] - busy0[0]) / CLK - (own1 - own0)) / ((busy1[1] - busy0[1]) / CLK)
+    return {"rounds": rounds, "repetitions": repetitions, "threads": threads, "slowdown": slowdown, "prompt": prompt,
+            "gen": gen, "wall_s": time.perf_counter() - t0, "others_cpu_share": others, "sides": sides}
 
-    figures: dict = {"trials": trials, "repetitions": repetitions, "threads": threads, "slowdown": slowdown,
-                     "prompt": prompt, "gen": gen, "wall_s": wall, "others_cpu_share": others, "metrics": {}}
-    table = Table(title=f"compare on {MODEL}, llama.cpp, p{prompt} g{gen}, {repetitions} reps/job, threads "
-                        f"{threads or 'all'}, B = {slowdown:.0%} slower; {trials} trials in {wall:.0f} s",
-                  title_justify="left")
-    for c in ("metric", "protocol", "A/A called regression", "95% CI", "A/A any verdict", "A/B regression caught",
-              "95% CI", "B/A median ratio", "CV within job"):
-        table.add_column(c, justify="right" if c != "protocol" else "left")
+
+def pooled_verdict(a: list[float], b: list[float], metric: str) -> Verdict:
+    """The first `compare`: every repetition an independent sample (Mann-Whitney U on the pooled values)."""
+    from scipy.stats import mannwhitneyu
+
+    m = get_metric(metric)
+    ratio = statistics.median(b) / statistics.median(a)
+    p = mannwhitneyu(b, a, alternative="two-sided").pvalue
+    if p >= DEFAULT_ALPHA or abs(ratio - 1) < DEFAULT_MIN_EFFECT:
+        return Verdict.no_change
+    return Verdict.regression if (ratio < 1) == (m.better == "higher") else Verdict.improvement
+
+
+def verdict(a: list[dict], b: list[dict], metric: str) -> Verdict:
+    return compare_processes([x[metric] for x in a], [x[metric] for x in b], metric).verdict
+
+
+def spread(procs: list[dict], metric: str) -> tuple[float, float]:
+    """Median CV inside a process, and the CV of the per-process medians."""
+    inside = statistics.median(statistics.stdev(x[metric]) / statistics.fmean(x[metric]) for x in procs)
+    meds = [statistics.median(x[metric]) for x in procs]
+    return inside, statistics.stdev(meds) / statistics.fmean(meds)
+
+
+def rate_cell(hits: int, n: int, ci: bool = True) -> str:
+    if not n:
+        return "—"
+    lo, hi = wilson(hits, n)
+    return f"{hits}/{n} = {hits / n:.1%}" + (f" ({lo:.1%}–{hi:.1%})" if ci else "")
+
+
+def evaluate(data: dict, processes: int, console: Console) -> dict:
+    sides = data["sides"]
+    A, A2, B = sides["A"], sides["A2"], sides["B"]
+    n = min(len(A), len(A2), len(B))
+    rng = random.Random(0)
+    table = Table(title=f"compare on {MODEL}, llama.cpp, p{data['prompt']} g{data['gen']}, {data['repetitions']} "
+                        f"reps/process, threads {data['threads'] or 'all'}, B = {data['slowdown']:.0%} slower; "
+                        f"{n} rounds of (A, A', B) in {data['wall_s']:.0f} s", title_justify="left")
+    for c in ("metric", "protocol", "A/A called a regression (95% CI)", "5% slowdown caught (95% CI)"):
+        table.add_column(c, justify="left" if c in ("metric", "protocol") else "right")
+    figures: dict = {"processes": processes, "metrics": {}}
     for metric in DEFAULT_METRICS:
-        adj_aa = list(zip(A, A2))
-        adj_ab = list(zip(A, B)) + list(zip(A2, B))
-        all_aa = [(a, b) for a, b in itertools.product(A, A2)]
-        all_ab = [(a, b) for a, b in itertools.product(A + A2, B)]
-        rounds = DEFAULT_ROUNDS
-        pool = lambda xs, i: {metric: [v for x in xs[i:i + rounds] for v in x[metric]]}  # noqa: E731
-        conf_aa = [(pool(A, i), pool(A2, i)) for i in range(0, trials - rounds + 1, rounds)]
-        conf_ab = [(pool(A, i), pool(B, i)) for i in range(0, trials - rounds + 1, rounds)]
+        reg = Verdict.regression  # B is slower: for TTFT (lower is better) that is a regression just the same
+        before_aa = sum(pooled_verdict(a[metric], b[metric], metric) == reg for a, b in zip(A, A2))
+        before_ab = sum(pooled_verdict(a[metric], b[metric], metric) == reg for a, b in zip(A + A2, B + B))
+        blocks = [slice(s, s + processes) for s in range(0, n - processes + 1, processes)]
+        blk_aa = sum(verdict(A[s], A2[s], metric) == reg for s in blocks)
+        blk_ab = sum(verdict(X[s], B[s], metric) == reg for s in blocks for X in (A, A2))
+        draw_aa = draw_ab = 0
+        for _ in range(DRAWS):
+            s = rng.randrange(n - processes + 1)
+            left, right = [], []
+            for i in range(s, s + processes):  # each round gives one process to each side, in either order
+                pair = [A[i], A2[i]] if rng.random() < 0.5 else [A2[i], A[i]]
+                left.append(pair[0])
+                right.append(pair[1])
+            draw_aa += verdict(left, right, metric) == reg
+            draw_ab += verdict(left, B[s:s + processes], metric) == reg
+        inside, between = spread(A + A2, metric)
         ratio = statistics.median(statistics.median(b[metric]) for b in B) / \
             statistics.median(statistics.median(a[metric]) for a in A + A2)
-        cv = statistics.median(statistics.stdev(x[metric]) / statistics.fmean(x[metric]) for x in A + A2 + B)
-        figures["metrics"][metric] = {"b_over_a_median_ratio": ratio, "cv_within_job": cv, "protocols": {}}
-        for proto, aa, ab in (("1 job vs 1 job, adjacent", adj_aa, adj_ab), ("1 job vs 1 job, all pairs", all_aa, all_ab),
-                              (f"confirm: {rounds} rounds pooled", conf_aa, conf_ab)):
-            fp, n_aa = rate(aa, metric, Verdict.regression)
-            anyv = sum(compare_samples(a[metric], b[metric], metric, ci=False).verdict
-                       in (Verdict.regression, Verdict.improvement) for a, b in aa)
-            det, n_ab = rate(ab, metric, Verdict.regression)
-            # B is slower: for TTFT (lower is better) a slowdown is a regression just the same.
-            lo_fp, hi_fp = wilson(fp, n_aa)
-            lo_d, hi_d = wilson(det, n_ab)
-            figures["metrics"][metric]["protocols"][proto] = {
-                "aa_regression": [fp, n_aa], "aa_any": [anyv, n_aa], "ab_regression": [det, n_ab]}
-            table.add_row(metric, proto, f"{fp}/{n_aa} = {fp / max(n_aa, 1):.1%}", f"{lo_fp:.1%}–{hi_fp:.1%}",
-                          f"{anyv / max(n_aa, 1):.1%}", f"{det}/{n_ab} = {det / max(n_ab, 1):.1%}",
-                          f"{lo_d:.1%}–{hi_d:.1%}", f"{ratio:.3f}", f"{cv:.1%}")
+        label = f"{metric}\nCV in / between processes {inside:.1%} / {between:.1%}\nB/A {ratio:.3f}"
+        table.add_row(label, "before: 1 process a side, repetitions pooled", rate_cell(before_aa, n),
+                      rate_cell(before_ab, 2 * n))
+        table.add_row("", f"now: {processes} processes a side, disjoint blocks", rate_cell(blk_aa, len(blocks)),
+                      rate_cell(blk_ab, 2 * len(blocks)))
+        table.add_row("", f"now: {processes} processes a side, {DRAWS} random splits", rate_cell(draw_aa, DRAWS, False),
+                      rate_cell(draw_ab, DRAWS, False), end_section=True)
+        figures["metrics"][metric] = {
+            "cv_inside_process": inside, "cv_between_processes": between, "b_over_a": ratio,
+            "before": {"aa": [before_aa, n], "ab": [before_ab, 2 * n]},
+            "blocks": {"aa": [blk_aa, len(blocks)], "ab": [blk_ab, 2 * len(blocks)]},
+            "draws": {"aa": [draw_aa, DRAWS], "ab": [draw_ab, DRAWS]}}
     console.print(table)
-    if others is not None:
-        console.print(f"Other processes used {others:.0%} of this machine's CPU time during the run "
-                      f"({os.cpu_count()} cores).")
-    console.print("Targets: A/A called a regression < 1%; a real 5% slowdown caught >= 95%. 'All pairs' "
-                  "reuses each job in many comparisons: more resolution, not independent evidence.")
+    if data.get("others_cpu_share") is not None:
+        console.print(f"Other processes used {data['others_cpu_share']:.0%} of this machine's CPU time during the "
+                      f"run ({os.cpu_count()} cores).")
+    console.print("Targets: A/A called a regression < 1%; a real 5% slowdown caught >= 95%. Random splits reuse "
+                  "each process in many comparisons: resolution, not independent evidence.")
+    return figures
+
+
+def main(rounds: int = typer.Option(120, help="Rounds of (A, A', B), each job a fresh process; ~5 s a round"),
+         processes: int = typer.Option(COMPARE_PROCESSES, help="Processes a side in the comparisons evaluated"),
+         repetitions: int = typer.Option(5, help="Measured repetitions per process (the sweep default)"),
+         threads: int = typer.Option(1, help="Engine threads (0: all cores)"),
+         slowdown: float = typer.Option(0.05, help="Injected drop of tokens/s in B"),
+         prompt: int = 512, gen: int = 128, models_dir: Path = typer.Option(None),
+         save: Path = typer.Option(None, help="Write the raw per-process samples here"),
+         load: Path = typer.Option(None, help="Evaluate saved samples instead of running jobs"),
+         json_out: Path = typer.Option(None, "--json", help="Write the figures here")) -> None:
+    console = Console(width=160)
+    data = json.loads(load.read_text()) if load else collect(rounds, repetitions, threads, slowdown, prompt, gen,
+                                                             models_dir, console)
+    if save:
+        save.write_text(json.dumps(data))
+    figures = evaluate(data, processes, console)
     if json_out:
-        json_out.write_text(json.dumps(figures, indent=2))
+        json_out.write_text(json.dumps({k: v for k, v in data.items() if k != "sides"} | figures, indent=2))
 
 
 if __name__ == "__main__":

@@ -1,17 +1,10 @@
 """Baseline against candidate, per series and metric, with statistics that can be trusted.
 
-For each series both sides measured, on the raw samples (warmups excluded):
-
-- medians of each side (``siliconbench.aggregate.summarize``) and their ratio, candidate / baseline;
-- a 95% confidence interval of that ratio: a percentile bootstrap of the ratio of medians
-  (``scipy.stats.bootstrap``, 2,000 resamples of each side independently, fixed seed, so the same data
-  always gives the same interval);
-- the two-sided p-value of a Mann-Whitney U test (``scipy.stats.mannwhitneyu``; exact for small samples
-  without ties, else the normal approximation with tie correction);
-- a verdict: *regression* or *improvement* only when p < alpha (default 0.05) **and** the ratio moved by
-  at least the minimum effect (default 3%), signed by the metric's direction in
-  ``siliconbench.metrics`` (higher is better for tokens/s, lower for latency and memory); *no change*
-  otherwise; *insufficient data* when a side has no raw samples or too few for any p-value to reach alpha.
+For each series both sides measured, one row per metric: the per-process medians of each side, the
+Hodges-Lehmann ratio candidate / baseline with its 95% confidence interval, the Mann-Whitney U p-value
+and a verdict that needs significance and a minimum effect, signed by the metric's direction. The
+statistics live in ``coordinator.significance``; the unit of evidence there is the process (one job),
+never a repetition inside it. This module picks the sides, pairs series and renders the rows.
 """
 
 from __future__ import annotations
@@ -19,31 +12,20 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
-from dataclasses import asdict, dataclass, field
-from enum import Enum
+from dataclasses import dataclass, field
 
 from siliconbench.aggregate import summarize
 from siliconbench.errors import UserError
-from siliconbench.metrics import METRICS, get as get_metric
+from siliconbench.metrics import METRICS
+from siliconbench.spec import COMPARE_PROCESSES
 
 from .history import (Point, Selector, check_keys, parse_selector, select, series_id, series_key,
                       series_label)
+from .significance import (DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, Comparison, Verdict, compare_processes,
+                           min_p_value, process_values)
 
-DEFAULT_ALPHA = 0.05
-DEFAULT_MIN_EFFECT = 0.03
 DEFAULT_METRICS = ("prefill_tps", "decode_tps", "ttft_ms")
-CI_LEVEL = 0.95
-BOOTSTRAP_RESAMPLES = 2000
-BOOTSTRAP_SEED = 0
 FORMATS = ("table", "csv", "json", "md")
-
-
-class Verdict(str, Enum):
-    regression = "regression"
-    improvement = "improvement"
-    no_change = "no change"
-    insufficient = "insufficient data"
 
 
 def _need_scipy():
@@ -53,87 +35,14 @@ def _need_scipy():
         raise UserError("compare", "needs scipy: pip install 'siliconbench[analysis]'.") from None
 
 
-@dataclass
-class Comparison:
-    metric: str
-    unit: str
-    better: str
-    n_baseline: int
-    n_candidate: int
-    baseline_median: float | None
-    candidate_median: float | None
-    ratio: float | None
-    ci_low: float | None
-    ci_high: float | None
-    p_value: float | None
-    verdict: Verdict
-    change_pct: float | None  # (ratio - 1) x 100, raw: its sign is not "good" or "bad" by itself
-
-    def as_dict(self) -> dict:
-        d = asdict(self)
-        d["verdict"] = self.verdict.value
-        return d
-
-
-def min_p_value(n1: int, n2: int) -> float:
-    """The smallest two-sided p-value an exact Mann-Whitney U test can give for these sample sizes."""
-    return 2.0 / math.comb(n1 + n2, n1) if n1 and n2 else 1.0
-
-
-def ratio_ci(baseline: list[float], candidate: list[float], level: float = CI_LEVEL) -> tuple[float, float] | None:
-    """Percentile-bootstrap interval of median(candidate) / median(baseline); None if undefined."""
-    import numpy as np
-    from scipy.stats import bootstrap
-
-    b, c = np.asarray(baseline, float), np.asarray(candidate, float)
-    if len(b) < 2 or len(c) < 2 or np.median(b) == 0:
-        return None
-
-    def stat(x, y, axis=-1):
-        return np.median(y, axis=axis) / np.median(x, axis=axis)
-
-    res = bootstrap((b, c), stat, vectorized=True, paired=False, confidence_level=level,
-                    n_resamples=BOOTSTRAP_RESAMPLES, method="percentile", rng=np.random.default_rng(BOOTSTRAP_SEED))
-    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return (lo, hi) if math.isfinite(lo) and math.isfinite(hi) else None
-
-
-def compare_samples(baseline: list[float], candidate: list[float], metric: str, *, alpha: float = DEFAULT_ALPHA,
-                    min_effect: float = DEFAULT_MIN_EFFECT, ci: bool = True) -> Comparison:
-    """The statistics and verdict of one metric: the function every compare row and finding uses."""
-    from scipy.stats import mannwhitneyu
-
-    m = get_metric(metric)
-    sb, sc = summarize(baseline), summarize(candidate)
-    nb, nc = (sb.count if sb else 0), (sc.count if sc else 0)
-    out = Comparison(metric, m.unit, m.better, nb, nc, sb.median if sb else None, sc.median if sc else None,
-                     None, None, None, None, Verdict.insufficient, None)
-    if not sb or not sc:
-        return out
-    if sb.median:
-        out.ratio = sc.median / sb.median
-        out.change_pct = (out.ratio - 1.0) * 100.0
-    if nb < 2 or nc < 2 or min_p_value(nb, nc) >= alpha:
-        return out  # no p-value could reach alpha: not "no change", just not enough to say
-    if len(set(baseline) | set(candidate)) == 1:
-        out.p_value = 1.0
-    else:
-        out.p_value = float(mannwhitneyu(candidate, baseline, alternative="two-sided").pvalue)
-    if ci:
-        bounds = ratio_ci(baseline, candidate)
-        if bounds:
-            out.ci_low, out.ci_high = bounds
-    out.verdict = verdict(out.ratio, out.p_value, m.better, alpha, min_effect)
+def process_samples(points: list[Point], metric: str) -> list[list[float]]:
+    """Each point (one job, one fresh process) as its raw samples, or its reported aggregate if it has none."""
+    out = []
+    for p in points:
+        raw = p.samples.get(metric) or ([p.reported[metric]] if metric in p.reported else [])
+        if raw:
+            out.append(raw)
     return out
-
-
-def verdict(ratio: float | None, p: float | None, better: str, alpha: float, min_effect: float) -> Verdict:
-    if ratio is None or p is None:
-        return Verdict.insufficient
-    if p >= alpha or abs(ratio - 1.0) < min_effect:
-        return Verdict.no_change
-    worse = ratio < 1.0 if better == "higher" else ratio > 1.0
-    return Verdict.regression if worse else Verdict.improvement
 
 
 # --------------------------------------------------------------------------------------------- rows
@@ -199,9 +108,8 @@ def compare_points(points: list[Point], baseline: Selector, candidate: Selector,
         for sid, (bs, cs) in groups.items():
             if not bs or not cs:
                 continue
-            base = [v for p in bs for v in p.samples.get(metric, [])]
-            cand = [v for p in cs for v in p.samples.get(metric, [])]
-            comp = compare_samples(base, cand, metric, alpha=alpha, min_effect=min_effect)
+            comp = compare_processes(process_samples(bs, metric), process_samples(cs, metric), metric,
+                                     alpha=alpha, min_effect=min_effect)
             notes = []
             if both:
                 notes.append(f"{len(both)} results matched both selectors and were left out")
@@ -211,14 +119,16 @@ def compare_points(points: list[Point], baseline: Selector, candidate: Selector,
                 envs = {tuple(sorted(p.components.items())) for p in side}
                 if len(envs) > 1:
                     notes.append(f"{name} pools {len(envs)} different environments")
-                s = summarize([v for p in side for v in p.samples.get(metric, [])])
+                s = summarize(process_values(process_samples(side, metric)))
                 if s is not None and s.unstable:
-                    notes.append(f"{name} unstable (stddev {s.cv:.0%} of mean)")
-            if len(bs) == 1 or len(cs) == 1:
-                # benchmarks/regression_power.py: one process per side false-alarms far above alpha, because
-                # repetitions inside one process share its layout and state; confirm pools several processes.
-                notes.append("one process on a side: between-process variation is unmeasured, "
-                             "so treat a verdict as a lead and run `siliconbench confirm`")
+                    notes.append(f"{name} unstable (stddev of its processes {s.cv:.0%} of mean)")
+            if min_p_value(comp.n_baseline, comp.n_candidate) >= alpha:
+                notes.append(f"{comp.n_baseline} vs {comp.n_candidate} processes cannot reach p < {alpha}: run "
+                             f"more (a sweep's `processes:`; {COMPARE_PROCESSES} a side resolves 5%) or "
+                             "`siliconbench confirm`")
+            elif min(comp.n_baseline, comp.n_candidate) < COMPARE_PROCESSES:
+                notes.append(f"{min(comp.n_baseline, comp.n_candidate)} processes on a side: a small change may go "
+                             f"unseen ({COMPARE_PROCESSES} a side resolves 5%)")
             left, right = _differing(bs, cs)
             rows.append(Row(series_label(bs[0], metric, across), sid, comp, left, right, (len(bs), len(cs)), notes))
     rows.sort(key=lambda r: (r.series, list(METRICS).index(r.comparison.metric)))
@@ -308,5 +218,5 @@ def counts(rows: list[Row]) -> dict[str, int]:
     return out
 
 
-__all__ = ["Comparison", "Row", "Verdict", "compare_samples", "compare_points", "compare_db", "render",
+__all__ = ["Comparison", "Row", "Verdict", "compare_processes", "compare_points", "compare_db", "render",
            "rich_table", "series_key", "parse_selector"]

@@ -1,10 +1,11 @@
 """Confirm a finding before alarming: rerun baseline and candidate interleaved, A/B/A/B, on the same host.
 
-The confirmation is a new sweep of the finding's series only: ``rounds`` rounds, each running the
-baseline's engine version then the candidate's (one job each, the sweep's repetitions), so slow drift
-(thermal throttling, a neighbour's load) hits both sides alike. Round r uses seed + r for both sides. Its
-comparison, by ``compare``'s own statistics on the pooled raw samples of each side, is attached to the
-finding, which becomes *confirmed* (same verdict as found) or *not_confirmed*.
+The confirmation is a new sweep of the finding's series only: ``rounds`` rounds (default
+``COMPARE_PROCESSES``, as a sweep comparing versions), each running the baseline's engine version then the candidate's in a
+fresh process each, with the series' repetitions and seed, so slow drift (thermal throttling, a
+neighbour's load) hits both sides alike. Its comparison, by ``compare``'s own statistics with each
+process one sample (``coordinator.significance``), is attached to the finding, which becomes
+*confirmed* (same verdict as found) or *not_confirmed*.
 
 Both versions must be runnable here: this interpreter's own engine version, or an engine environment
 (``siliconbench env add``) whose recorded packages match the side's. A step where only the OS, Python or
@@ -23,15 +24,16 @@ from pathlib import Path
 from siliconbench.errors import UserError
 from siliconbench.jobs import JobSpec, digest
 from siliconbench.manifest import ModelCatalog
-from siliconbench.spec import SweepSpec, parse_sweep
+from siliconbench.spec import COMPARE_PROCESSES, SweepSpec, parse_sweep
 
 from . import store
-from .compare import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, compare_samples
+from .compare import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, compare_processes, process_samples
+from .significance import min_p_value
 from .database import session_scope
 from .history import ENGINE_PACKAGE, load_points
 from .regressions import finding_dict, get_finding, set_status
 
-DEFAULT_ROUNDS = 4
+DEFAULT_ROUNDS = COMPARE_PROCESSES
 # The packages whose versions an engine environment pins, per engine (what a side must match).
 SIDE_PACKAGES = {"mlx": ("mlx-lm", "mlx"), "llama.cpp": ("llama-cpp-python",)}
 
@@ -64,8 +66,9 @@ def version_label(engine: str, components: dict[str, str], envs_root=None) -> st
 def plan_confirm(finding, before: JobSpec, catalog: ModelCatalog, *, rounds: int, repetitions: int | None,
                  envs_root=None) -> tuple[SweepSpec, list[JobSpec], str, str]:
     """The confirmation sweep and its jobs (interleaved), with the baseline and candidate labels."""
-    if rounds < 2:
-        raise UserError("--rounds", "needs at least 2 rounds: one round cannot tell drift from a change.")
+    if min_p_value(rounds, rounds) >= DEFAULT_ALPHA:
+        raise UserError("--rounds", f"{rounds} rounds give {rounds} processes a side, too few for any p-value to reach "
+                        f"{DEFAULT_ALPHA}; use at least 4 ({COMPARE_PROCESSES} resolves a 5% change).")
     if before.workload != "generate":
         raise UserError("FINDING", f"confirming a {before.workload} series is not supported; only generate.")
     base = version_label(finding.engine, finding.before, envs_root)
@@ -85,7 +88,7 @@ def plan_confirm(finding, before: JobSpec, catalog: ModelCatalog, *, rounds: int
         "models": [before.model], "engines": [finding.engine], "quantizations": [before.quant],
         "workloads": [{"kind": "generate", "prompt_tokens": [before.n_prompt], "gen_tokens": [before.n_gen],
                        "depth": [before.n_depth]}],
-        "repetitions": reps, "warmup": before.warmup, "seed": before.seed,
+        "repetitions": reps, "warmup": before.warmup, "seed": before.seed, "processes": rounds,
         "engine_versions": {finding.engine: [base, cand]}})
     sweep_id = f"confirm-{finding.id}-{stamp}"
     jobs = []
@@ -93,7 +96,7 @@ def plan_confirm(finding, before: JobSpec, catalog: ModelCatalog, *, rounds: int
         for label in (base, cand):  # A/B/A/B: each round the baseline first, the candidate right after
             j = before.model_copy(update=dict(
                 job_id="", sweep_id=sweep_id, sweep_name=spec.name, index=len(jobs), engine_version=label,
-                seed=before.seed + r, repetitions=reps, host=None, artifact=before.artifact))
+                process=r, repetitions=reps, host=None, artifact=before.artifact))
             j.job_id = digest({"sweep": sweep_id, **j.key()})
             jobs.append(j)
     return spec, jobs, base, cand
@@ -128,9 +131,9 @@ def run_confirm(url: str, finding_id: int, models_dir: Path, *, rounds: int = DE
         raise
     with session_scope(url) as s:
         pts = load_points(s, sweep_id)
-        a = [v for p in pts if p.engine_version == base for v in p.samples.get(metric, [])]
-        b = [v for p in pts if p.engine_version == cand for v in p.samples.get(metric, [])]
-        comp = compare_samples(a, b, metric, alpha=alpha, min_effect=min_effect)
+        a = process_samples([p for p in pts if p.engine_version == base], metric)
+        b = process_samples([p for p in pts if p.engine_version == cand], metric)
+        comp = compare_processes(a, b, metric, alpha=alpha, min_effect=min_effect)
         f = get_finding(s, finding_id)
         result = {**comp.as_dict(), "baseline": base, "candidate": cand, "rounds": rounds,
                   "failed_jobs": len(jobs) - len(pts), "sweep_id": sweep_id}

@@ -25,7 +25,7 @@ SUMMARY_FIELDS = ("mean", "median", "stddev", "min", "max")
 
 RECORD_KEYS = (
     "job_id", "sweep", "sweep_id", "status", "error", "engine", "engine_version", "backend", "model", "quant",
-    "quant_level", "workload", "n_prompt", "n_gen", "n_depth", "repetitions", "prefill_tps", "decode_tps", "ttft_ms", "load_s",
+    "quant_level", "workload", "n_prompt", "n_gen", "n_depth", "repetitions", "process", "prefill_tps", "decode_tps", "ttft_ms", "load_s",
     "peak_memory_bytes", "host", "created_at", "worker", "warmup_samples", "environment", "identity_hash",
     "engine_counters", "unstable", "stderr_tail", "params", "metrics", "extra",
 )
@@ -85,6 +85,7 @@ def result_record(job: JobSpec, result: JobResult, *, worker: str | None = None,
         "n_gen": job.n_gen,
         "n_depth": job.n_depth,
         "repetitions": job.repetitions,
+        "process": job.process,
         **{m: summary_dict(summaries[m]) for m in MAIN_METRICS},
         "load_s": result.load_s,
         "peak_memory_bytes": result.peak_memory_bytes,
@@ -110,7 +111,7 @@ def load_records(session: Session, sweep_id: str | None = None, job_ids=None) ->
 
 
 CSV_SCALARS = ("job_id", "sweep", "sweep_id", "status", "engine", "engine_version", "backend", "model", "quant",
-               "quant_level", "workload", "n_prompt", "n_gen", "n_depth", "repetitions")
+               "quant_level", "workload", "n_prompt", "n_gen", "n_depth", "repetitions", "process")
 CSV_STATS = ("mean", "median", "stddev", "n")
 
 

@@ -4,8 +4,10 @@ Each series (``coordinator.history``) is ordered by version, then time; its poin
 medians. ``ruptures``' PELT (least-squares cost on log values, so a step is a ratio) proposes steps,
 with a BIC-style penalty ``2 sigma^2 log n`` where sigma is the robust (MAD) spread of consecutive
 points, floored at 1%. PELT only proposes: each proposed step is kept when the raw samples of the
-segments either side of it pass ``compare``'s own test (Mann-Whitney U, p < alpha, and a ratio of
-medians at least the minimum effect away from 1, signed by the metric's direction). Each kept step lists
+segments either side of it pass ``compare``'s own test, each result (one process) a sample
+(``coordinator.significance``: Mann-Whitney U, p < alpha, and a Hodges-Lehmann ratio at least the
+minimum effect away from 1, signed by the metric's direction); so a step needs at least 4 results on
+each side, as a version-comparing sweep's processes give. Each kept step lists
 the components (engine versions, llama.cpp commit, OS, Python, BLAS) that changed at that point.
 
 Steps are stored as findings (table ``findings``, one per series, metric and step) so they can be
@@ -23,7 +25,8 @@ from sqlalchemy.orm import Session
 from siliconbench.errors import UserError
 from siliconbench.jobs import digest
 
-from .compare import DEFAULT_ALPHA, DEFAULT_METRICS, DEFAULT_MIN_EFFECT, Comparison, Verdict, compare_samples
+from .compare import DEFAULT_ALPHA, DEFAULT_METRICS, DEFAULT_MIN_EFFECT, process_samples
+from .significance import Comparison, Verdict, compare_processes
 from .history import (Point, Selector, changed_components, check_keys, describe_changes, ordered, select as pick,
                       series_id, series_key, series_label)
 from .models import Finding, utcnow
@@ -85,13 +88,6 @@ class Step:
                                                               if k not in ("metric",)}}
 
 
-def _segment_values(points: list[Point], metric: str) -> list[float]:
-    raw = [v for p in points for v in p.samples.get(metric, [])]
-    if raw:
-        return raw
-    return [c for p in points if (c := p.center(metric)) is not None]  # imports without raw samples
-
-
 def series_history(points: list[Point], metric: str) -> dict[str, list[Point]]:
     """series id -> its points in history order (points that measured ``metric``)."""
     groups: dict[str, list[Point]] = {}
@@ -111,8 +107,8 @@ def steps_of(pts: list[Point], metric: str, *, alpha: float = DEFAULT_ALPHA,
     out = []
     for j, b in enumerate(bounds):
         left, right = pts[edges[j]:b], pts[b:edges[j + 2]]
-        comp = compare_samples(_segment_values(left, metric), _segment_values(right, metric), metric,
-                               alpha=alpha, min_effect=min_effect)
+        comp = compare_processes(process_samples(left, metric), process_samples(right, metric), metric,
+                                 alpha=alpha, min_effect=min_effect)
         if keep_all or comp.verdict in (Verdict.regression, Verdict.improvement):
             out.append(Step(series_id(pts[0], metric), series_label(pts[0], metric), metric, b, len(pts), order,
                             pts[b - 1], pts[b], comp, changed_components(pts[b - 1], pts[b])))

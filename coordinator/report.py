@@ -5,10 +5,14 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from siliconbench.aggregate import summarize
+
 from . import store
 from .database import session_scope
-from .export import load_records
+from .export import load_records, summary_dict
 from .workload_tables import TABLES, workload_table
+
+CONFIG_KEYS = ("sweep_id", "engine", "engine_version", "model", "quant", "n_prompt", "n_gen", "n_depth")
 
 
 def _pm(summary: dict | None, fmt: str = "{:,.1f}") -> str:
@@ -33,23 +37,66 @@ def host_of(r: dict) -> str:
     return r.get("worker") or r["host"]["hostname"] or ""
 
 
+def by_configuration(records: list[dict]) -> list[dict]:
+    """The processes of one configuration (host, engine version, lengths) as one record: their measured
+    repetitions pooled for mean ± stddev, ``processes`` counted; a failed process is its own row."""
+    merged: dict[tuple, dict] = {}
+    out: list[dict] = []
+    for r in records:
+        if r["status"] != "ok":
+            out.append({**r, "processes": 1})
+            continue
+        key = (host_of(r), *(str(r.get(k)) for k in CONFIG_KEYS))
+        if key not in merged:
+            merged[key] = {**r, "processes": 0, "_samples": {m: [] for m in ("prefill_tps", "decode_tps", "ttft_ms")},
+                           "_peak": [], "_load": []}
+            out.append(merged[key])
+        m = merged[key]
+        m["processes"] += 1
+        for metric, values in m["_samples"].items():
+            values += (r.get(metric) or {}).get("samples", [])
+        m["_peak"].append(r["peak_memory_bytes"])
+        m["_load"].append(r["load_s"])
+        m["unstable"] = m["unstable"] or r["unstable"]
+    for m in merged.values():
+        if m["processes"] > 1:
+            for metric, values in m["_samples"].items():
+                m[metric] = summary_dict(summarize(values))
+            m["peak_memory_bytes"] = max((x for x in m["_peak"] if x), default=None)
+            loads = [x for x in m["_load"] if x is not None]
+            m["load_s"] = summarize(loads).median if loads else None
+        for k in ("_samples", "_peak", "_load"):
+            del m[k]
+    return out
+
+
 def results_table(records: list[dict], title: str = "") -> Table:
+    """One row per configuration (its processes pooled, see ``by_configuration``)."""
+    records = by_configuration(records)
     t = Table(title=title, title_justify="left")
     many_hosts = len({host_of(r) for r in records}) > 1
+    versions = any(r.get("engine_version") for r in records) and len({r.get("engine_version") for r in records}) > 1
+    many_procs = any(r["processes"] > 1 for r in records)
     if many_hosts:
         t.add_column("host")
-    for col, just in [("engine", "left"), ("model", "left"), ("quant", "left"), ("prompt", "right"),
+    t.add_column("engine")
+    if versions:
+        t.add_column("version")
+    if many_procs:
+        t.add_column("procs", justify="right")
+    for col, just in [("model", "left"), ("quant", "left"), ("prompt", "right"),
                       ("gen", "right"), ("depth", "right"), ("prefill tok/s", "right"), ("decode tok/s", "right"),
                       ("TTFT ms", "right"), ("peak mem", "right"), ("load s", "right"), ("", "left")]:
         t.add_column(col, justify=just)
     for r in records:
-        lead = [host_of(r)] if many_hosts else []
+        lead = ([host_of(r)] if many_hosts else []) + [r["engine"]] + ([r.get("engine_version") or "—"] if versions else []) \
+            + ([str(r["processes"])] if many_procs else [])
         if r["status"] != "ok":
-            t.add_row(*lead, r["engine"], r["model"], r["quant"], str(r["n_prompt"]), str(r["n_gen"]), str(r["n_depth"]),
+            t.add_row(*lead, r["model"], r["quant"], str(r["n_prompt"]), str(r["n_gen"]), str(r["n_depth"]),
                       "[red]failed[/]", "", "", "", "", (r["error"] or "")[:60])
             continue
         warn = "[yellow]⚠ unstable[/]" if r["unstable"] else ""
-        t.add_row(*lead, r["engine"], r["model"], r["quant"], str(r["n_prompt"]), str(r["n_gen"]), str(r["n_depth"]),
+        t.add_row(*lead, r["model"], r["quant"], str(r["n_prompt"]), str(r["n_gen"]), str(r["n_depth"]),
                   _pm(r["prefill_tps"]), _pm(r["decode_tps"]), _pm(r["ttft_ms"]), _mib(r["peak_memory_bytes"]),
                   f"{r['load_s']:.3f}" if r["load_s"] is not None else "—", warn)
     return t
@@ -58,7 +105,7 @@ def results_table(records: list[dict], title: str = "") -> Table:
 def ratio_table(records: list[dict]) -> Table | None:
     """llama.cpp / MLX mean ratios for configurations measured on both engines (same host, same lengths)."""
     cells: dict[tuple, dict[str, dict]] = {}
-    for r in records:
+    for r in by_configuration(records):
         if r["status"] == "ok":
             key = (host_of(r), r["model"], r["quant_level"], r["n_prompt"], r["n_gen"], r["n_depth"])
             cells.setdefault(key, {})[r["engine"]] = r
@@ -87,8 +134,10 @@ def print_sweep_table(url: str, sweep_id: str | None, console: Console | None = 
         return records
     generate = [r for r in records if r["workload"] == "generate"]
     if generate:
+        procs = max(r["process"] for r in generate) + 1
         console.print(results_table(generate, title=f"sweep {generate[0]['sweep_id']} — mean ± stddev over "
-                                                    f"{generate[0]['repetitions']} repetitions"))
+                                                    f"{generate[0]['repetitions']} repetitions"
+                                                    + (f" × {procs} processes" if procs > 1 else "")))
         ratios = ratio_table(generate)
         if ratios is not None:
             console.print(ratios)

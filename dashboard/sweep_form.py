@@ -20,7 +20,7 @@ from siliconbench.settings import Settings
 from siliconbench.spec import SweepSpec, parse_sweep
 
 FIELDS = ("name", "models", "engines", "quantizations", "prompt_tokens", "gen_tokens", "depth", "repetitions",
-          "warmup", "hosts", "placement")
+          "processes", "warmup", "hosts", "placement")
 LENGTHS = ("prompt_tokens", "gen_tokens", "depth")
 
 
@@ -50,6 +50,8 @@ def data_from_form(v: dict) -> dict:
             "quantizations": list(v["quantizations"]),
             "workloads": [{"kind": "generate", **{n: lengths(v[n], n) for n in LENGTHS}}],
             "repetitions": int(v["repetitions"]), "warmup": int(v["warmup"])}
+    if v.get("processes"):
+        data["processes"] = int(v["processes"])
     if v.get("hosts"):
         data["hosts"] = list(v["hosts"])
     if v.get("placement"):

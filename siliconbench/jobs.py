@@ -45,12 +45,14 @@ class JobSpec(BaseModel):
     params: dict = Field(default_factory=dict, description="Workload-specific settings (siliconbench.workloads)")
     engine_version: str | None = Field(
         None, description="Engine package version or engine environment name to run under (None: the worker's own)")
+    process: int = Field(0, ge=0, description="Which of the configuration's fresh processes (round) this job is")
 
     def key(self) -> dict:
         """The fields that make two jobs the same measurement (what a job id is a digest of)."""
-        # params only when present, so generate jobs keep the ids they had before params existed
-        return self.model_dump(exclude={"job_id", "sweep_id", "sweep_name", "index"} | ({"params"} if not self.params else set())
-                               | ({"engine_version"} if self.engine_version is None else set()))
+        # params, engine_version and process only when set, so jobs keep the ids they had before these existed
+        unset = ({"params"} if not self.params else set()) | ({"engine_version"} if self.engine_version is None else set()) \
+            | ({"process"} if not self.process else set())
+        return self.model_dump(exclude={"job_id", "sweep_id", "sweep_name", "index"} | unset)
 
     def label(self) -> str:
         if self.workload == "generate":
@@ -69,7 +71,7 @@ def digest(obj: object, n: int = 16) -> str:
 
 def spec_digest(spec: SweepSpec) -> str:
     data = spec.model_dump(mode="json", by_alias=True)
-    for unset in [k for k in ("engine_versions", "install_versions") if not data.get(k)]:
+    for unset in [k for k in ("engine_versions", "install_versions", "processes") if not data.get(k)]:
         del data[unset]  # sweeps that name no versions keep the digests (and job ids) they had before
     return digest(data, 12)
 
@@ -79,7 +81,8 @@ def count_jobs(spec: SweepSpec) -> int:
     per_workload = sum(len(w.prompt_tokens) * len(w.gen_tokens) * len(w.depth) if w.kind == "generate" else n_configs(w)
                        for w in spec.workloads)
     versions = max((len(v) for v in (spec.engine_versions or {}).values()), default=1)
-    return len(spec.models) * len(spec.engines) * len(spec.quantizations) * per_workload * versions
+    return len(spec.models) * len(spec.engines) * len(spec.quantizations) * per_workload * versions \
+        * spec.resolved_processes
 
 
 def expand(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str | None = None) -> list[JobSpec]:
@@ -132,19 +135,30 @@ def expand(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str | None = None) 
                     )
                     job.job_id = digest({"sweep": sweep_id, **job.key()})
                     jobs.append(job)
-    return _per_version(spec, jobs)
+    return _rounds(spec, jobs)
 
 
-def _per_version(spec: SweepSpec, jobs: list[JobSpec]) -> list[JobSpec]:
-    """Each job once per engine version the sweep names for its engine, the versions adjacent (A/B/A/B)."""
-    if not spec.engine_versions:
+def _rounds(spec: SweepSpec, jobs: list[JobSpec]) -> list[JobSpec]:
+    """Each configuration as ``processes`` rounds, and each round runs every engine and every version the sweep
+    names for it, adjacent: A/B, A/B, ... so drift over the rounds hits every side alike."""
+    processes = spec.resolved_processes
+    if not spec.engine_versions and processes == 1:
         return jobs
-    out: list[JobSpec] = []
+    groups: list[list[JobSpec]] = []
     for job in jobs:
-        for version in spec.engine_versions.get(job.engine) or [None]:
-            j = job.model_copy(update={"engine_version": version, "index": len(out)})
-            j.job_id = digest({"sweep": j.sweep_id, **j.key()})
-            out.append(j)
+        # expand() puts each configuration's engines adjacent, each once: a repeated engine starts the next
+        if groups and job.engine not in {j.engine for j in groups[-1]}:
+            groups[-1].append(job)
+        else:
+            groups.append([job])
+    out: list[JobSpec] = []
+    for group in groups:
+        for r in range(processes):
+            for job in group:
+                for version in (spec.engine_versions or {}).get(job.engine) or [None]:
+                    j = job.model_copy(update={"engine_version": version, "process": r, "index": len(out)})
+                    j.job_id = digest({"sweep": j.sweep_id, **j.key()})
+                    out.append(j)
     return out
 
 

@@ -20,6 +20,11 @@ from .workloads import (KINDS, ConcurrentWorkload, LongContextWorkload, Multipro
                         RestartWorkload, SwapWorkload)
 
 DEFAULT_MAX_JOBS = 10_000
+# Fresh processes per configuration when a sweep compares engine versions and sets no `processes`.
+# benchmarks/regression_power.py: processes, not repetitions inside one, are the independent unit. On the
+# 2-core VM (between-process CV 3.6-4.6%), 10 a side caught a 5% slowdown of decode 92.5% of the time,
+# 12 96-98%, 15 99%+, each with A/A false regressions under 1%: 15 leaves margin for a noisier host.
+COMPARE_PROCESSES = 15
 
 Lengths = Annotated[list[PositiveInt], Field(min_length=1)]
 Depths = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
@@ -84,7 +89,11 @@ class SweepSpec(Strict):
     engines: Annotated[list[Literal["llama.cpp", "mlx"]], Field(min_length=1)] = list(ENGINES)
     quantizations: Annotated[list[str], Field(min_length=1)] = ["full"]
     workloads: Annotated[list[Workload], Field(min_length=1)] = [GenerateWorkload()]
-    repetitions: PositiveInt = 5
+    repetitions: PositiveInt = Field(5, description="Measured repetitions inside each process (after warmup)")
+    processes: PositiveInt | None = Field(
+        None, description="Fresh processes per configuration (and version), interleaved round by round. Default: "
+        f"1, or {COMPARE_PROCESSES} when engine_versions lists two or more versions of an engine, because "
+        "`compare` counts processes, not repetitions, as its independent samples")
     warmup: Annotated[int, Field(ge=0)] = 1
     delay_s: Annotated[float, Field(ge=0)] = 0.0
     seed: int = 0
@@ -100,6 +109,14 @@ class SweepSpec(Strict):
     install_versions: bool = Field(
         False, description="Install an engine version that no engine environment of the host holds yet, "
         "instead of refusing the sweep")
+
+    @property
+    def resolved_processes(self) -> int:
+        """Processes per configuration: the spec's own, else the default for what the sweep is for."""
+        if self.processes is not None:
+            return self.processes
+        comparing = any(len(v) > 1 for v in (self.engine_versions or {}).values())
+        return COMPARE_PROCESSES if comparing else 1
 
     @field_validator("models", "quantizations")
     @classmethod

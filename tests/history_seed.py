@@ -30,8 +30,10 @@ def env(hostname: str, packages: dict[str, str], **kw) -> Environment:
 
 
 def seed_results(url: str, models_dir: Path, runs: list[dict], *, sweep: str = "history", seed: int = 0,
-                 n_prompt: int = 64, n_gen: int = 16, reps: int = 5, cv: float = 0.01) -> list[JobSpec]:
-    """One sweep per run: ``runs`` items give mlx-lm version, medians per metric, and optionally host/day.
+                 n_prompt: int = 64, n_gen: int = 16, reps: int = 5, cv: float = 0.01,
+                 between_cv: float = 0.01) -> list[JobSpec]:
+    """One sweep per run: ``runs`` items give mlx-lm version, medians per metric, and optionally host/day and
+    ``processes`` (jobs of the run, default 1), each process off the median by ``between_cv``.
 
     The job is the real tiny model's MLX f32 artifact, so a confirmation can rerun it.
     """
@@ -42,22 +44,31 @@ def seed_results(url: str, models_dir: Path, runs: list[dict], *, sweep: str = "
     for i, run in enumerate(runs):
         host = run.get("host", socket.gethostname())
         sid = f"{sweep}-{i:03d}"
+        n = run.get("processes", 1)
         spec = parse_sweep({"name": sweep, "models": [m.name], "engines": ["mlx"], "repetitions": reps,
+                            "processes": n,
                             "workloads": [{"kind": "generate", "prompt_tokens": [n_prompt], "gen_tokens": [n_gen]}]})
-        job = JobSpec(job_id="", sweep_id=sid, sweep_name=sweep, index=0, model=m.name, engine="mlx", quant=art.quant,
-                      quant_level=art.level, artifact=f"{m.name}/{art.path}", model_sha256=art.sha256,
-                      n_prompt=n_prompt, n_gen=n_gen, n_depth=0, repetitions=reps, warmup=1, delay_s=0.0, seed=0,
-                      timeout_s=300, engine_options=MLX_OPTIONS, engine_version=run.get("label"))
-        job.job_id = digest({"sweep": sid, **job.key()})
-        when = T0 + timedelta(days=run.get("day", i))
-        samples = [Sample(repetition=r, values={k: v * (1 + rng.gauss(0, cv)) for k, v in run["medians"].items()})
-                   for r in range(reps)]
-        packages = {"mlx": run.get("mlx", "0.32.4"), "mlx-lm": run["mlx_lm"]}
-        res = JobResult(job_id=job.job_id, status=JobStatus.ok, started_at=when, finished_at=when + timedelta(seconds=5),
-                        load_s=0.05, peak_memory_bytes=120 << 20, baseline_memory_bytes=100 << 20, samples=samples,
-                        environment=env(host, packages, os_version=run.get("os", "Debian 12")))
+        run_jobs, results = [], []
+        for k in range(n):
+            job = JobSpec(job_id="", sweep_id=sid, sweep_name=sweep, index=k, model=m.name, engine="mlx",
+                          quant=art.quant, quant_level=art.level, artifact=f"{m.name}/{art.path}",
+                          model_sha256=art.sha256, n_prompt=n_prompt, n_gen=n_gen, n_depth=0, repetitions=reps,
+                          warmup=1, delay_s=0.0, seed=0, timeout_s=300, engine_options=MLX_OPTIONS,
+                          engine_version=run.get("label"), process=k)
+            job.job_id = digest({"sweep": sid, **job.key()})
+            when = T0 + timedelta(days=run.get("day", i), minutes=k)
+            shift = 1 + rng.gauss(0, between_cv)  # what this process's layout and placement cost it
+            samples = [Sample(repetition=r, values={key: v * shift * (1 + rng.gauss(0, cv))
+                                                    for key, v in run["medians"].items()}) for r in range(reps)]
+            packages = {"mlx": run.get("mlx", "0.32.4"), "mlx-lm": run["mlx_lm"]}
+            results.append(JobResult(
+                job_id=job.job_id, status=JobStatus.ok, started_at=when, finished_at=when + timedelta(seconds=5),
+                load_s=0.05, peak_memory_bytes=120 << 20, baseline_memory_bytes=100 << 20, samples=samples,
+                environment=env(host, packages, os_version=run.get("os", "Debian 12"))))
+            run_jobs.append(job)
         with session_scope(url) as s:
-            store.create_sweep(s, sid, spec, [job])
-            store.save_result(s, job, res, host=host, worker="seed")
-        jobs.append(job)
+            store.create_sweep(s, sid, spec, run_jobs)
+            for job, res in zip(run_jobs, results):
+                store.save_result(s, job, res, host=host, worker="seed")
+        jobs += run_jobs
     return jobs

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -12,56 +13,96 @@ from pathlib import Path
 import pytest
 
 from coordinator import database as db
-from coordinator.compare import Verdict, compare_db, compare_samples, min_p_value, render
+from coordinator.compare import Verdict, compare_db, compare_processes, min_p_value, render
 from coordinator.history import parse_selector
 from siliconbench.errors import UserError
 
 from .history_seed import seed_results
 
 ROOT = Path(__file__).resolve().parent.parent
-BASE = [100.0, 101.0, 99.5, 100.5, 99.0, 100.2, 100.8]
 
 
-def scaled(xs, f):
-    return [x * f for x in xs]
+def processes(n: int, median: float = 100.0, *, seed: int = 0, between: float = 0.01, within: float = 0.005,
+              reps: int = 5) -> list[list[float]]:
+    """n processes of ``reps`` samples: each process off the median by ``between``, each sample by ``within``."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        shift = median * (1 + rng.gauss(0, between))
+        out.append([shift * (1 + rng.gauss(0, within)) for _ in range(reps)])
+    return out
+
+
+BASE = processes(8)
+
+
+def scaled(procs, f):
+    return [[x * f for x in p] for p in procs]
 
 
 # ------------------------------------------------------------------------------------------ statistics
 
 def test_slower_throughput_is_a_regression_with_a_ci_around_the_ratio():
-    c = compare_samples(BASE, scaled(BASE, 0.90), "decode_tps")
+    c = compare_processes(BASE, scaled(processes(8, seed=1), 0.90), "decode_tps")
     assert c.verdict == Verdict.regression and c.better == "higher"
-    assert c.ratio == pytest.approx(0.90, abs=1e-9) and c.p_value < 0.01
+    assert c.n_baseline == c.n_candidate == 8 and c.samples_baseline == 40  # processes are the samples
+    assert c.ratio == pytest.approx(0.90, abs=0.01) and c.p_value < 0.01
     assert c.ci_low <= c.ratio <= c.ci_high and c.ci_high < 1.0
-    assert compare_samples(BASE, scaled(BASE, 0.90), "decode_tps").ci_low == c.ci_low  # fixed seed: reproducible
+    again = compare_processes(BASE, scaled(processes(8, seed=1), 0.90), "decode_tps")
+    assert (again.ci_low, again.ci_high, again.p_value) == (c.ci_low, c.ci_high, c.p_value)  # deterministic
 
 
 def test_direction_comes_from_the_metric_registry():
     # Higher latency or memory is worse; higher tokens/s is better.
-    assert compare_samples(BASE, scaled(BASE, 1.10), "ttft_ms").verdict == Verdict.regression
-    assert compare_samples(BASE, scaled(BASE, 1.10), "peak_memory_bytes").verdict == Verdict.regression
-    assert compare_samples(BASE, scaled(BASE, 1.10), "prefill_tps").verdict == Verdict.improvement
-    assert compare_samples(BASE, scaled(BASE, 0.90), "ttft_ms").verdict == Verdict.improvement
+    assert compare_processes(BASE, scaled(BASE, 1.10), "ttft_ms").verdict == Verdict.regression
+    assert compare_processes(BASE, scaled(BASE, 1.10), "peak_memory_bytes").verdict == Verdict.regression
+    assert compare_processes(BASE, scaled(BASE, 1.10), "prefill_tps").verdict == Verdict.improvement
+    assert compare_processes(BASE, scaled(BASE, 0.90), "ttft_ms").verdict == Verdict.improvement
 
 
 def test_significant_but_small_is_no_change_and_min_effect_is_configurable():
-    c = compare_samples(BASE, scaled(BASE, 0.98), "decode_tps")
+    c = compare_processes(BASE, scaled(BASE, 0.98), "decode_tps")
     assert c.p_value < 0.05 and c.verdict == Verdict.no_change  # 2% < the default 3%
-    assert compare_samples(BASE, scaled(BASE, 0.98), "decode_tps", min_effect=0.01).verdict == Verdict.regression
+    assert compare_processes(BASE, scaled(BASE, 0.98), "decode_tps", min_effect=0.01).verdict == Verdict.regression
 
 
 def test_large_but_not_significant_is_no_change():
-    a, b = [100, 60, 140, 90, 110], [95, 150, 55, 100, 85]
-    c = compare_samples(a, b, "decode_tps")
+    a = [[100] * 5, [60] * 5, [140] * 5, [90] * 5, [110] * 5]
+    b = [[95] * 5, [150] * 5, [55] * 5, [100] * 5, [85] * 5]
+    c = compare_processes(a, b, "decode_tps")
     assert c.p_value > 0.05 and c.verdict == Verdict.no_change
 
 
-def test_too_few_samples_for_alpha_is_insufficient_not_no_change():
-    assert min_p_value(3, 3) == pytest.approx(0.1)
-    c = compare_samples(BASE[:3], scaled(BASE[:3], 0.5), "decode_tps")
+def test_repetitions_inside_one_process_are_not_independent_samples():
+    # One process a side, 5 tight repetitions each, 8% apart: what a pooled test called a regression
+    # (benchmarks/regression_power.py measured 10-15% of A/A pairs called so) is only one sample a side here.
+    a, b = processes(1, 100.0, seed=3), processes(1, 92.0, seed=4)
+    c = compare_processes(a, b, "decode_tps")
+    assert c.verdict == Verdict.insufficient and c.p_value is None and c.ratio == pytest.approx(0.92, abs=0.02)
+    assert c.n_baseline == 1 and c.samples_baseline == 5
+
+
+def test_one_disturbed_process_does_not_make_a_regression():
+    a, b = processes(10, seed=5), processes(10, seed=6)
+    b[3] = [x * 0.5 for x in b[3]]  # a neighbour's job landed on one process
+    c = compare_processes(a, b, "decode_tps")
+    assert c.verdict == Verdict.no_change and abs(c.ratio - 1) < 0.02
+
+
+def test_too_few_processes_for_alpha_is_insufficient_not_no_change():
+    assert min_p_value(3, 3) == pytest.approx(0.1) and min_p_value(4, 4) < 0.05
+    c = compare_processes(BASE[:3], scaled(BASE[:3], 0.5), "decode_tps")
     assert c.verdict == Verdict.insufficient and c.p_value is None and c.ratio == pytest.approx(0.5)
-    assert compare_samples([], BASE, "decode_tps").verdict == Verdict.insufficient
-    assert compare_samples(BASE, BASE, "decode_tps").verdict == Verdict.no_change
+    assert compare_processes(BASE[:4], scaled(BASE[:4], 0.5), "decode_tps").verdict == Verdict.regression
+    assert compare_processes([], BASE, "decode_tps").verdict == Verdict.insufficient
+    assert compare_processes(BASE, BASE, "decode_tps").verdict == Verdict.no_change
+
+
+def test_hodges_lehmann_and_its_interval():
+    # Every candidate process exactly 5% under its baseline twin: every pairwise ratio is known.
+    c = compare_processes([[100.0]] * 6 + [[104.0]] * 6, [[95.0]] * 6 + [[98.8]] * 6, "decode_tps")
+    assert c.ratio == pytest.approx(0.95 * 1.0, rel=0.03) and c.ci_low < c.ratio <= c.ci_high
+    assert c.baseline_median == pytest.approx(102.0) and c.candidate_median == pytest.approx(96.9)
 
 
 # ---------------------------------------------------------------------------------------- seeded store
@@ -70,14 +111,15 @@ def test_too_few_samples_for_alpha_is_insufficient_not_no_change():
 def store_url(tmp_path, models_dir):
     url = f"sqlite:///{tmp_path / 'cmp.sqlite'}"
     db.upgrade(url)
-    seed_results(url, models_dir, [
+    runs = [
         {"mlx_lm": "0.31.3", "medians": {"prefill_tps": 5000, "decode_tps": 400, "ttft_ms": 12}, "day": 0},
         {"mlx_lm": "0.31.3", "medians": {"prefill_tps": 5000, "decode_tps": 400, "ttft_ms": 12}, "day": 1},
         {"mlx_lm": "0.32.2", "medians": {"prefill_tps": 5000, "decode_tps": 340, "ttft_ms": 12}, "day": 10},
         {"mlx_lm": "0.32.2", "medians": {"prefill_tps": 5000, "decode_tps": 340, "ttft_ms": 12}, "day": 11},
         {"mlx_lm": "0.32.2", "host": "mac-mini-2", "medians": {"prefill_tps": 6000, "decode_tps": 500, "ttft_ms": 10},
          "day": 12},
-    ])
+    ]
+    seed_results(url, models_dir, [dict(r, processes=3) for r in runs])  # 6 processes a side per version here
     yield url
     db.dispose(url)
 
@@ -87,7 +129,8 @@ def test_versions_pair_within_each_series_and_hosts_stay_apart(store_url):
     assert len(rows) == 3  # mac-mini-2 has no baseline: not compared with this host
     by = {r.comparison.metric: r for r in rows}
     assert by["decode_tps"].comparison.verdict == Verdict.regression
-    assert by["decode_tps"].comparison.n_baseline == 10 and by["decode_tps"].n_results == (2, 2)
+    assert by["decode_tps"].comparison.n_baseline == 6 and by["decode_tps"].n_results == (6, 6)
+    assert by["decode_tps"].comparison.samples_baseline == 30
     assert by["prefill_tps"].comparison.verdict == Verdict.no_change
     assert by["decode_tps"].baseline == "mlx-lm 0.31.3" and by["decode_tps"].candidate == "mlx-lm 0.32.2"
     assert socket.gethostname() in by["decode_tps"].series
@@ -104,13 +147,14 @@ def test_host_selectors_pair_series_across_hosts(store_url):
 def test_date_and_sweep_selectors(store_url):
     rows = compare_db(store_url, "until=2026-11-02", "since=2026-11-12,host=" + socket.gethostname(),
                       metrics=("decode_tps",))
-    assert [r.n_results for r in rows] == [(2, 1)]
+    assert [r.n_results for r in rows] == [(6, 3)]
     rows = compare_db(store_url, "sweep=history-000", "sweep=history-00[23]", metrics=("decode_tps",))
-    assert rows[0].n_results == (1, 2)
+    assert rows[0].n_results == (3, 6)
     rows = compare_db(store_url, "mlx-lm=0.31.*", "since=2026-11-02,host=" + socket.gethostname(), metrics=("decode_tps",))
-    assert rows[0].n_results == (1, 2) and "left out" in rows[0].notes[0]  # the overlap is not counted twice
+    assert rows[0].n_results == (3, 6) and "left out" in rows[0].notes[0]  # the overlap is not counted twice
     rows = compare_db(store_url, "date=2026-11-01", "date=2026-11-02", metrics=("decode_tps",))
-    assert rows[0].n_results == (1, 1)
+    assert rows[0].n_results == (3, 3) and "cannot reach p < 0.05" in " ".join(rows[0].notes)
+    assert rows[0].comparison.verdict == Verdict.insufficient
 
 
 def test_bad_selectors_name_the_valid_keys(store_url):

@@ -15,7 +15,7 @@ import yaml
 from siliconbench.errors import UserError
 from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog
-from siliconbench.spec import parse_sweep
+from siliconbench.spec import COMPARE_PROCESSES, parse_sweep
 from worker import envs
 
 from .conftest import SMALL, in_ci
@@ -89,7 +89,8 @@ def test_a_version_pip_cannot_find_fails_cleanly(tmp_path):
 
 def test_versions_expand_adjacent_and_keep_old_job_ids(models_dir):
     plain = parse_sweep({"name": "s", "models": [SMALL]})
-    versioned = parse_sweep({"name": "s", "models": [SMALL], "engine_versions": {"mlx": [OWN_MLX_LM, OTHER_MLX_LM]}})
+    versioned = parse_sweep({"name": "s", "models": [SMALL], "engine_versions": {"mlx": [OWN_MLX_LM, OTHER_MLX_LM]},
+                             "processes": 1})
     a = expand(plain, ModelCatalog(models_dir))
     b = expand(versioned, ModelCatalog(models_dir), sweep_id=a[0].sweep_id)
     assert [(j.engine, j.engine_version) for j in b] == [("llama.cpp", None), ("mlx", OWN_MLX_LM), ("mlx", OTHER_MLX_LM)]
@@ -100,14 +101,30 @@ def test_versions_expand_adjacent_and_keep_old_job_ids(models_dir):
     assert err.value.field == "engine_versions"
 
 
+def test_a_version_comparing_sweep_runs_interleaved_rounds_of_fresh_processes(models_dir):
+    spec = parse_sweep({"name": "s", "models": [SMALL], "engine_versions": {"mlx": [OWN_MLX_LM, OTHER_MLX_LM]}})
+    assert spec.processes is None and spec.resolved_processes == COMPARE_PROCESSES
+    jobs = expand(spec, ModelCatalog(models_dir))
+    assert len(jobs) == 3 * COMPARE_PROCESSES and len({j.job_id for j in jobs}) == len(jobs)
+    # Round by round: every engine and version of the configuration, adjacent, then the next round.
+    assert [(j.engine, j.engine_version, j.process) for j in jobs[:6]] == [
+        ("llama.cpp", None, 0), ("mlx", OWN_MLX_LM, 0), ("mlx", OTHER_MLX_LM, 0),
+        ("llama.cpp", None, 1), ("mlx", OWN_MLX_LM, 1), ("mlx", OTHER_MLX_LM, 1)]
+    assert [j.index for j in jobs] == list(range(len(jobs)))
+    assert parse_sweep({"name": "s", "models": [SMALL]}).resolved_processes == 1  # a plain sweep: one each
+    three = expand(parse_sweep({"name": "s", "models": [SMALL], "engines": ["mlx"], "processes": 3}),
+                   ModelCatalog(models_dir))
+    assert [j.process for j in three] == [0, 1, 2] and len({j.job_id for j in three}) == 3
+
+
 def test_two_mlx_lm_versions_side_by_side_in_one_sweep_then_compare(tmp_path, cli_env):
-    run = sb("run", str(write_sweep(tmp_path, engine_versions={"mlx": [OWN_MLX_LM, OTHER_MLX_LM]})))
+    run = sb("run", str(write_sweep(tmp_path, engine_versions={"mlx": [OWN_MLX_LM, OTHER_MLX_LM]}, processes=4)))
     assert run.returncode == 0, run.stderr + run.stdout
     out = sb("results", "--format", "json")
     records = json.loads(out.stdout)
-    assert len(records) == 2
+    assert len(records) == 8
     got = sorted(r["environment"]["packages"]["mlx-lm"] for r in records)
-    assert got == sorted([OWN_MLX_LM, OTHER_MLX_LM])  # each job ran under its own version's interpreter
+    assert got == sorted([OWN_MLX_LM, OTHER_MLX_LM] * 4)  # each job ran under its own version's interpreter
     assert {r["engine_version"] for r in records} == {OWN_MLX_LM, OTHER_MLX_LM}
     cmp = sb("compare", "--baseline", f"mlx-lm={OTHER_MLX_LM}", "--candidate", f"mlx-lm={OWN_MLX_LM}", "--format", "json")
     assert cmp.returncode == 0, cmp.stderr
@@ -115,7 +132,8 @@ def test_two_mlx_lm_versions_side_by_side_in_one_sweep_then_compare(tmp_path, cl
     assert {r["metric"] for r in rows} == {"prefill_tps", "decode_tps", "ttft_ms"}
     for r in rows:
         assert r["verdict"] in ("regression", "improvement", "no change")
-        assert r["n_baseline"] == r["n_candidate"] == 5 and r["p_value"] is not None
+        assert r["n_baseline"] == r["n_candidate"] == 4 and r["p_value"] is not None  # processes a side
+        assert r["samples_baseline"] == 20
         assert r["baseline"] == f"mlx-lm {OTHER_MLX_LM}" and r["candidate"] == f"mlx-lm {OWN_MLX_LM}"
     table = sb("compare", "-b", f"mlx-lm={OTHER_MLX_LM}", "-c", f"mlx-lm={OWN_MLX_LM}")
     assert table.returncode == 0 and "verdict" in table.stdout

@@ -48,16 +48,18 @@ def test_change_points_find_a_step_and_leave_noise_alone():
 # ------------------------------------------------------------------------------------- seeded history
 
 def history(url, models_dir, *, confirmable: bool = False):
-    """mlx-lm 0.30.7 x3, 0.31.3 x3, then 0.32.2 x3 with decode 12% slower; prefill flat throughout."""
-    versions = ["0.30.7"] * 3 + [OTHER_MLX_LM] * 3 + [OWN_MLX_LM] * 3
+    """mlx-lm 0.30.7 x4, 0.31.3 x4, then 0.32.2 x4 with decode 12% slower; prefill flat throughout.
+
+    Four results a version: the fewest processes a side whose Mann-Whitney U can reach p < 0.05."""
+    versions = ["0.30.7"] * 4 + [OTHER_MLX_LM] * 4 + [OWN_MLX_LM] * 4
     if confirmable:
-        versions = versions[3:]
+        versions = versions[4:]
     runs = [{"mlx_lm": v, "day": i, "medians": {"prefill_tps": 5000.0, "ttft_ms": 12.0,
                                                "decode_tps": 400.0 * (0.88 if v == OWN_MLX_LM else 1.0)}}
             for i, v in enumerate(versions)]
     # Backfilled: 0.30.7 measured last still sorts first, by version.
     if not confirmable:
-        for r in runs[:3]:
+        for r in runs[:4]:
             r["day"] += 30
     return seed_results(url, models_dir, runs, sweep="nightly")
 
@@ -74,7 +76,7 @@ def test_steps_name_the_version_that_changed(url, models_dir):
     assert len(steps) == 1, [st.as_dict() for st in steps]
     st = steps[0]
     assert st.metric == "decode_tps" and st.comparison.verdict.value == "regression" and st.order == "version"
-    assert st.changes == {"mlx-lm": [OTHER_MLX_LM, OWN_MLX_LM]} and st.index == 6 and st.n_points == 9
+    assert st.changes == {"mlx-lm": [OTHER_MLX_LM, OWN_MLX_LM]} and st.index == 8 and st.n_points == 12
     assert st.comparison.ratio == pytest.approx(0.88, abs=0.01)
 
 
@@ -107,7 +109,9 @@ def test_confirm_runs_ab_ab_on_this_host_and_attaches_the_result(url, models_dir
     fid = steps[0].finding_id
     env = {"SILICONBENCH_DATABASE_URL": url, "SILICONBENCH_MODELS_DIR": str(models_dir),
            "SILICONBENCH_ENVS_DIR": str(Path(other_mlx.path).parent), "XDG_DATA_HOME": str(tmp_path / "xdg")}
-    out = sb("confirm", str(fid), "--rounds", "2", "--repetitions", "3", env=env)
+    out = sb("confirm", str(fid), "--rounds", "1", env=env)
+    assert out.returncode == 2 and "--rounds" in out.stderr  # 1 process a side can never be significant
+    out = sb("confirm", str(fid), "--rounds", "4", "--repetitions", "3", env=env)
     assert out.returncode == 0, out.stderr + out.stdout
     assert f"finding {fid}" in out.stdout
     with session_scope(url) as s:
@@ -115,18 +119,17 @@ def test_confirm_runs_ab_ab_on_this_host_and_attaches_the_result(url, models_dir
         pts = sorted(load_points(s, f["confirm_sweep_id"]), key=lambda p: p.when)
     assert f["status"] in ("confirmed", "not_confirmed")
     r = f["confirm_result"]
-    assert r["baseline"] == OTHER_MLX_LM and r["candidate"] == OWN_MLX_LM and r["rounds"] == 2
-    assert r["n_baseline"] == 6 and r["n_candidate"] == 6 and r["verdict"] in ("regression", "no change", "improvement")
-    # Interleaved A/B/A/B, each job under its own version's interpreter.
-    assert [p.components["mlx-lm"] for p in pts] == [OTHER_MLX_LM, OWN_MLX_LM] * 2
+    assert r["baseline"] == OTHER_MLX_LM and r["candidate"] == OWN_MLX_LM and r["rounds"] == 4
+    assert r["n_baseline"] == r["n_candidate"] == 4 and r["samples_baseline"] == 12  # processes, repetitions
+    assert r["p_value"] is not None and r["verdict"] in ("regression", "no change", "improvement")
+    # Interleaved A/B/A/B, each job a fresh process under its own version's interpreter.
+    assert [p.components["mlx-lm"] for p in pts] == [OTHER_MLX_LM, OWN_MLX_LM] * 4
 
 
 def test_confirm_refuses_what_cannot_run_side_by_side(url, models_dir, tmp_path):
     seed_results(url, models_dir, [
-        {"mlx_lm": OWN_MLX_LM, "os": "Debian 12.1", "medians": {"decode_tps": 400.0}},
-        {"mlx_lm": OWN_MLX_LM, "os": "Debian 12.1", "medians": {"decode_tps": 400.0}},
-        {"mlx_lm": OWN_MLX_LM, "os": "Debian 12.2", "medians": {"decode_tps": 300.0}},
-        {"mlx_lm": OWN_MLX_LM, "os": "Debian 12.2", "medians": {"decode_tps": 300.0}},
+        {"mlx_lm": OWN_MLX_LM, "os": "Debian 12.1", "medians": {"decode_tps": 400.0}, "processes": 4},
+        {"mlx_lm": OWN_MLX_LM, "os": "Debian 12.2", "medians": {"decode_tps": 300.0}, "processes": 4},
     ])
     with session_scope(url) as s:
         steps = save_findings(s, find_steps(load_points(s), metrics=("decode_tps",)))
@@ -159,10 +162,10 @@ def test_regressions_page_shows_findings_history_and_confirms(url, models_dir, t
     df = at.dataframe[0].value
     assert list(df["verdict"]) == ["regression"] and list(df["metric"]) == ["decode_tps"]
     assert f"mlx-lm {OTHER_MLX_LM} → {OWN_MLX_LM}" in df["what changed"][0]
-    (chart,) = at.get("vega_lite_chart")  # the series' history: 9 points, the step marked where it starts
+    (chart,) = at.get("vega_lite_chart")  # the series' history: 12 points, the step marked where it starts
     rows = [pa.ipc.open_stream(io.BytesIO(d.data.data)).read_all().to_pylist() for d in chart.proto.datasets]
     points = max(rows, key=len)
-    assert len(points) == 9 and [p["step"] for p in points].index("regression") == 6
+    assert len(points) == 12 and [p["step"] for p in points].index("regression") == 8
     started = []
     monkeypatch.setattr(confirm, "start_background", lambda fid, **kw: started.append(fid) or 4242)
     at.button(key="rg_confirm").click().run()

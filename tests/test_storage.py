@@ -317,7 +317,7 @@ def test_export_record_contract(url):
     for rec, (job, result) in zip(records, pairs):
         assert list(rec) == list(RECORD_KEYS) and set(rec) == {
             "job_id", "sweep", "sweep_id", "status", "error", "engine", "engine_version", "backend", "model", "quant",
-            "quant_level", "workload", "n_prompt", "n_gen", "n_depth", "repetitions", "prefill_tps", "decode_tps", "ttft_ms", "load_s",
+            "quant_level", "workload", "n_prompt", "n_gen", "n_depth", "repetitions", "process", "prefill_tps", "decode_tps", "ttft_ms", "load_s",
             "peak_memory_bytes", "host", "created_at", "worker", "warmup_samples", "environment", "identity_hash",
             "engine_counters", "unstable", "stderr_tail", "params", "metrics", "extra"}
         assert result_record(job, result, worker=rec["worker"], created_at=datetime.fromisoformat(rec["created_at"])) == rec

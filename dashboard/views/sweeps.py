@@ -9,6 +9,7 @@ from dashboard import data, runner
 from dashboard import sweep_form as sf
 from siliconbench.errors import UserError
 from siliconbench.manifest import ENGINES
+from siliconbench.spec import COMPARE_PROCESSES
 
 ss = st.session_state
 st.title("Sweeps")
@@ -29,7 +30,7 @@ if not model_names:
 
 for key, value in {"sw_name": "sweep", "sw_models": model_names[:1], "sw_engines": list(ENGINES),
                    "sw_quants": ["full"], "sw_prompt_tokens": "512", "sw_gen_tokens": "128", "sw_depth": "0",
-                   "sw_reps": 5, "sw_warmup": 1, "sw_hosts": [], "sw_placement": "any", "sw_yaml": ""}.items():
+                   "sw_reps": 5, "sw_procs": 1, "sw_warmup": 1, "sw_hosts": [], "sw_placement": "any", "sw_yaml": ""}.items():
     ss.setdefault(key, value)
 
 
@@ -44,7 +45,7 @@ def _set_preview(make_spec) -> None:
 def _preview_form() -> None:
     values = {n: ss[f"sw_{n}"] for n in sf.LENGTHS} | {
         "name": ss.sw_name, "models": ss.sw_models, "engines": ss.sw_engines, "quantizations": ss.sw_quants,
-        "repetitions": ss.sw_reps, "warmup": ss.sw_warmup,
+        "repetitions": ss.sw_reps, "processes": ss.sw_procs, "warmup": ss.sw_warmup,
         "hosts": ss.sw_hosts if fleet_mode else [], "placement": ss.sw_placement if fleet_mode else None}
     ss.sw_source = "form"
     _set_preview(lambda: sf.parse_sweep(sf.data_from_form(values)))
@@ -90,7 +91,7 @@ with form_tab, st.form("sweep_form", border=False):
     with c3:
         st.multiselect("Quantizations", quant_names, key="sw_quants", help="A level (full, q8, q4) or an exact name")
         error_at("quantizations")
-    c1, c2, c3, c4, c5 = st.columns(5)
+    c1, c2, c3, c4, c5, c6 = st.columns(6)
     lengths = (("prompt_tokens", "Prompt lengths"), ("gen_tokens", "Generated tokens"), ("depth", "Depths"))
     for col, (name, label) in zip((c1, c2, c3), lengths):
         with col:
@@ -100,6 +101,11 @@ with form_tab, st.form("sweep_form", border=False):
         st.number_input("Repetitions", min_value=1, step=1, key="sw_reps")
         error_at("repetitions")
     with c5:
+        st.number_input("Processes", min_value=1, step=1, key="sw_procs",
+                        help=f"Fresh processes per configuration. compare counts processes, not repetitions, as "
+                        f"samples: {COMPARE_PROCESSES} a side resolves a 5% change")
+        error_at("processes")
+    with c6:
         st.number_input("Warmup runs", min_value=0, step=1, key="sw_warmup")
         error_at("warmup")
     c1, c2 = st.columns(2)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import typer
 
+from siliconbench.spec import COMPARE_PROCESSES
+
 from .common import EXIT_FAILED_JOBS, console, database, settings, user_errors
 
 METRIC_HELP = "Metric to compare (repeatable; default prefill_tps, decode_tps, ttft_ms)"
@@ -30,19 +32,21 @@ def compare(
     candidate: str = typer.Option(..., "--candidate", "-c", help="Candidate selector (same keys)"),
     metric: list[str] = typer.Option([], "--metric", "-m", help=METRIC_HELP),
     min_effect: float = typer.Option(0.03, "--min-effect", help="Smallest change that counts (0.03 = 3%)"),
-    alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the Mann-Whitney U test"),
+    alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the Mann-Whitney U test on "
+                                "per-process medians"),
     fmt: str = typer.Option("table", "--format", help="table | csv | json | md"),
     out: Path = typer.Option(None, "--out", help="Write to this file instead of stdout"),
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 1 if any row is a regression"),
 ) -> None:
-    """Baseline vs candidate per series: medians, ratio with its 95% CI, Mann-Whitney U p, and a verdict."""
+    """Baseline vs candidate per series: each process (job) one sample; ratio with its 95% CI, Mann-Whitney U p,
+    and a verdict that needs both p < alpha and the minimum effect."""
     from coordinator.compare import DEFAULT_METRICS, Verdict, compare_db, counts, render, rich_table
 
     url = database(settings())
     rows = compare_db(url, baseline, candidate, metrics=tuple(metric) or DEFAULT_METRICS, alpha=alpha,
                       min_effect=min_effect)
-    title = (f"candidate ({candidate}) vs baseline ({baseline}): Mann-Whitney U on raw samples, alpha {alpha}, "
-             f"min effect {min_effect:.0%}")
+    title = (f"candidate ({candidate}) vs baseline ({baseline}): one sample per process (the median of its "
+             f"repetitions); Hodges-Lehmann ratio, Mann-Whitney U, alpha {alpha}, min effect {min_effect:.0%}")
     if fmt == "table":
         if not rows:
             console.print("No series was measured on both sides.")
@@ -107,7 +111,7 @@ def regressions(
 @user_errors
 def confirm(
     finding: int = typer.Argument(..., help="Finding id (from `siliconbench regressions`)"),
-    rounds: int = typer.Option(4, "--rounds", help="A/B rounds, interleaved"),
+    rounds: int = typer.Option(COMPARE_PROCESSES, "--rounds", help="A/B rounds, interleaved: processes a side"),
     repetitions: int = typer.Option(None, "--repetitions", help="Per job (default: the series' own)"),
     models_dir: Path = typer.Option(None, "--models-dir", help="Models folder (default: SILICONBENCH_MODELS_DIR)"),
 ) -> None:
