@@ -78,7 +78,8 @@ class JobResult(BaseModel):
 
     def identity_hash(self, job: JobSpec) -> str:
         env = self.environment.identity() if self.environment else {}
-        return digest({"job": job.key(), "env": env})
+        # The processes of one configuration are one measurement repeated: the same identity, pooled.
+        return digest({"job": {k: v for k, v in job.key().items() if k != "process"}, "env": env})
 
 
 def failed(job_id: str, error: str, stderr_tail: str | None = None, **kw) -> JobResult:

@@ -15,6 +15,7 @@ import yaml
 from siliconbench.errors import UserError
 from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog
+from siliconbench.results import JobResult
 from siliconbench.spec import COMPARE_PROCESSES, parse_sweep
 from worker import envs
 
@@ -115,6 +116,8 @@ def test_a_version_comparing_sweep_runs_interleaved_rounds_of_fresh_processes(mo
     three = expand(parse_sweep({"name": "s", "models": [SMALL], "engines": ["mlx"], "processes": 3}),
                    ModelCatalog(models_dir))
     assert [j.process for j in three] == [0, 1, 2] and len({j.job_id for j in three}) == 3
+    # ... but one measurement: the dashboard pools the processes of a configuration as one series.
+    assert len({JobResult(job_id=j.job_id, status="ok").identity_hash(j) for j in three}) == 1
 
 
 def test_two_mlx_lm_versions_side_by_side_in_one_sweep_then_compare(tmp_path, cli_env):

@@ -106,6 +106,15 @@ def test_quantization_names():
     assert quant_of("llama 8B Q8_0") == "Q8_0"
 
 
+def rerun(records, factor: float, day: int) -> list[dict]:
+    """The same build measured again on another day (another llama-bench process), ``factor`` off."""
+    out = copy.deepcopy(records)
+    for r in out:
+        r.update(samples_ts=[v * factor for v in r["samples_ts"]], test_time=f"2025-04-{day:02d}T11:58:50Z")
+        r["avg_ts"] *= factor
+    return out
+
+
 def test_readme_json_imports_once_and_shows_up_in_compare(url):
     out = imp(url, README_JSON, "lb-5163")
     assert out["imported"] == 2 and out["raw_samples"] == 2 and out["skipped"] == []
@@ -113,12 +122,21 @@ def test_readme_json_imports_once_and_shows_up_in_compare(url):
         imp(url, README_JSON, "lb-5163")
     assert "imported before" in err.value.message
     imp(url, later_build(README_JSON, 0.9), "lb-5200")
+    # One llama-bench process a side: its repetitions are not independent samples, so no verdict yet.
     rows = compare_db(url, "build=5163", "build=5200", metrics=("prefill_tps", "decode_tps"))
     assert {r.series for r in rows} == {f"llama.cpp Qwen2.5-7B-Instruct-Q4_K_M Q4_K_M pp512 on {HOST}",
                                         f"llama.cpp Qwen2.5-7B-Instruct-Q4_K_M Q4_K_M tg128 on {HOST}"}
     for r in rows:
-        assert r.comparison.verdict == Verdict.regression and r.comparison.ratio == pytest.approx(0.9)
-        assert "llama.cpp 8cf427ff" in r.baseline and "llama.cpp 9d2f1a0b" in r.candidate
+        assert r.comparison.verdict == Verdict.insufficient and r.comparison.ratio == pytest.approx(0.9)
+        assert "1 vs 1 processes cannot reach" in " ".join(r.notes)
+    # Each build run on four days: four processes a side, and the 10% drop is a regression.
+    for i, f in enumerate((1.004, 0.997, 1.002)):
+        imp(url, rerun(README_JSON, f, 25 + i), f"lb-5163-{i}")
+        imp(url, later_build(README_JSON, 0.9 * f), f"lb-5200-{i}")
+    rows = compare_db(url, "build=5163", "build=5200", metrics=("prefill_tps", "decode_tps"))
+    for r in rows:
+        assert r.comparison.verdict == Verdict.regression and r.comparison.ratio == pytest.approx(0.9, abs=0.005)
+        assert r.n_results == (4, 4) and "llama.cpp 8cf427ff" in r.baseline and "llama.cpp 9d2f1a0b" in r.candidate
     by_commit = compare_db(url, "llama.cpp=8cf427ff", "version=b5200")
     assert len(by_commit) == 2
     with session_scope(url) as s:
@@ -171,7 +189,8 @@ def test_export_is_llama_bench_shaped_and_round_trips_into_the_same_series(tmp_p
     rows = json.loads(cmp.stdout)
     # Same host, model digest, options and lengths: one prefill and one decode series, the same samples.
     assert sorted(r["metric"] for r in rows) == ["decode_tps", "prefill_tps"]
-    assert all(r["ratio"] == pytest.approx(1.0) and r["verdict"] == "no change" for r in rows)
+    # One process a side (the same one): the same value, and no verdict from a single process.
+    assert all(r["ratio"] == pytest.approx(1.0) and r["verdict"] == "insufficient data" for r in rows)
     assert all(socket.gethostname() in r["series"] for r in rows)
 
 
