@@ -116,8 +116,9 @@ def steps_of(pts: list[Point], metric: str, *, alpha: float = DEFAULT_ALPHA,
 
 
 def find_steps(points: list[Point], *, metrics=DEFAULT_METRICS, selector: Selector | None = None,
-               alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT) -> list[Step]:
-    """Every kept step of every series, regressions first, then by series."""
+               alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT,
+               keep_all: bool = False) -> list[Step]:
+    """Every kept step of every series (every proposed one if keep_all), regressions first, then by series."""
     _need_ruptures()
     if selector is not None:
         check_keys([("--where", selector)], points)
@@ -125,7 +126,7 @@ def find_steps(points: list[Point], *, metrics=DEFAULT_METRICS, selector: Select
     out = []
     for metric in metrics:
         for pts in series_history(points, metric).values():
-            out += steps_of(pts, metric, alpha=alpha, min_effect=min_effect)
+            out += steps_of(pts, metric, alpha=alpha, min_effect=min_effect, keep_all=keep_all)
     out.sort(key=lambda s: (s.comparison.verdict != Verdict.regression, s.series, s.metric, s.index))
     return out
 

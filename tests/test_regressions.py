@@ -95,6 +95,19 @@ def test_regressions_cli_records_findings_once(url, models_dir, tmp_path):
     assert json.loads(out.stdout) == []
 
 
+def test_a_step_with_too_few_processes_is_reported_untested_not_found(url, models_dir, tmp_path):
+    # Two single-process nightlies a version: PELT proposes the 12% step, but 2 vs 2 processes cannot be
+    # significant, so it is no finding; the CLI says what would settle it instead of staying silent.
+    seed_results(url, models_dir, [{"mlx_lm": v, "day": i, "medians": {"decode_tps": 400.0 * (0.88 if i > 1 else 1)}}
+                                   for i, v in enumerate([OTHER_MLX_LM] * 2 + [OWN_MLX_LM] * 2)])
+    with session_scope(url) as s:
+        assert find_steps(load_points(s), metrics=("decode_tps",)) == []
+    out = sb("regressions", "-m", "decode_tps", env={"SILICONBENCH_DATABASE_URL": url,
+                                                     "XDG_DATA_HOME": str(tmp_path / "xdg")})
+    assert out.returncode == 0, out.stderr
+    assert "1 proposed step(s) not tested yet" in out.stdout and f"mlx-lm {OTHER_MLX_LM} → {OWN_MLX_LM}" in out.stdout
+
+
 # ----------------------------------------------------------------------------------- real confirmation
 
 @pytest.fixture(scope="session")

@@ -74,21 +74,27 @@ def regressions(
 
     from coordinator.compare import DEFAULT_METRICS
     from coordinator.database import session_scope
-    from coordinator.history import load_points, parse_selector
+    from coordinator.history import describe_changes, load_points, parse_selector
     from coordinator.regressions import find_steps, save_findings
 
     url = database(settings())
+    opts = dict(metrics=tuple(metric) or DEFAULT_METRICS, selector=parse_selector(where, "--where") if where else None,
+                alpha=alpha, min_effect=min_effect)
     with session_scope(url) as s:
         points = load_points(s)
-        steps = find_steps(points, metrics=tuple(metric) or DEFAULT_METRICS,
-                           selector=parse_selector(where, "--where") if where else None, alpha=alpha,
-                           min_effect=min_effect)
+        steps = find_steps(points, **opts)
         if save:
             save_findings(s, steps)
     if fmt == "json":
         json.dump([st.as_dict() for st in steps], sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
         return
+    untested = [st for st in find_steps(points, keep_all=True, **opts) if st.comparison.verdict.value == "insufficient data"]
+    if untested:  # PELT saw a step the test cannot judge yet: say so rather than stay silent
+        u = untested[0]
+        console.print(f"{len(untested)} proposed step(s) not tested yet: fewer than 4 results (processes) on a side, "
+                      f"e.g. {u.series} {u.metric} at {u.index}/{u.n_points} ({describe_changes(u.changes)}). "
+                      "Run more processes of each side (a sweep's `processes:`).", style="yellow", highlight=False)
     if not steps:
         console.print(f"No step in {len({p.job_id for p in points})} results passed the test "
                       f"(alpha {alpha}, min effect {min_effect:.0%}).")
