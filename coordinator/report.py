@@ -103,26 +103,29 @@ def results_table(records: list[dict], title: str = "") -> Table:
 
 
 def ratio_table(records: list[dict]) -> Table | None:
-    """llama.cpp / MLX mean ratios for configurations measured on both engines (same host, same lengths)."""
-    cells: dict[tuple, dict[str, dict]] = {}
+    """llama.cpp / MLX mean ratios for configurations measured on both engines (same host, same lengths);
+    one row per pair of engine versions where a sweep ran several."""
+    cells: dict[tuple, dict[str, list[dict]]] = {}
     for r in by_configuration(records):
         if r["status"] == "ok":
             key = (host_of(r), r["model"], r["quant_level"], r["n_prompt"], r["n_gen"], r["n_depth"])
-            cells.setdefault(key, {})[r["engine"]] = r
-    pairs = [(k, v) for k, v in cells.items() if {"llama.cpp", "mlx"} <= set(v)]
+            cells.setdefault(key, {}).setdefault(r["engine"], []).append(r)
+    pairs = [(k, a, b) for k, v in cells.items() for a in v.get("llama.cpp", []) for b in v.get("mlx", [])]
     if not pairs:
         return None
+    versions = any(len(v.get(e, [])) > 1 for v in cells.values() for e in ("llama.cpp", "mlx"))
     t = Table(title="llama.cpp ÷ MLX, ratio of means (tok/s: >1 = llama.cpp faster; TTFT and memory: <1 = llama.cpp lower)", title_justify="left")
-    for col in ("host", "model", "level", "prompt", "gen", "depth", "prefill", "decode", "TTFT", "peak mem"):
-        t.add_column(col, justify="right" if col not in ("host", "model", "level") else "left")
-    for (host, model, level, p, g, d), v in pairs:
-        a, b = v["llama.cpp"], v["mlx"]
-
+    for col in ("host", "model", "level", *(("versions",) if versions else ()), "prompt", "gen", "depth", "prefill",
+                "decode", "TTFT", "peak mem"):
+        t.add_column(col, justify="right" if col not in ("host", "model", "level", "versions") else "left")
+    for (host, model, level, p, g, d), a, b in pairs:
         def ratio(m):
             return f"{a[m]['mean'] / b[m]['mean']:.2f}×" if a.get(m) and b.get(m) else "—"
 
         mem = f"{a['peak_memory_bytes'] / b['peak_memory_bytes']:.2f}×" if a["peak_memory_bytes"] and b["peak_memory_bytes"] else "—"
-        t.add_row(host, model, str(level), str(p), str(g), str(d), ratio("prefill_tps"), ratio("decode_tps"), ratio("ttft_ms"), mem)
+        label = (f"{a.get('engine_version') or '—'} ÷ {b.get('engine_version') or '—'}",) if versions else ()
+        t.add_row(host, model, str(level), *label, str(p), str(g), str(d), ratio("prefill_tps"), ratio("decode_tps"),
+                  ratio("ttft_ms"), mem)
     return t
 
 
