@@ -3,7 +3,7 @@
 Each series (``coordinator.history``) is ordered by version, then time; its points are the per-result
 medians. ``ruptures``' PELT (least-squares cost on log values, so a step is a ratio) proposes steps,
 with a BIC-style penalty ``2 sigma^2 log n`` where sigma is the robust (MAD) spread of consecutive
-points, floored at 1%. PELT only proposes: each proposed step is kept when the raw samples of the
+points, floored at 1%. PELT only proposes: each proposed step is kept when the results of the
 segments either side of it pass ``compare``'s own test, each result (one process) a sample
 (``coordinator.significance``: Mann-Whitney U, p < alpha, and a Hodges-Lehmann ratio at least the
 minimum effect away from 1, signed by the metric's direction); so a step needs at least 4 results on

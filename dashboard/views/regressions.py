@@ -22,8 +22,9 @@ from siliconbench.metrics import METRICS
 
 st.title("Regressions")
 st.caption("Steps found by change-point detection (ruptures PELT) in each series, ordered by engine version then "
-           "time, kept only where the raw samples either side pass a Mann-Whitney U test and move by at least the "
-           "minimum effect. Confirm one before alarming: an interleaved A/B/A/B sweep on the same host.")
+           "time, kept only where the results either side, each process one sample (the median of its "
+           "repetitions), pass a Mann-Whitney U test and move by at least the minimum effect: at least 4 processes a "
+           "side. Confirm one before alarming: an interleaved A/B/A/B sweep on the same host.")
 
 with data.user_errors():
     url = data.database_url()
