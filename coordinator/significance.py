@@ -87,10 +87,11 @@ def pairwise_log_ratios(baseline: Sequence[float], candidate: Sequence[float]) -
 def moses_interval(diffs: list[float], n1: int, n2: int, level: float = CI_LEVEL) -> tuple[float, float] | None:
     """The distribution-free interval of the Hodges-Lehmann shift, from the sorted pairwise differences."""
     z = NormalDist().inv_cdf(0.5 + level / 2)
-    k = math.floor(n1 * n2 / 2 - z * math.sqrt(n1 * n2 * (n1 + n2 + 1) / 12))
-    if k < 0:
+    # Hollander & Wolfe: the C-th smallest and C-th largest difference (1-based), C from the U distribution.
+    c = math.floor(n1 * n2 / 2 - z * math.sqrt(n1 * n2 * (n1 + n2 + 1) / 12))
+    if c < 1:
         return None
-    return diffs[k], diffs[len(diffs) - 1 - k]
+    return diffs[c - 1], diffs[-c]
 
 
 def verdict(ratio: float | None, p: float | None, better: str, alpha: float, min_effect: float) -> Verdict:
