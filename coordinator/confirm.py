@@ -28,10 +28,10 @@ from siliconbench.spec import COMPARE_PROCESSES, SweepSpec, parse_sweep
 
 from . import store
 from .compare import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, compare_processes, process_samples
-from .significance import min_p_value
 from .database import session_scope
 from .history import ENGINE_PACKAGE, load_points
 from .regressions import finding_dict, get_finding, set_status
+from .significance import min_p_value
 
 DEFAULT_ROUNDS = COMPARE_PROCESSES
 # The packages whose versions an engine environment pins, per engine (what a side must match).

@@ -26,10 +26,10 @@ from siliconbench.errors import UserError
 from siliconbench.jobs import digest
 
 from .compare import DEFAULT_ALPHA, DEFAULT_METRICS, DEFAULT_MIN_EFFECT, process_samples
-from .significance import Comparison, Verdict, compare_processes
 from .history import (Point, Selector, changed_components, check_keys, describe_changes, ordered, select as pick,
                       series_id, series_key, series_label)
 from .models import Finding, utcnow
+from .significance import Comparison, Verdict, compare_processes
 
 NOISE_FLOOR = 0.01  # log-units: below 1% run-to-run spread the penalty stops shrinking
 PENALTY = 2.0

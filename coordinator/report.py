@@ -40,33 +40,22 @@ def host_of(r: dict) -> str:
 def by_configuration(records: list[dict]) -> list[dict]:
     """The processes of one configuration (host, engine version, lengths) as one record: their measured
     repetitions pooled for mean ± stddev, ``processes`` counted; a failed process is its own row."""
-    merged: dict[tuple, dict] = {}
-    out: list[dict] = []
-    for r in records:
-        if r["status"] != "ok":
-            out.append({**r, "processes": 1})
-            continue
-        key = (host_of(r), *(str(r.get(k)) for k in CONFIG_KEYS))
-        if key not in merged:
-            merged[key] = {**r, "processes": 0, "_samples": {m: [] for m in ("prefill_tps", "decode_tps", "ttft_ms")},
-                           "_peak": [], "_load": []}
-            out.append(merged[key])
-        m = merged[key]
-        m["processes"] += 1
-        for metric, values in m["_samples"].items():
-            values += (r.get(metric) or {}).get("samples", [])
-        m["_peak"].append(r["peak_memory_bytes"])
-        m["_load"].append(r["load_s"])
-        m["unstable"] = m["unstable"] or r["unstable"]
-    for m in merged.values():
-        if m["processes"] > 1:
-            for metric, values in m["_samples"].items():
-                m[metric] = summary_dict(summarize(values))
-            m["peak_memory_bytes"] = max((x for x in m["_peak"] if x), default=None)
-            loads = [x for x in m["_load"] if x is not None]
-            m["load_s"] = summarize(loads).median if loads else None
-        for k in ("_samples", "_peak", "_load"):
-            del m[k]
+    groups: dict[tuple, list[dict]] = {}
+    for i, r in enumerate(records):
+        key = (host_of(r), *(str(r.get(k)) for k in CONFIG_KEYS)) if r["status"] == "ok" else ("failed", i)
+        groups.setdefault(key, []).append(r)
+    out = []
+    for group in groups.values():
+        first = {**group[0], "processes": len(group)}
+        if len(group) > 1:
+            for m in ("prefill_tps", "decode_tps", "ttft_ms"):
+                first[m] = summary_dict(summarize([v for r in group for v in (r.get(m) or {}).get("samples", [])]))
+            first["peak_memory_bytes"] = max((r["peak_memory_bytes"] for r in group if r["peak_memory_bytes"]),
+                                             default=None)
+            loads = [r["load_s"] for r in group if r["load_s"] is not None]
+            first["load_s"] = summarize(loads).median if loads else None
+            first["unstable"] = [w for r in group for w in r["unstable"]]
+        out.append(first)
     return out
 
 

@@ -72,7 +72,7 @@ def regressions(
     """Change points in every series' history (ruptures PELT, each step tested), with what changed there."""
     from rich.table import Table
 
-    from coordinator.compare import DEFAULT_METRICS
+    from coordinator.compare import DEFAULT_METRICS, Verdict
     from coordinator.database import session_scope
     from coordinator.history import describe_changes, load_points, parse_selector
     from coordinator.regressions import find_steps, save_findings
@@ -82,14 +82,15 @@ def regressions(
                 alpha=alpha, min_effect=min_effect)
     with session_scope(url) as s:
         points = load_points(s)
-        steps = find_steps(points, **opts)
+        proposed = find_steps(points, keep_all=True, **opts)  # kept steps and the ones too thin to test
+        steps = [st for st in proposed if st.comparison.verdict in (Verdict.regression, Verdict.improvement)]
         if save:
             save_findings(s, steps)
     if fmt == "json":
         json.dump([st.as_dict() for st in steps], sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
         return
-    untested = [st for st in find_steps(points, keep_all=True, **opts) if st.comparison.verdict.value == "insufficient data"]
+    untested = [st for st in proposed if st.comparison.verdict == Verdict.insufficient]
     if untested:  # PELT saw a step the test cannot judge yet: say so rather than stay silent
         u = untested[0]
         console.print(f"{len(untested)} proposed step(s) not tested yet: fewer than 4 results (processes) on a side, "
