@@ -108,8 +108,8 @@ def compare_points(points: list[Point], baseline: Selector, candidate: Selector,
         for sid, (bs, cs) in groups.items():
             if not bs or not cs:
                 continue
-            comp = compare_processes(process_samples(bs, metric), process_samples(cs, metric), metric,
-                                     alpha=alpha, min_effect=min_effect)
+            procs = {"baseline": process_samples(bs, metric), "candidate": process_samples(cs, metric)}
+            comp = compare_processes(procs["baseline"], procs["candidate"], metric, alpha=alpha, min_effect=min_effect)
             notes = []
             if both:
                 notes.append(f"{len(both)} results matched both selectors and were left out")
@@ -119,7 +119,7 @@ def compare_points(points: list[Point], baseline: Selector, candidate: Selector,
                 envs = {tuple(sorted(p.components.items())) for p in side}
                 if len(envs) > 1:
                     notes.append(f"{name} pools {len(envs)} different environments")
-                s = summarize(process_values(process_samples(side, metric)))
+                s = summarize(process_values(procs[name]))
                 if s is not None and s.unstable:
                     notes.append(f"{name} unstable (stddev of its processes {s.cv:.0%} of mean)")
             if min_p_value(comp.n_baseline, comp.n_candidate) >= alpha:

@@ -22,8 +22,8 @@ from .workloads import (KINDS, ConcurrentWorkload, LongContextWorkload, Multipro
 DEFAULT_MAX_JOBS = 10_000
 # Fresh processes per configuration when a sweep compares engine versions and sets no `processes`.
 # benchmarks/regression_power.py: processes, not repetitions inside one, are the independent unit. On the
-# 2-core VM (between-process CV 3.6-4.6%), 10 a side caught a 5% slowdown of decode 92.5% of the time,
-# 12 96-98%, 15 99%+, each with A/A false regressions under 1%: 15 leaves margin for a noisier host.
+# 2-core VM (between-process CV 3.9-5.0%), a 5% slowdown was caught 91-95% of the time with 10 a side,
+# 92-98.5% with 12, 97.7-100% with 15, A/A false regressions at most 0.9%: 15 is the least that met both.
 COMPARE_PROCESSES = 15
 
 Lengths = Annotated[list[PositiveInt], Field(min_length=1)]
