@@ -149,10 +149,10 @@ def _options(r: dict) -> dict:
         opts["use_mmap"] = _bool(r["use_mmap"])
     fa = r.get("flash_attn")
     if fa is not None:
-        opts["flash_attn"] = "auto" if str(fa).strip() == "-1" else _bool(fa)
+        opts["flash_attn"] = "auto" if str(fa).strip() == "-1" else ("on" if _bool(fa) else "off")
     for k in ("type_k", "type_v"):
-        if r.get(k) and str(r[k]).lower() != "f16":
-            opts[k] = str(r[k])
+        if r.get(k):
+            opts[k] = str(r[k]).lower()
     return {"threads": _int(r.get("n_threads")) or None, **opts}
 
 
@@ -253,6 +253,13 @@ def import_file(url: str, path: Path, *, host: str, models_dir: Path | None = No
 
 # ------------------------------------------------------------------------------------------- export
 
+def _flash_attn_field(value) -> int:
+    """llama-bench writes the requested llama_flash_attn_type: -1 auto, 0 off, 1 on."""
+    if isinstance(value, str) and value in ("auto", "on", "off"):
+        return {"auto": -1, "off": 0, "on": 1}[value]
+    return int(_bool(value))
+
+
 def _record(job: JobSpec, result: JobResult, *, n_prompt: int, n_gen: int, n_depth: int, ts: list[float]) -> dict:
     env = result.environment
     build = (env.engine_build if env else {}) or {}
@@ -272,10 +279,12 @@ def _record(job: JobSpec, result: JobResult, *, n_prompt: int, n_gen: int, n_dep
         "cpu_info": env.chip if env else "", "gpu_info": build.get("gpu_info", ""), "backends": backends,
         "model_filename": job.artifact, "model_type": f"{job.model} {job.quant}", "model_size": 0,
         "model_n_params": 0, "n_batch": _int(opts.get("n_batch")), "n_ubatch": _int(opts.get("n_ubatch")),
-        "n_threads": _int(opts.get("threads")), "type_k": opts.get("type_k", "f16"),
+        # a pp test runs on the batch threads, a tg test on the decode threads (equal unless a user split them)
+        "n_threads": _int(opts.get("threads_batch") if n_prompt else opts.get("threads"))
+        or _int(opts.get("threads")), "type_k": opts.get("type_k", "f16"),
         "type_v": opts.get("type_v", "f16"),
         "n_gpu_layers": _int(opts.get("n_gpu_layers"), 99) if opts.get("n_gpu_layers") != "all" else 99,
-        "flash_attn": -1 if opts.get("flash_attn") == "auto" else int(_bool(opts.get("flash_attn"))),
+        "flash_attn": _flash_attn_field(opts.get("flash_attn")),
         "use_mmap": _bool(opts.get("use_mmap", True)), "n_prompt": n_prompt, "n_gen": n_gen, "n_depth": n_depth,
         "test_time": when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if when else "",
         "avg_ns": round(s_ns.mean) if s_ns else 0, "stddev_ns": round(s_ns.stddev) if s_ns else 0,

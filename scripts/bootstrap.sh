@@ -45,4 +45,7 @@ if [[ "$(uname -s)" == "Linux" && ! -e /usr/lib/x86_64-linux-gnu/openblas-pthrea
     || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq libopenblas0-pthread >/dev/null 2>&1; }) \
     || say "could not install OpenBLAS; MLX will use its bundled BLAS (recorded with results)"
 fi
+# llama.cpp's own llama-bench and llama-perplexity, from the same vendored llama.cpp as the wheel: the yardstick
+# of benchmarks/fidelity.py and of the registry's equivalence tests. Built once (~7 min), cached beside the wheel.
+PYTHON="$VENV/bin/python" scripts/build_llama_tools.sh >/dev/null
 say "ready: $VENV/bin/siliconbench"

@@ -35,6 +35,9 @@ class Environment(BaseModel):
     backend: str = Field("", description="Metal / CPU / CUDA: the backend the engine actually used")
     blas: str = Field("", description="MLX on Linux: the BLAS preloaded into the child ('openblas' path) or 'bundled'")
     engine_options: dict = Field(default_factory=dict)
+    dtypes: dict[str, str] = Field(
+        default_factory=dict, description="weights (the artifact's storage type: F16, Q4_K_M, f32, 4bit ...), "
+        "activations (the compute dtype) and kv_cache, as the engine ran them; part of the identity")
 
     def identity(self) -> dict:
         """Fields that can move a number: results differing in any are never pooled."""

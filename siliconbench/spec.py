@@ -46,12 +46,27 @@ Workload = Annotated[GenerateWorkload | SwapWorkload | RestartWorkload | Concurr
 WORKLOAD_KINDS: dict[str, type[BaseModel]] = {"generate": GenerateWorkload, **KINDS}
 
 
+KvCacheType = Literal["f16", "f32", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
+
+
 class LlamaCppOptions(Strict):
+    """llama-bench's defaults, so a row of ours lines up with a row of theirs (-ngl 99, -b 2048, -ub 512,
+    -fa auto, -ctk f16, -ctv f16, -mmp 1); the effective values are recorded with every result."""
+
     n_gpu_layers: int = Field(-1, description="Layers offloaded to the GPU (-1 = all; ignored on a CPU build)")
     use_mmap: bool = True
     n_batch: PositiveInt = 2048
     n_ubatch: PositiveInt = 512
-    flash_attn: bool = False
+    flash_attn: Literal["auto", "on", "off"] = Field(
+        "auto", description="llama.cpp's own default 'auto' enables flash attention where the backend supports it "
+        "(the choice is recorded as flash_attn_effective); true/false are read as on/off")
+    type_k: KvCacheType = Field("f16", description="KV-cache type of K (llama-bench -ctk)")
+    type_v: KvCacheType = Field("f16", description="KV-cache type of V (llama-bench -ctv)")
+
+    @field_validator("flash_attn", mode="before")
+    @classmethod
+    def _flash_attn_bool(cls, v):
+        return {True: "on", False: "off"}.get(v, v) if isinstance(v, bool) else v
 
 
 class MlxOptions(Strict):
@@ -64,7 +79,9 @@ class MlxOptions(Strict):
 
 
 class EngineOptions(Strict):
-    threads: PositiveInt | None = Field(None, description="CPU threads; default: all cores")
+    threads: PositiveInt | None = Field(
+        None, description="CPU threads for decode and batch alike (llama.cpp; MLX's OpenBLAS on Linux). Default: the "
+        "physical performance cores, llama-bench's default -t (hw.perflevel0.physicalcpu on a Mac)")
     llama_cpp: LlamaCppOptions = Field(default_factory=LlamaCppOptions, alias="llama.cpp")
     mlx: MlxOptions = Field(default_factory=MlxOptions)
 

@@ -10,6 +10,8 @@ import os
 import sys
 from pathlib import Path
 
+from .host import performance_cores
+
 OPENBLAS_CANDIDATES = (
     "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3",
     "/usr/lib/aarch64-linux-gnu/openblas-pthread/libblas.so.3",
@@ -35,8 +37,8 @@ def child_blas_env(mode: str, threads: int | None) -> dict[str, str]:
     if lib:
         env["LD_PRELOAD"] = " ".join(p for p in (lib, os.environ.get("LD_PRELOAD", "")) if p)
         env["SILICONBENCH_MLX_BLAS"] = f"openblas ({lib})"
-        if threads:
-            env["OPENBLAS_NUM_THREADS"] = str(threads)
+        # The same count llama.cpp gets: the sweep's threads, else the physical performance cores.
+        env["OPENBLAS_NUM_THREADS"] = str(threads or performance_cores())
     else:
         env["SILICONBENCH_MLX_BLAS"] = "bundled reference BLAS"
     return env

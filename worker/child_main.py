@@ -113,11 +113,12 @@ def _run(emit) -> int:
     desc = engine.describe()
     env = Environment(**host_facts(), **desc)
     vocab = engine.vocab_size()
+    prompt_digest = generate.prompt_ids_digest(engine, job)
     engine.close()
     result = JobResult(
         job_id=job.job_id, status=JobStatus.ok, started_at=started, load_s=load_s,
         peak_memory_bytes=_rss_peak_bytes(), baseline_memory_bytes=baseline, samples=samples,
-        environment=env, extra={"n_ctx": n_ctx, "vocab_size": vocab},
+        environment=env, extra={"n_ctx": n_ctx, "vocab_size": vocab, "prompt_ids_sha256": prompt_digest},
     )
     emit("result", result=json.loads(result.model_dump_json()))
     return 0

@@ -22,7 +22,10 @@ class Engine(ABC):
 
     @abstractmethod
     def special_token_ids(self) -> set[int]:
-        """Control tokens (BOS/EOS/...) that synthetic prompts must avoid."""
+        """Ids synthetic prompts never contain, by one rule for every engine: each id that is not an ordinary
+        entry of the vocabulary (control, end-of-generation, unknown, unused, added/user-defined tokens).
+        With the same vocabulary the two engines give the same set, hence the same prompts (their digest is
+        stored with each result: extra.prompt_ids_sha256)."""
 
     @abstractmethod
     def reset(self) -> None:

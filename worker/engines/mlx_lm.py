@@ -25,16 +25,23 @@ class MlxEngine(Engine):
         mx.eval(self.model.parameters())
         self.prefill_step = int(options.get("prefill_step_size", 2048))
         self.cache = None
+        self._dtypes = self._read_dtypes()
 
     def vocab_size(self) -> int:
-        if getattr(self, "model", None) is None and getattr(self, "_n_vocab", None):
-            return int(self._n_vocab)
-        return int(self.model.args.vocab_size)
+        """The tokenizer's size, as llama.cpp's n_vocab counts the GGUF's tokens: embedding rows beyond it are
+        padding no tokenizer produces, and synthetic prompts must be drawn from the same range by both engines."""
+        tok = getattr(self.tokenizer, "_tokenizer", None)
+        if tok is not None:
+            return len(tok)
+        return int(self._n_vocab if getattr(self, "model", None) is None else self.model.args.vocab_size)
 
     def special_token_ids(self) -> set[int]:
         tok = self.tokenizer._tokenizer if hasattr(self.tokenizer, "_tokenizer") else self.tokenizer
         ids = set(getattr(tok, "all_special_ids", []) or [])
         ids |= set(getattr(self.tokenizer, "eos_token_ids", []) or [])
+        # Added tokens are what llama.cpp's converter writes as CONTROL / USER_DEFINED: the same rule as the
+        # llama.cpp adapter's (SmolLM2 has 17 such ids, only 3 of them in all_special_ids).
+        ids |= set(getattr(tok, "added_tokens_decoder", {}) or {})
         return {int(i) for i in ids}
 
     def reset(self) -> None:
@@ -134,7 +141,26 @@ class MlxEngine(Engine):
             "backend": backend,
             "blas": blas,
             "engine_options": getattr(self, "options", {}),
+            "dtypes": self.dtypes(),
         }
+
+    def dtypes(self) -> dict[str, str]:
+        return dict(getattr(self, "_dtypes", {}))  # empty when no model was loaded (server workloads)
+
+    def _read_dtypes(self) -> dict[str, str]:
+        """Weights: '4bit' / '8bit' for a quantized model, else the parameters' dtype; activations: the dtype
+        the model computes in (its norm weights', which mlx-lm keeps unquantized); KV cache: the activations'."""
+        model = self.model
+        from mlx.utils import tree_flatten
+
+        short = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+        params = dict(tree_flatten(model.parameters()))
+        act = next((v.dtype for k, v in params.items() if k.endswith("norm.weight")), None)
+        act_name = short.get(str(act).removeprefix("mlx.core."), str(act))
+        # ModelArgs drops the config's quantization: the quantized layers carry their bits
+        bits = next((m.bits for _, m in model.named_modules() if hasattr(m, "bits")), None)
+        # mlx-lm's KVCache stores keys and values in the dtype the attention produced them in: the activations'
+        return {"weights": f"{bits}bit" if bits else act_name, "activations": act_name, "kv_cache": act_name}
 
     def close(self) -> None:
         import gc
