@@ -1,69 +1,166 @@
-"""Does the harness change the numbers? siliconbench vs a bare engine loop, interleaved, both engines.
+"""Do our numbers line up with the engines' own tools? siliconbench next to llama-bench, mlx_lm.benchmark,
+llama-perplexity and mlx_lm.perplexity, on the same model files with the same settings, interleaved.
 
-    python benchmarks/fidelity.py [--model tiny-llama-30m] [--rounds 4] [--reps 5]
+    python benchmarks/fidelity.py [--models tiny-llama-30m,smollm2-135m] [--rounds 5] [--reps 5]
+                                  [--prompt 512] [--gen 128] [--depth 0] [--perplexity/--no-perplexity]
 
-For each round and engine: one siliconbench job (fresh child process, via worker.child.run_job) and
-one bare loop (fresh process, benchmarks/_bare_loop.py calling the engine directly), alternating so
-drift hits both alike. Prints the siliconbench/bare ratio of median prefill and decode tokens/s and
-the coefficient of variation of each. Target: ratio within ±2%, siliconbench's CV no worse.
+Each round runs, per model and engine, one siliconbench job (a fresh child process, worker.child.run_job) and
+the tool (a fresh process), in alternating order (ABBA) so drift hits both alike. The pairs compared, each the
+registry's stated equivalence (siliconbench.metrics):
+
+  llama.cpp  prefill_tps                 vs llama-bench pp<P> @ d<D>
+  llama.cpp  decode_tps                  vs llama-bench tg<G> @ d<D+P>
+  mlx        n_prompt / ttft (prompt tps) vs mlx_lm.benchmark prompt_tps (its prompt time ends at the first token)
+  mlx        decode_tps                  vs mlx_lm.benchmark generation_tps x (G-1)/G (G tokens over G-1 steps)
+
+Per round: the ratio of the two processes' medians. Printed: the geometric mean of the per-round ratios with a
+95% t-interval on their logs, the medians, and the CV over repetitions inside a process (mean over processes).
+Target: every ratio within +-2%, perplexity within 0.5%, siliconbench's CV no worse than the tool's.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from scipy import stats
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from siliconbench.jobs import expand  # noqa: E402
+from benchmarks import _tools  # noqa: E402
+from siliconbench.jobs import JobSpec, expand  # noqa: E402
 from siliconbench.manifest import ModelCatalog  # noqa: E402
 from siliconbench.settings import load_settings  # noqa: E402
 from siliconbench.spec import parse_sweep  # noqa: E402
 from worker.child import child_env, run_job  # noqa: E402
+
+TARGET = 0.02
 
 
 def cv(xs: list[float]) -> float:
     return statistics.stdev(xs) / statistics.fmean(xs) if len(xs) > 1 else 0.0
 
 
-def main(model: str = "tiny-llama-30m", rounds: int = 4, reps: int = 5, prompt: int = 256, gen: int = 64,
+def ratio_ci(pairs: list[tuple[list[float], list[float]]]) -> tuple[float, float, float]:
+    """Geometric mean of per-round median ratios (ours / tool) and its 95% t-interval."""
+    logs = [math.log(statistics.median(a) / statistics.median(b)) for a, b in pairs]
+    mean = statistics.fmean(logs)
+    if len(logs) < 2:
+        return math.exp(mean), float("nan"), float("nan")
+    half = stats.t.ppf(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+class Series:
+    """One compared pair across rounds: per round, our repetitions and the tool's."""
+
+    def __init__(self, model: str, engine: str, ours: str, tool: str):
+        self.model, self.engine, self.ours, self.tool = model, engine, ours, tool
+        self.rounds: list[tuple[list[float], list[float]]] = []
+
+    def row(self) -> list[str]:
+        ours = [statistics.median(a) for a, _ in self.rounds]
+        tool = [statistics.median(b) for _, b in self.rounds]
+        r, lo, hi = ratio_ci(self.rounds)
+        cv_a = statistics.fmean(cv(a) for a, _ in self.rounds)
+        cv_b = statistics.fmean(cv(b) for _, b in self.rounds)
+        ok = "yes" if abs(r - 1) <= TARGET else "NO"
+        return [self.model, self.engine, self.ours, self.tool, f"{statistics.median(ours):,.1f}",
+                f"{statistics.median(tool):,.1f}", f"{r:.3f} [{lo:.3f}, {hi:.3f}]", f"{cv_a:.1%}", f"{cv_b:.1%}", ok]
+
+
+def _ours(job: JobSpec, mdir: Path) -> dict[str, list[float]]:
+    res = run_job(job, mdir)
+    if res.status != "ok":
+        raise RuntimeError(f"{job.label()}: {res.error}\n{res.stderr_tail or ''}")
+    out = {m: res.measured(m) for m in ("prefill_tps", "decode_tps", "engine_prefill_tps", "engine_decode_tps")}
+    out["prompt_tps"] = [job.n_prompt / (t / 1000.0) for t in res.measured("ttft_ms")]
+    out["_options"] = res.environment.engine_options if res.environment else {}
+    return out
+
+
+def _tool(job: JobSpec, mdir: Path, bin_dir: Path, reps: int, threads: int | None) -> dict[str, list[float]]:
+    path = mdir / job.artifact
+    if job.engine == "llama.cpp":
+        fa = job.engine_options.get("flash_attn", "auto")
+        pp = _tools.llama_bench(bin_dir, path, n_prompt=job.n_prompt, n_gen=0, depth=job.n_depth, reps=reps,
+                                threads=threads, flash_attn=fa)
+        tg = _tools.llama_bench(bin_dir, path, n_prompt=0, n_gen=job.n_gen, depth=job.n_depth + job.n_prompt,
+                                reps=reps, threads=threads, flash_attn=fa)
+        return {"pp": pp, "tg": tg}
+    return _tools.mlx_benchmark(path, n_prompt=job.n_prompt, n_gen=job.n_gen, reps=reps, env=child_env(job, mdir))
+
+
+PAIRS = {  # engine -> (our metric, its label, tool key, tool label)
+    "llama.cpp": [("prefill_tps", "prefill_tps", "pp", "llama-bench pp{P} @ d{D}"),
+                  ("decode_tps", "decode_tps", "tg", "llama-bench tg{G} @ d{DP}"),
+                  ("engine_decode_tps", "engine_decode_tps", "tg", "llama-bench tg{G} @ d{DP}")],
+    "mlx": [("prompt_tps", "n_prompt / ttft", "prompt_tps", "mlx_lm.benchmark prompt_tps"),
+            ("decode_tps", "decode_tps", "decode_steps_tps", "mlx_lm.benchmark generation_tps x (G-1)/G")],
+}
+
+
+def main(models: str = "tiny-llama-30m,smollm2-135m", rounds: int = 5, reps: int = 5, prompt: int = 512,
+         gen: int = 128, depth: int = 0, quant: str = "full", threads: int = typer.Option(None),
+         perplexity: bool = True, ppl_windows: int = 4, ppl_window_tokens: int = 512,
          models_dir: Path = typer.Option(None)) -> None:
-    console = Console()
+    console = Console(width=200)
     mdir = models_dir or load_settings().resolved_models_dir
-    spec = parse_sweep({"name": "fidelity", "models": [model], "repetitions": reps, "warmup": 1,
-                        "workloads": [{"kind": "generate", "prompt_tokens": [prompt], "gen_tokens": [gen]}]})
-    jobs = expand(spec, ModelCatalog(mdir))
-    data = {j.engine: {"sb": {"prefill_tps": [], "decode_tps": []}, "bare": {"prefill_tps": [], "decode_tps": []}} for j in jobs}
-    for rnd in range(rounds):
+    bin_dir = _tools.llama_tools_bin()
+    series: list[Series] = []
+    options: dict[tuple, dict] = {}
+    for model in models.split(","):
+        spec = parse_sweep({"name": "fidelity", "models": [model], "quantizations": [quant], "repetitions": reps,
+                            "warmup": 1, "engine_options": {"threads": threads},
+                            "workloads": [{"kind": "generate", "prompt_tokens": [prompt], "gen_tokens": [gen],
+                                           "depth": [depth]}]})
+        jobs = expand(spec, ModelCatalog(mdir))
+        by_engine = {}
         for job in jobs:
-            res = run_job(job, mdir)
-            assert res.status == "ok", res.error
-            for m in ("prefill_tps", "decode_tps"):
-                data[job.engine]["sb"][m] += res.measured(m)
-            out = subprocess.run([sys.executable, str(ROOT / "benchmarks/_bare_loop.py"), job.engine,
-                                  str(mdir / job.artifact), str(prompt), str(gen), str(reps), str(job.seed)],
-                                 capture_output=True, text=True, env=child_env(job, mdir), check=True)
-            bare = json.loads(out.stdout.strip().splitlines()[-1])
-            for m in ("prefill_tps", "decode_tps"):
-                data[job.engine]["bare"][m] += bare[m]
-            console.print(f"round {rnd + 1}/{rounds} {job.engine}: done", style="dim")
-    t = Table(title=f"fidelity: {model}, prompt {prompt}, gen {gen}, {rounds} rounds × {reps} reps, interleaved")
-    for c in ("engine", "metric", "siliconbench median", "bare median", "ratio", "CV siliconbench", "CV bare"):
-        t.add_column(c, justify="right")
-    for engine, d in data.items():
-        for m in ("prefill_tps", "decode_tps"):
-            a, b = d["sb"][m], d["bare"][m]
-            t.add_row(engine, m, f"{statistics.median(a):,.1f}", f"{statistics.median(b):,.1f}",
-                      f"{statistics.median(a) / statistics.median(b):.3f}", f"{cv(a):.1%}", f"{cv(b):.1%}")
+            fmt = dict(P=job.n_prompt, G=job.n_gen, D=job.n_depth, DP=job.n_depth + job.n_prompt)
+            by_engine[job.engine] = [Series(model, f"{job.engine} {job.quant}", lab, tl.format(**fmt))
+                                     for _, lab, _, tl in PAIRS[job.engine]]
+            series += by_engine[job.engine]
+        for rnd in range(rounds):
+            for job in jobs:
+                order = (lambda: _ours(job, mdir), lambda: _tool(job, mdir, bin_dir, reps, threads))
+                first, second = order if rnd % 2 == 0 else order[::-1]
+                a, b = first(), second()
+                ours, tool = (a, b) if rnd % 2 == 0 else (b, a)
+                options[(model, job.engine)] = ours.pop("_options")
+                for s, (metric, _, key, _) in zip(by_engine[job.engine], PAIRS[job.engine]):
+                    if ours.get(metric):
+                        s.rounds.append((ours[metric], tool[key]))
+                console.print(f"[dim]{model} round {rnd + 1}/{rounds} {job.engine} {job.quant}: done[/dim]")
+
+    t = Table(title=f"siliconbench ÷ the engines' own tools — p{prompt} g{gen} d{depth}, {rounds} interleaved rounds "
+                    f"× {reps} repetitions (one fresh process a side per round)", title_justify="left")
+    for c in ("model", "engine", "siliconbench", "tool", "ours (median)", "tool (median)",
+              "ratio [95% CI]", "CV ours", "CV tool", "within ±2%"):
+        t.add_column(c, justify="left" if c in ("model", "engine", "siliconbench", "tool", "within ±2%") else "right")
+    for s in series:
+        if s.rounds:
+            t.add_row(*s.row())
     console.print(t)
+    for (model, engine), opts in options.items():
+        shown = {k: opts[k] for k in ("threads", "threads_batch", "flash_attn", "flash_attn_effective", "type_k",
+                                      "type_v", "n_batch", "n_ubatch", "blas", "blas_threads") if k in opts}
+        console.print(f"[dim]{model} {engine} effective options: {shown}[/dim]")
+
+    if perplexity:
+        from benchmarks import _perplexity_tools
+
+        rows = []
+        for model in models.split(","):
+            rows += _perplexity_tools.perplexity_rows(mdir, model, bin_dir, window_tokens=ppl_window_tokens,
+                                                      windows=ppl_windows)
+        _perplexity_tools.print_rows(console, rows)
 
 
 if __name__ == "__main__":

@@ -28,22 +28,31 @@ class Metric:
 _DEFS = [
     Metric(
         "prefill_tps", "tokens/s", "higher", "repetition",
-        "n_prompt / prefill time. Prefill time runs from handing the engine the prompt's token ids "
-        "(synthetic ids: no tokenization exists to include) until the logits of the last prompt position "
-        "are computed and synchronized (llama.cpp: llama_decode of the prompt batches + llama_synchronize; "
-        "MLX: the prompt through the model with mx.eval of the KV cache and last-position logits). "
-        "Excludes sampling and the depth tokens, which are evaluated untimed before it.",
+        "n_prompt / prefill time. Prefill time runs from handing the engine the prompt's token ids (synthetic ids, "
+        "no BOS: no tokenization exists to include) until the last prompt position's logits are computed and "
+        "synchronized, after n_depth untimed tokens. llama.cpp: llama_decode of the prompt in n_batch chunks "
+        "(llama_batch_get_one, logits of the last position only) + llama_synchronize — the region of llama-bench's "
+        "test_prompt, so prefill_tps at pN dD = llama-bench ppN @ dD. MLX: the prompt but its last token through the "
+        "model in prefill_step_size chunks with mx.eval of the KV cache, as mlx_lm's generate_step, then the last "
+        "token with mx.eval of its logits. Excludes choosing the first token (see ttft_ms).",
     ),
     Metric(
         "decode_tps", "tokens/s", "higher", "repetition",
-        "n_gen / decode time. Decode time covers n_gen single-token forward passes after the first token, "
-        "each followed by greedy argmax selection of the next token id (sampling included; it is one argmax "
-        "over the vocabulary). EOS is ignored, so exactly n_gen tokens are decoded. No detokenization.",
+        "n_gen / decode time. Decode time covers n_gen single-token forward passes after the first token, each "
+        "followed by a greedy argmax choosing the next token id; EOS is ignored, so exactly n_gen tokens are decoded; "
+        "no detokenization. llama.cpp: llama-bench's test_gen loop (llama_decode of a preallocated one-token batch + "
+        "llama_synchronize) plus a numpy argmax over llama.cpp's logits buffer on the host, which llama-bench "
+        "skips (it feeds random tokens): decode_tps at pN gM dD = llama-bench tgM @ d(D+N), less the argmax "
+        "(engine_decode_tps, beside it, is llama.cpp's own count of the same steps). MLX: mlx_lm's generate_step "
+        "pipelining (step i+1 queued with mx.async_eval before step i is read), mx.argmax on the device; "
+        "mlx_lm.benchmark's generation_tps divides G tokens by G - 1 decode steps, so decode_tps = generation_tps "
+        "x (G-1)/G.",
     ),
     Metric(
         "ttft_ms", "ms", "lower", "repetition",
-        "Time to first token: from handing the engine the prompt's token ids until the first generated "
-        "token id is on the host (prefill time + one greedy argmax). Tokenization is excluded (none exists).",
+        "Time to first token: from handing the engine the prompt's token ids until the first generated token id is "
+        "on the host (prefill time + one greedy argmax). Tokenization is excluded (none exists). n_prompt / ttft is "
+        "mlx_lm's prompt_tps: its prompt time also ends when the first token is known.",
     ),
     Metric(
         "engine_prefill_tps", "tokens/s", "higher", "repetition",
@@ -52,7 +61,8 @@ _DEFS = [
     ),
     Metric(
         "engine_decode_tps", "tokens/s", "higher", "repetition",
-        "llama.cpp's own perf counters for the same decode: n_eval / t_eval_ms (synchronized, reset per repetition).",
+        "llama.cpp's own perf counters for the same decode steps: n_eval / t_eval_ms (synchronized, reset per "
+        "repetition). It times llama_decode alone, without the host argmax that decode_tps includes.",
     ),
     Metric(
         "mlx_peak_memory_bytes", "bytes", "lower", "repetition",

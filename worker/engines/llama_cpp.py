@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..host import performance_cores
 from .base import Engine
+from .llama_threadpool import LLAMA_BENCH_POLL, Threadpools
 
 # llama-bench's -ctk/-ctv names (ggml_type_from_name) -> ggml_type, and bytes per element for the KV arithmetic.
 KV_TYPES = {"f32": (0, 4.0), "f16": (1, 2.0), "bf16": (30, 2.0), "q8_0": (8, 34 / 32), "q4_0": (2, 18 / 32),
@@ -113,11 +114,14 @@ class LlamaCppEngine(Engine):
                 logits_all=bool(options.get("logits_all", False)), verbose=False,
             )
         self.ctx = self.llm._ctx.ctx
+        # Persistent worker threads, as llama.cpp's own tools have (else ggml starts threads for every graph).
+        self.pools = Threadpools(self.ctx, threads, threads, poll=LLAMA_BENCH_POLL)
         self.n_batch = n_batch
         self.kv_dtype_bytes = (KV_TYPES[type_k][1] + KV_TYPES[type_v][1]) / 2  # per element, K and V averaged
         self.options = {**options, "threads": self.llm.n_threads, "threads_batch": self.llm.n_threads_batch,
                         "n_ctx": n_ctx, "flash_attn": fa, "flash_attn_effective": resolved_flash_attn(log, fa),
-                        "type_k": type_k, "type_v": type_v}
+                        "type_k": type_k, "type_v": type_v, "threadpool": True,
+                        "poll": LLAMA_BENCH_POLL}
         # One preallocated single-token batch for decode, as llama-bench's test_gen reuses its batch.
         self._one = llama_cpp.llama_batch_init(1, 0, 1)
         self._one.n_tokens = 1
@@ -259,6 +263,8 @@ class LlamaCppEngine(Engine):
         return {"weights": parts[2] if len(parts) == 3 else "?", "activations": "f32", "kv_cache": kv}
 
     def close(self) -> None:
+        if getattr(self, "pools", None) is not None:
+            self.pools.close()
         if getattr(self, "_one", None) is not None:
             self.lib.llama_batch_free(self._one)
             self._one = None

@@ -19,7 +19,8 @@ class MlxEngine(Engine):
 
         self.mx = mx
         self.stream = generation_stream
-        self.options = dict(options)
+        # BLAS threads are set in the child's environment (worker.blas) before MLX loads: record the effective count
+        self.options = {**options, "blas_threads": int(os.environ.get("OPENBLAS_NUM_THREADS") or 0) or None}
         self.model, self.tokenizer = load(str(path))
         # mlx-lm loads lazily: force every weight resident so load time is the whole load.
         mx.eval(self.model.parameters())
@@ -47,8 +48,9 @@ class MlxEngine(Engine):
     def reset(self) -> None:
         from mlx_lm.models.cache import make_prompt_cache
 
+        # A fresh cache per repetition, as each mlx_lm stream_generate call makes one; the allocator's buffer
+        # cache is left as mlx_lm leaves it between trials (generate_step clears it after each prefill chunk).
         self.cache = make_prompt_cache(self.model)
-        self.mx.clear_cache()
         self.mx.reset_peak_memory()
 
     def _feed(self, tokens: list[int]) -> None:
@@ -59,6 +61,7 @@ class MlxEngine(Engine):
                 chunk = mx.array(tokens[i : i + self.prefill_step])
                 self.model(chunk[None], cache=self.cache)
                 mx.eval([c.state for c in self.cache])
+                mx.clear_cache()
 
     def fill(self, tokens: list[int]) -> None:
         if tokens:
