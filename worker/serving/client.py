@@ -38,8 +38,17 @@ class StreamResult:
 
 
 def completion_body(prompt: str, max_tokens: int, banned: set[int]) -> dict:
-    """Greedy, exactly max_tokens: special tokens (EOS) banned by logit bias, as the in-process runs ignore EOS."""
-    return {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "stream": True, "seed": 0,
+    """The one request body both servers get: greedy, exactly max_tokens, no penalties.
+
+    - No ``seed``: mlx_lm.server batches only requests without one (with it, three clients were served one
+      at a time); determinism comes from temperature 0, i.e. greedy decoding.
+    - Repetition penalties off on both: llama_cpp.server's ``repeat_penalty`` defaults to 1.1 (1.0 is off);
+      mlx_lm.server reads ``repetition_penalty`` and defaults it to off (0). Each server ignores the other's key.
+    - Special tokens (EOS) banned by logit bias, as the in-process runs ignore EOS.
+    - Token counts come from the usage report (``stream_options.include_usage``), not from chunks.
+    """
+    return {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "stream": True,
+            "repeat_penalty": 1.0, "repetition_penalty": 0.0,
             "logit_bias": {str(t): -100.0 for t in sorted(banned)}, "stream_options": {"include_usage": True}}
 
 

@@ -20,6 +20,8 @@ from typing import Callable
 
 from siliconbench.errors import WorkloadError
 
+from ..host import performance_cores
+
 READY_PATH = {"llama.cpp": "/v1/models", "mlx": "/health"}
 POLL_S = 0.02  # readiness poll: fine enough for start times of ~1 s, cheap enough not to slow the start
 HOST = "127.0.0.1"
@@ -55,21 +57,27 @@ def command(engine: str, artifact: Path, port: int, options: dict, n_ctx: int, m
     """The server's command line with the job's engine options (what the in-process adapters use)."""
     py = sys.executable
     if engine == "llama.cpp":
-        # Unset threads: the server's defaults, which are the library's (half the cores decode, all prefill),
-        # as the in-process adapter leaves them.
-        threads = options.get("threads")
-        thread_args = ["--n_threads", str(threads), "--n_threads_batch", str(threads)] if threads else []
+        # The in-process adapter's threads: the sweep's, else the physical performance cores (llama-bench's -t).
+        threads = options.get("threads") or performance_cores()
+        thread_args = ["--n_threads", str(threads), "--n_threads_batch", str(threads)]
         return [py, "-m", "llama_cpp.server", "--model", str(artifact), "--host", HOST, "--port", str(port),
                 "--n_ctx", str(n_ctx), *thread_args,
                 "--n_batch", str(options.get("n_batch", 2048)), "--n_ubatch", str(options.get("n_ubatch", 512)),
                 "--n_gpu_layers", str(options.get("n_gpu_layers", -1)), "--use_mmap", str(options.get("use_mmap", True)),
                 "--use_mlock", "False",  # the server's default is True, the library's False: keep the library's
-                "--flash_attn", str(options.get("flash_attn", False)), "--verbose", "False",
+                # llama_cpp.server takes flash attention on/off only: 'auto' is sent as on, which is what llama.cpp's
+                # auto chooses on Metal and CPU (the backends a worker runs); recorded as server_flash_attn.
+                "--flash_attn", str(server_flash_attn(options)), "--verbose", "False",
                 # By default a new request cuts the one streaming (it ends after a token): queue them instead.
                 "--interrupt_requests", "False"]
     return [py, "-m", "mlx_lm", "server", "--model", str(artifact), "--host", HOST, "--port", str(port),
             "--prefill-step-size", str(options.get("prefill_step_size", 2048)), "--max-tokens", str(max_tokens),
             "--log-level", "WARNING"]
+
+
+def server_flash_attn(options: dict) -> bool:
+    value = options.get("flash_attn", "auto")
+    return value if isinstance(value, bool) else value in ("auto", "on")
 
 
 class Server:
