@@ -20,6 +20,7 @@ from coordinator.llamabench import export_records, import_records, parse, quant_
 from coordinator.regressions import find_steps
 from coordinator.store import load_results
 from siliconbench.errors import UserError
+from worker.host import performance_cores
 
 from .conftest import SMALL
 
@@ -181,6 +182,8 @@ def test_export_is_llama_bench_shaped_and_round_trips_into_the_same_series(tmp_p
         assert {"build_commit", "build_number", "model_type", "avg_ts", "stddev_ts", "avg_ns", "samples_ts",
                 "samples_ns", "n_threads", "test_time"} <= set(r) and len(r["samples_ts"]) == 5
         assert r["avg_ts"] == pytest.approx(sum(r["samples_ts"]) / 5)
+        # llama-bench's defaults as effectively applied: physical cores for pp and tg alike, -fa auto, f16 cache
+        assert (r["n_threads"], r["flash_attn"], r["type_k"], r["type_v"]) == (performance_cores(), -1, "f16", "f16")
     jsonl = sb("export", "--format", "llama-bench-jsonl").stdout
     assert [json.loads(line)["samples_ts"] for line in jsonl.splitlines()] == [r["samples_ts"] for r in recs]
     imported = sb("import-llama-bench", str(tmp_path / "lb.json"), "--model", SMALL)
