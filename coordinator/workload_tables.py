@@ -116,6 +116,8 @@ TABLES: dict[str, tuple[str, list[tuple[str, str, Cell]]]] = {
     "perplexity": ("perplexity on the shipped corpus, by format", [
         ("model", "left", field("model")),
         ("Format", "left", field("extra.format")),
+        # Records from before modes existed have no params.mode: they scored all tokens.
+        ("mode", "left", lambda r: (r.get("params") or {}).get("mode") or "all-tokens"),
         ("Perplexity", "right", stat("perplexity", "mean", "{:,.3f}")),
         ("File size", "right", lambda r: (f"{_m(r, 'file_size_bytes')['mean'] / 1e6:,.1f} MB"
                                           if _m(r, "file_size_bytes") else "—")),
@@ -140,7 +142,8 @@ def workload_table(kind: str, records: list[dict]) -> Table:
     for name, just, _ in columns:
         t.add_column(name, justify=just)
     if kind == "perplexity":
-        records = sorted(records, key=lambda r: (r["model"], LEVEL_ORDER.get(r["quant_level"], 9), r["engine"]))
+        records = sorted(records, key=lambda r: (r["model"], (r.get("params") or {}).get("mode") or "all-tokens",
+                                                 LEVEL_ORDER.get(r["quant_level"], 9), r["engine"]))
     n_key = 2 if kind != "perplexity" else 1
     for r in records:
         if r["status"] != "ok":

@@ -61,7 +61,8 @@ class JobSpec(BaseModel):
         return f"{self.engine} {self.model} {self.quant} {self.workload} " + " ".join(f"{k}={v}" for k, v in shown.items())
 
 
-LABEL_PARAMS = ("to_model", "to_quant", "cache", "mmap", "clients", "depth", "windows", "window_tokens", "processes")
+LABEL_PARAMS = ("to_model", "to_quant", "cache", "mmap", "clients", "depth", "windows", "window_tokens", "mode",
+                "processes")
 
 
 def digest(obj: object, n: int = 16) -> str:

@@ -209,19 +209,27 @@ WORKLOAD_DEFS = [
     # ---- perplexity: params.windows non-overlapping windows of params.window_tokens tokens of the shipped text.
     Metric(
         "window_nll", "nats/token", "lower", "window",
-        "Mean negative log-likelihood of one window's tokens 2..n, each predicted from the window's tokens "
-        "before it (log-softmax of the engine's float32 logits, in float64). No BOS is added: both engines score "
-        "the same token ids (their tokenizers agree; extra.tokens_sha256 lets one check).",
+        "Mean negative log-likelihood of one window's scored tokens, each predicted from all the window's tokens "
+        "before it, from an empty cache (log-softmax of the engine's float32 logits, in float64). Which tokens, "
+        "by params.mode (0-based, n = window_tokens): llama-perplexity (default) — BOS first where the vocab adds "
+        "BOS (the text tokenized with BOS, each window's first token replaced by it), tokens n/2+1..n-1 scored "
+        "(n - n/2 - 1 a window), as llama-perplexity's default --ppl path; all-tokens — no BOS, tokens 1..n-1 "
+        "(records without params.mode). Both engines score the same ids (extra.tokens_sha256 lets one check).",
     ),
     Metric(
         "perplexity", "ppl", "lower", "job",
-        "exp(total NLL / scored tokens) over all windows: perplexity of the text as llama-perplexity's final "
-        "estimate defines it (computed in the worker because it is the metric's definition, not a statistic "
-        "of repetitions).",
+        "exp(total NLL / scored tokens) over all windows. Mode llama-perplexity with offset_tokens 0 is "
+        "llama-perplexity's final estimate (`llama-perplexity -f TEXT -c window_tokens --chunks windows`: the same "
+        "chunks, BOS handling and second-half scoring; benchmarks/fidelity.py compares the two). Mode all-tokens "
+        "is mlx_lm.perplexity's definition (eval_ppl: windows of --sequence-length tokens, tokens 2..L of each "
+        "scored, no BOS put at window starts) applied to this text's windows — mlx_lm.perplexity itself samples "
+        "a Hugging Face dataset, so it is compared by calling its eval_ppl on our ids. Computed in the worker "
+        "because it is the metric's definition, not a statistic of repetitions.",
     ),
     Metric(
         "file_size_bytes", "bytes", "lower", "job",
-        "Size on disk of the artifact evaluated (a GGUF file, or an MLX directory's files).",
+        "Size on disk of the artifact evaluated (a GGUF file, or an MLX directory's files), beside its perplexity "
+        "as in the reference comparison's Format | Perplexity | File size table.",
     ),
     # ---- multiprocess: params.processes engine processes, each with the model loaded, decoding at once.
     Metric(

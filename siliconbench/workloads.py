@@ -76,11 +76,23 @@ class LongContextWorkload(_Strict):
     gen_tokens: PositiveInt = 32
 
 
+PerplexityMode = Literal["llama-perplexity", "all-tokens"]
+
+
 class PerplexityWorkload(_Strict):
-    """Perplexity on the shipped public-domain text, in fixed non-overlapping token windows."""
+    """Perplexity on the shipped public-domain text, in fixed non-overlapping token windows.
+
+    ``mode`` says which tokens are scored (worker/workloads/perplexity.py, siliconbench.metrics):
+    ``llama-perplexity`` (the default) is llama.cpp's tool's definition — BOS first where the vocab adds BOS,
+    the second half of each window scored; ``all-tokens`` scores every token of a window after its first.
+    """
 
     kind: Literal["perplexity"] = "perplexity"
     text: Literal["corpus"] = Field("corpus", description="worker/models/data/corpus.txt")
+    mode: PerplexityMode = Field(
+        "llama-perplexity", description="llama-perplexity: BOS first (where the vocab adds it), then 0-based tokens "
+        "n/2+1..n-1 of each n-token window scored, as `llama-perplexity -c window_tokens`; all-tokens: tokens 1..n-1, "
+        "no BOS, as mlx_lm.perplexity's eval_ppl")
     window_tokens: Annotated[int, Field(ge=2)] = 512
     windows: PositiveInt = 8
     offset_tokens: Annotated[int, Field(ge=0)] = Field(0, description="First token of the first window")
@@ -148,9 +160,14 @@ def configs(w, wi: int, m: ModelManifest, catalog: ModelCatalog, engines: list[s
         return [Config(d, w.gen_tokens, {"depth": d}) for d in w.depths]
     if w.kind == "perplexity":
         _fits(w.window_tokens, m, f"{at}.window_tokens", "window_tokens")
+        if w.mode == "llama-perplexity" and w.window_tokens < 4:
+            raise UserError(f"{at}.window_tokens", f"mode llama-perplexity scores 0-based tokens n/2+1..n-1 of each "
+                            f"window: window_tokens = {w.window_tokens} leaves none; use 4 or more "
+                            "(or mode all-tokens).")
         # Deterministic: the windows are the samples, so repetitions and warmup would only repeat them.
-        return [Config(w.window_tokens, 0, {"text": w.text, "window_tokens": w.window_tokens, "windows": w.windows,
-                                            "offset_tokens": w.offset_tokens}, repetitions=1, warmup=0)]
+        return [Config(w.window_tokens, 0, {"text": w.text, "mode": w.mode, "window_tokens": w.window_tokens,
+                                            "windows": w.windows, "offset_tokens": w.offset_tokens},
+                       repetitions=1, warmup=0)]
     if w.kind == "multiprocess":
         _fits(w.prompt_tokens + w.gen_tokens, m, f"{at}.prompt_tokens", "prompt_tokens + gen_tokens")
         return [Config(w.prompt_tokens, w.gen_tokens, {"processes": k}) for k in w.processes]

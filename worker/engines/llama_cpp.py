@@ -155,14 +155,21 @@ class LlamaCppEngine(Engine):
     def detokenize(self, tokens: list[int]) -> str:
         return self.llm.detokenize(tokens).decode(errors="replace")
 
-    def token_nll(self, tokens: list[int]) -> list[float]:
+    def token_nll(self, tokens: list[int], first: int = 0) -> list[float]:
+        """NLL of tokens[first + 1:], each predicted from all of ``tokens`` before it, from an empty cache."""
         np = self.np
         self.reset()
         self._eval(tokens[:-1])  # position i's logits predict token i + 1
-        logits = np.asarray(self.llm.scores[: len(tokens) - 1], dtype=np.float64)  # needs logits_all at load
+        n = len(tokens) - 1
+        logits = np.asarray(self.llm.scores[first:n], dtype=np.float64)  # needs logits_all at load
         top = logits.max(axis=1, keepdims=True)
         logz = np.log(np.exp(logits - top).sum(axis=1)) + top[:, 0]
-        return list(logz - logits[np.arange(len(tokens) - 1), tokens[1:]])
+        return list(logz - logits[np.arange(n - first), tokens[first + 1:]])
+
+    def perplexity_bos(self) -> int | None:
+        """The BOS id when the vocab adds BOS (llama_vocab_get_add_bos, as llama-perplexity asks), else None."""
+        vocab = self.lib.llama_model_get_vocab(self.llm._model.model)
+        return int(self.lib.llama_vocab_bos(vocab)) if self.lib.llama_vocab_get_add_bos(vocab) else None
 
     def kv_cache(self) -> dict[str, float]:
         # The serialized state of sequence 0 is the K and V of its used cells, plus a few KB of cell metadata.

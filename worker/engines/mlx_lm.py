@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from importlib.metadata import version
 from pathlib import Path
 
 from .base import Engine
+
+
+def _device_info(mx) -> dict:
+    return mx.device_info() if hasattr(mx, "device_info") else {}  # older mlx releases lack it
 
 
 class MlxEngine(Engine):
@@ -15,7 +20,7 @@ class MlxEngine(Engine):
     def load(self, path: Path, options: dict, n_ctx: int) -> None:
         import mlx.core as mx
         from mlx_lm import load
-        from mlx_lm.generate import generation_stream
+        from mlx_lm.generate import generation_stream, wired_limit
 
         self.mx = mx
         self.stream = generation_stream
@@ -24,6 +29,12 @@ class MlxEngine(Engine):
         self.model, self.tokenizer = load(str(path))
         # mlx-lm loads lazily: force every weight resident so load time is the whole load.
         mx.eval(self.model.parameters())
+        # mlx-lm's stream_generate and server run inside wired_limit() (Metal: the wired limit raised to the
+        # device's recommended working set). Held here for the model's whole life in this process, so every
+        # timed region runs as mlx-lm users' do; the limit in force is recorded (None: no GPU reports one).
+        self._wired = contextlib.ExitStack()
+        self._wired.enter_context(wired_limit(self.model, [generation_stream]))
+        self.options["wired_limit_bytes"] = _device_info(mx).get("max_recommended_working_set_size")
         self.prefill_step = int(options.get("prefill_step_size", 2048))
         self.cache = None
         self._dtypes = self._read_dtypes()
@@ -110,18 +121,29 @@ class MlxEngine(Engine):
     def detokenize(self, tokens: list[int]) -> str:
         return self.tokenizer.decode(tokens)
 
-    def token_nll(self, tokens: list[int]) -> list[float]:
+    def token_nll(self, tokens: list[int], first: int = 0) -> list[float]:
+        """NLL of tokens[first + 1:], each predicted from all of ``tokens`` before it, from an empty cache."""
         import numpy as np
 
         mx = self.mx
         self.reset()
         with mx.stream(self.stream):
-            logits = self.model(mx.array(tokens[:-1])[None], cache=self.cache)[0].astype(mx.float32)
+            logits = self.model(mx.array(tokens[:-1])[None], cache=self.cache)[0, first:].astype(mx.float32)
             mx.eval(logits)
         x = np.asarray(logits, dtype=np.float64)  # the same float64 log-softmax as the llama.cpp adapter
         top = x.max(axis=1, keepdims=True)
         logz = np.log(np.exp(x - top).sum(axis=1)) + top[:, 0]
-        return list(logz - x[np.arange(len(tokens) - 1), tokens[1:]])
+        return list(logz - x[np.arange(len(tokens) - 1 - first), tokens[first + 1:]])
+
+    def perplexity_bos(self) -> int | None:
+        """The BOS id when the tokenizer adds BOS (encode with special tokens puts it first), else None: the
+        same question llama-perplexity asks the GGUF vocab (llama_vocab_get_add_bos)."""
+        bos = getattr(self.tokenizer, "bos_token_id", None)
+        if bos is None:
+            return None
+        with_special = list(self.tokenizer.encode("a", add_special_tokens=True))
+        plain = list(self.tokenizer.encode("a", add_special_tokens=False))
+        return int(bos) if with_special[:1] == [bos] and len(with_special) > len(plain) else None
 
     def kv_cache(self) -> dict[str, float]:
         caches = [c for c in self.cache if getattr(c, "keys", None) is not None]
@@ -140,7 +162,10 @@ class MlxEngine(Engine):
         blas = os.environ.get("SILICONBENCH_MLX_BLAS", "bundled" if os.uname().sysname == "Linux" else "Accelerate")
         return {
             "packages": {"mlx": version("mlx"), "mlx-lm": version("mlx-lm")},
-            "engine_build": {"mlx_device": str(dev)},
+            # device_info: on Metal the GPU architecture (e.g. applegpu_g15s), device name, memory size and
+            # recommended working set; on the CPU build the CPU's architecture and name.
+            "engine_build": {"mlx_device": str(dev), **{k if k.startswith("device") else f"device_{k}": str(v)
+                                                        for k, v in _device_info(mx).items()}},
             "backend": backend,
             "blas": blas,
             "engine_options": getattr(self, "options", {}),
@@ -168,6 +193,9 @@ class MlxEngine(Engine):
     def close(self) -> None:
         import gc
 
+        if getattr(self, "_wired", None) is not None:
+            self._wired.close()  # restores the previous wired limit after synchronizing the stream
+            self._wired = None
         self.model = self.cache = None
         gc.collect()  # the arrays go only when nothing refers to them; then the allocator's cache is emptied
         if hasattr(self, "mx"):

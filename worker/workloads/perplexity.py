@@ -5,6 +5,17 @@ own tokenizer; windows of ``window_tokens`` tokens are cut from it back to back 
 ``offset_tokens``: the same token ids for both engines, since the two tokenizers are one vocabulary
 (the job records a digest of the ids so that this can be checked, not assumed). Each window is scored
 from an empty cache; one sample per window, and the text's perplexity over all of them.
+
+Two modes (params.mode), which tokens of an n-token window are scored:
+
+- ``llama-perplexity`` (the default): llama.cpp's ``llama-perplexity -c n`` (tools/perplexity/perplexity.cpp,
+  ``perplexity()``, the default ``--ppl`` path). Where the vocab adds BOS, the text is tokenized with BOS
+  first and each window's first token is replaced by BOS; the window is evaluated whole and tokens
+  first+1..n-1 (0-based, first = n/2) are scored: n - n/2 - 1 tokens a window. With offset_tokens 0 the
+  windows are the tool's chunks 1..windows (``--chunks windows``) token for token.
+- ``all-tokens``: no BOS; tokens 1..n-1 of each window scored, each from all tokens before it: what
+  mlx_lm.perplexity's ``eval_ppl`` computes on windows of n tokens (its ``--sequence-length``). Results from
+  before modes existed have no ``mode`` in their params and were computed this way.
 """
 
 from __future__ import annotations
@@ -41,9 +52,27 @@ def format_label(ctx: Context) -> str:
     return f"{job.quant} (MLX)"
 
 
+def bos_for(engine, mode: str) -> int | None:
+    """The id put first in llama-perplexity mode (None: the vocab adds no BOS, or mode all-tokens)."""
+    return engine.perplexity_bos() if mode == "llama-perplexity" else None
+
+
+def scored_windows(ids: list[int], mode: str, bos: int | None, window: int, count: int,
+                   offset: int) -> tuple[list[list[int]], int]:
+    """(the windows as evaluated, the position ``first`` whose logits predict the first scored token)."""
+    if mode == "all-tokens":
+        return windows_of(ids, window, count, offset), 0
+    if bos is None:
+        return windows_of(ids, window, count, offset), window // 2
+    # llama-perplexity: common_tokenize(text, add_special=true) puts BOS first; each chunk's first token -> BOS
+    chunks = windows_of([bos, *ids], window, count, offset)
+    return [[bos, *c[1:]] for c in chunks], window // 2
+
+
 def run(ctx: Context) -> Outcome:
     job, p = ctx.job, ctx.job.params
     window, count = p["window_tokens"], p["windows"]
+    mode = p.get("mode", "all-tokens")  # jobs from before modes existed scored all tokens
     engine = engine_for(job, {**job.engine_options, "logits_all": True})
     baseline = rss_now_bytes()
     t = time.perf_counter()
@@ -51,11 +80,12 @@ def run(ctx: Context) -> Outcome:
     load_s = time.perf_counter() - t
     ctx.emit("loaded", load_s=load_s)
     ids = engine.tokenize(corpus_text())
-    chunks = windows_of(ids, window, count, p["offset_tokens"])
+    bos = bos_for(engine, mode)
+    chunks, first = scored_windows(ids, mode, bos, window, count, p["offset_tokens"])
     log = SampleLog()
     total_nll, scored = 0.0, 0
     for i, chunk in enumerate(chunks):
-        nll = engine.token_nll(chunk)
+        nll = engine.token_nll(chunk, first)
         if not all(math.isfinite(x) for x in nll):
             raise WorkloadError(f"window {i}: the engine returned non-finite log-likelihoods")
         total_nll += sum(nll)
@@ -65,7 +95,8 @@ def run(ctx: Context) -> Outcome:
     done(ctx, 0, False)  # the job's one repetition: all windows
     log.add({"perplexity": math.exp(total_nll / scored), "file_size_bytes": size_path(ctx.artifact)})
     used = [t for c in chunks for t in c]
-    extra = {"format": format_label(ctx), "text": p["text"], "text_tokens": len(ids), "scored_tokens": scored,
+    extra = {"format": format_label(ctx), "text": p["text"], "mode": mode, "bos": bos, "first_scored": first + 1,
+             "text_tokens": len(ids), "scored_tokens": scored,
              "tokens_sha256": hashlib.sha256(json.dumps(used).encode()).hexdigest(), "n_ctx": window + 16}
     outcome = Outcome(samples=log.samples, engine=engine, extra=extra, load_s=load_s, baseline_memory_bytes=baseline)
     engine.close()
