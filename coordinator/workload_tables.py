@@ -65,6 +65,19 @@ def cache_state(r: dict) -> str:
     return f"{asked} ({s['mean']:.0%} cached)" if s else asked
 
 
+def streams_at_once(r: dict) -> str:
+    """Concurrent: the most streams that overlapped in a burst, and the server's batch limit ("3 (batch ≤ 32)").
+
+    Records from before this was recorded show "—"."""
+    extra = r.get("extra") or {}
+    seen, batch = extra.get("observed") or {}, extra.get("batching") or {}
+    if "max_streams_in_flight" not in seen:
+        return "—"
+    limit = "one at a time" if batch.get("batches") is False else (
+        f"batch ≤ {batch['decode_concurrency']}" if batch.get("decode_concurrency") else "batches")
+    return f"{seen['max_streams_in_flight']} ({limit})"
+
+
 def _failures(r: dict, count: int) -> list[str]:
     return ["[red]failed[/]", (r.get("error") or "")[:70]] + [""] * (count - 2)
 
@@ -96,6 +109,7 @@ TABLES: dict[str, tuple[str, list[tuple[str, str, Cell]]]] = {
     "concurrent": ("concurrent streaming clients (latencies p50 / p90 / p99)", KEY + [
         ("quant", "left", field("quant")),
         ("clients", "right", field("params.clients")),
+        ("streams at once", "right", streams_at_once),
         ("aggregate tok/s", "right", pm("aggregate_output_tps")),
         ("TTFT ms", "right", pct("request_ttft_ms")),
         ("ITL ms", "right", pct("request_itl_ms", "{:,.1f}")),

@@ -125,13 +125,16 @@ WORKLOAD_DEFS = [
     # ---- restart: the engine's own server process (python -m llama_cpp.server / mlx_lm.server) on 127.0.0.1.
     Metric(
         "restart_ready_s", "s", "lower", "repetition",
-        "Process start (Popen returned) to the first HTTP 200 of the readiness probe, polled every 20 ms "
-        "(llama.cpp: GET /v1/models, answered once the model is loaded; mlx_lm: GET /health, answered as soon as "
-        "it binds: it loads the model on the first request, so compare restart_first_token_s).",
+        "Process start (Popen returned) until the server answered a 1-token completion (POST /v1/completions, "
+        "non-streaming, retried every 20 ms while the port refuses): the model is loaded. Both servers load it at "
+        "start-up: llama_cpp.server before it binds; mlx_lm.server binds at once and loads in a thread, its "
+        "/health answering 200 during the load (so /health is not the probe) and a completion waiting for it. "
+        "Includes that one 1-token forward pass.",
     ),
     Metric(
         "restart_first_token_s", "s", "lower", "repetition",
-        "Process start to the first streamed token of a completion request sent as soon as the server was ready. "
+        "Process start to the first streamed token of a full-size completion request (prompt_tokens, gen_tokens; "
+        "the same body for both servers) sent as soon as the server was ready. "
         "With the background client on, that request can queue behind client requests that reached the server "
         "while it started (as in production); client_interval_ms: null measures start-up alone.",
     ),
@@ -157,8 +160,10 @@ WORKLOAD_DEFS = [
     # ---- concurrent: N streaming clients at once against one server, one burst per repetition.
     Metric(
         "request_ttft_ms", "ms", "lower", "request",
-        "One request of a burst: from sending the HTTP request until its first streamed token chunk arrives "
-        "(includes queueing behind the other clients: llama-cpp-python's server runs one request at a time).",
+        "One request of a burst: from sending the HTTP request until its first streamed token chunk arrives. "
+        "Includes waiting for the other clients: llama_cpp.server runs one request at a time; mlx_lm.server "
+        "batches (requests carry no seed) and adds new requests to the running batch; extra.batching says how "
+        "the server was configured and extra.observed whether the streams overlapped.",
     ),
     Metric(
         "request_e2e_ms", "ms", "lower", "request",
@@ -168,16 +173,19 @@ WORKLOAD_DEFS = [
         "request_itl_ms", "ms", "lower", "gap",
         "Inter-token latency: time between two consecutive streamed token chunks of one request; every gap of "
         "every request of the job is one sample, so its percentiles pool all requests (as vLLM's ITL does). "
-        "mlx_lm.server holds back a token whose text ends in an incomplete UTF-8 sequence and sends it with the "
+        "Both servers hold back a token whose text ends in an incomplete UTF-8 sequence and send it with the "
         "next one: such a pair is one chunk, hence one gap fewer.",
     ),
     Metric(
         "aggregate_output_tps", "tokens/s", "higher", "repetition",
-        "Output tokens of all of a burst's successful requests / (last stream end - first request sent).",
+        "Output tokens of all of a burst's successful requests / (last stream end - first request sent). Tokens "
+        "as the server counts them, not stream chunks: mlx_lm.server's usage report; llama_cpp.server sends none "
+        "in a stream, and its finish_reason 'length' means exactly max_tokens (extra.token_count_source).",
     ),
     Metric(
         "request_errors", "requests", "lower", "repetition",
-        "Requests of the burst that failed (connection error, not HTTP 200, timeout, or fewer tokens than asked).",
+        "Requests of the burst that failed (connection error, not HTTP 200, timeout, or fewer tokens than asked, "
+        "counted as in aggregate_output_tps).",
     ),
     Metric(
         "server_peak_rss_bytes", "bytes", "lower", "repetition",

@@ -138,7 +138,10 @@ def configs(w, wi: int, m: ModelManifest, catalog: ModelCatalog, engines: list[s
     at = f"workloads[{wi}]"
 
     def server() -> dict:
-        return {"ready_timeout_s": w.ready_timeout_s, "stop_timeout_s": w.stop_timeout_s, "port": w.port}
+        # protocol 2: one identical request body for both servers (no seed, penalties off) and "ready" meaning
+        # a completion was answered. Part of the job key, so results measured the old way are never pooled.
+        return {"ready_timeout_s": w.ready_timeout_s, "stop_timeout_s": w.stop_timeout_s, "port": w.port,
+                "protocol": 2}
     if w.kind == "swap":
         target = catalog.get(w.to_model, field=f"{at}.to_model") if w.to_model else m
         if not any(target.artifact_for(e, w.to_quant) for e in engines):

@@ -1,8 +1,16 @@
 """A streaming completion request to an OpenAI-compatible server, timed per chunk (stdlib http.client only).
 
-Both servers stream one SSE chunk per generated token (mlx_lm holds back a chunk while the text is an
-incomplete UTF-8 sequence, so a chunk can carry two tokens); token counts come from the server's
-usage report where it sends one, else from the chunks.
+Both servers stream one SSE chunk per generated token, except that both hold back a token whose text
+ends in an incomplete UTF-8 sequence and send it with the next one, so a chunk can carry two or more
+tokens. Token counts therefore never come from chunks when the server says how many it generated:
+
+- ``usage``: the server's usage report (``stream_options.include_usage``; mlx_lm.server sends one);
+- ``finish_length``: llama_cpp.server sends no usage report in a stream (it ignores ``stream_options``),
+  and it cannot send logprobs without ``--logits_all`` (which changes prefill); its ``finish_reason``
+  "length" is set when ``len(completion_tokens) >= max_tokens``, i.e. exactly ``max_tokens`` tokens were
+  generated — that is the count;
+- ``chunks``: neither (a stream that stopped early without a usage report): the chunk count, a lower
+  bound, marked as such in the result (``StreamResult.token_source``), never silently.
 """
 
 from __future__ import annotations
@@ -14,19 +22,47 @@ from dataclasses import dataclass, field
 
 HOST = "127.0.0.1"
 
+# The sampling parameters both servers get, each set explicitly to "off" (the servers' defaults differ:
+# llama_cpp.server top_p 0.95, top_k 40, min_p 0.05, repeat_penalty 1.1; mlx_lm.server 1.0 / 0 / 0 / off).
+# At temperature 0 both sample greedily (llama.cpp's greedy sampler, mlx's argmax), so top_p/top_k/min_p
+# change nothing; the penalties would (llama.cpp applies repeat_penalty before the greedy pick).
+SAMPLING = {
+    "temperature": 0.0,         # greedy on both: this, not a seed, is what makes the output deterministic
+    "top_p": 1.0, "top_k": 0, "min_p": 0.0,
+    "repeat_penalty": 1.0,      # llama_cpp.server's key (default 1.1); 1.0 is off. mlx_lm.server ignores it
+    "repetition_penalty": 0.0,  # mlx_lm.server's key (default 0.0, off). llama_cpp.server ignores it
+    "presence_penalty": 0.0, "frequency_penalty": 0.0,  # both servers' keys, both default off
+}
+
 
 @dataclass
 class StreamResult:
     t_sent: float
+    max_tokens: int | None = None
     ok: bool = False
     error: str | None = None
     token_times: list[float] = field(default_factory=list)  # perf_counter time of each token chunk
     t_end: float | None = None
     usage_tokens: int | None = None
+    finish_reason: str | None = None
+
+    @property
+    def token_source(self) -> str:
+        """Where n_tokens comes from: 'usage', 'finish_length' or 'chunks' (see the module docstring)."""
+        if self.usage_tokens is not None:
+            return "usage"
+        if self.finish_reason == "length" and self.max_tokens:
+            return "finish_length"
+        return "chunks"
 
     @property
     def n_tokens(self) -> int:
-        return self.usage_tokens if self.usage_tokens is not None else len(self.token_times)
+        source = self.token_source
+        if source == "usage":
+            return self.usage_tokens
+        if source == "finish_length":
+            return self.max_tokens
+        return len(self.token_times)
 
     @property
     def ttft_s(self) -> float | None:
@@ -38,24 +74,50 @@ class StreamResult:
 
 
 def completion_body(prompt: str, max_tokens: int, banned: set[int]) -> dict:
-    """The one request body both servers get: greedy, exactly max_tokens, no penalties.
+    """The one request body both servers get, byte for byte: greedy, exactly max_tokens, no penalties.
 
     - No ``seed``: mlx_lm.server batches only requests without one (with it, three clients were served one
-      at a time); determinism comes from temperature 0, i.e. greedy decoding.
-    - Repetition penalties off on both: llama_cpp.server's ``repeat_penalty`` defaults to 1.1 (1.0 is off);
-      mlx_lm.server reads ``repetition_penalty`` and defaults it to off (0). Each server ignores the other's key.
-    - Special tokens (EOS) banned by logit bias, as the in-process runs ignore EOS.
-    - Token counts come from the usage report (``stream_options.include_usage``), not from chunks.
+      at a time: first tokens 256 / 2,249 / 3,352 ms, against 718 / 724 / 718 ms without). Determinism comes
+      from temperature 0, i.e. greedy decoding, on both servers.
+    - Sampling parameters all explicit and off (``SAMPLING``): each server reads its own keys and ignores
+      the other's, so one body serves both.
+    - EOS and the other special tokens banned by logit bias, as the in-process runs ignore EOS, so that
+      exactly max_tokens come out. Neither server has a native ignore-EOS: llama_cpp.server's ``min_tokens``
+      bans only ``token_eos()`` and is applied in Python per token too, and mlx_lm.server has no such key.
+      mlx_lm.server applies logit_bias as an MLX op; llama_cpp.server in Python per token (a copy of the
+      logits and a custom sampler): measured here at +0.1–0.24 ms per token (2–8 % of its ~3–4 ms ITL) on
+      the tiny model's 4,096-token vocabulary, more with a larger one. That cost is part of its figures.
+    - Token counts from the usage report (``stream_options.include_usage``) where the server sends one.
     """
-    return {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "stream": True,
-            "repeat_penalty": 1.0, "repetition_penalty": 0.0,
+    return {"prompt": prompt, "max_tokens": max_tokens, "stream": True, **SAMPLING,
             "logit_bias": {str(t): -100.0 for t in sorted(banned)}, "stream_options": {"include_usage": True}}
+
+
+def request_facts(body: dict) -> dict:
+    """What the result records of the requests: every key but the prompt (the same for both servers)."""
+    return {k: v for k, v in body.items() if k != "prompt"}
+
+
+def answers_completion(port: int, timeout_s: float) -> bool:
+    """One non-streaming 1-token completion; True on HTTP 200 with a completion. Never raises."""
+    payload = json.dumps({"prompt": "ready", "max_tokens": 1, "stream": False, **SAMPLING}).encode()
+    conn = http.client.HTTPConnection(HOST, port, timeout=timeout_s)
+    try:
+        conn.request("POST", "/v1/completions", body=payload,
+                     headers={"Content-Type": "application/json", "Content-Length": str(len(payload))})
+        resp = conn.getresponse()
+        data = resp.read()
+        return resp.status == 200 and bool(json.loads(data).get("choices"))
+    except (OSError, http.client.HTTPException, ValueError):
+        return False
+    finally:
+        conn.close()
 
 
 def stream_completion(port: int, body: dict, timeout_s: float) -> StreamResult:
     """POST /v1/completions and read the stream to its end; never raises for a failed request."""
     payload = json.dumps(body).encode()
-    res = StreamResult(t_sent=time.perf_counter())
+    res = StreamResult(t_sent=time.perf_counter(), max_tokens=body.get("max_tokens"))
     conn = http.client.HTTPConnection(HOST, port, timeout=timeout_s)
     try:
         conn.request("POST", "/v1/completions", body=payload,
@@ -81,8 +143,14 @@ def stream_completion(port: int, body: dict, timeout_s: float) -> StreamResult:
             if chunk.get("usage"):
                 res.usage_tokens = int(chunk["usage"].get("completion_tokens", 0))
             choices = chunk.get("choices") or []
-            if choices and choices[0].get("finish_reason") is None:
+            if not choices:
+                continue
+            if choices[0].get("finish_reason") is None:
                 res.token_times.append(now)
+            else:  # the closing chunk: mlx_lm sends any held-back text before it, llama_cpp sends ""
+                res.finish_reason = choices[0]["finish_reason"]
+                if choices[0].get("text"):
+                    res.token_times.append(now)
         res.t_end = time.perf_counter()
         if not done:
             res.error = "the stream ended without [DONE]"

@@ -1,5 +1,10 @@
 """One engine server (`python -m llama_cpp.server`, `python -m mlx_lm server`) on 127.0.0.1, always torn down.
 
+Readiness means the model is loaded: the probe is a 1-token completion, not /health. llama_cpp.server loads
+the model before it binds (its /v1/models answers only then), but mlx_lm.server binds at once and loads the
+model at start-up in its generation thread, and its /health answers 200 during the load (it reports only
+that the thread is alive); a completion request sent meanwhile waits in its queue until the model is loaded.
+
 Each server runs in its own process group, so stopping it takes every process it started. Every spawn
 is announced (``on_spawn``) so that the job runner can kill the group if the job's own process dies
 before it could; `live_groups` lets a dying job process do the same.
@@ -7,23 +12,24 @@ before it could; `live_groups` lets a dying job process do the same.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Callable
 
 from siliconbench.errors import WorkloadError
 
 from ..host import performance_cores
+from .client import answers_completion
 
-READY_PATH = {"llama.cpp": "/v1/models", "mlx": "/health"}
-POLL_S = 0.02  # readiness poll: fine enough for start times of ~1 s, cheap enough not to slow the start
+READY_PROBE = "POST /v1/completions (1 token, non-streaming) answered with HTTP 200"
+POLL_S = 0.02  # readiness poll while the port refuses: fine enough for start times of ~1 s
 HOST = "127.0.0.1"
 LOG_TAIL_CHARS = 1500
 _LIVE: dict[int, "Server"] = {}  # pgid -> server not yet stopped, for last-resort cleanup
@@ -75,6 +81,42 @@ def command(engine: str, artifact: Path, port: int, options: dict, n_ctx: int, m
             "--log-level", "WARNING"]
 
 
+def mlx_server_defaults() -> dict:
+    """--decode-concurrency and --prompt-concurrency defaults of the installed mlx_lm.server and its batch time
+    slice, read from its source (the parser is built inside main()); None where not found. Read without
+    importing mlx_lm."""
+    out = {"decode_concurrency": None, "prompt_concurrency": None, "time_slice_s": None}
+    try:
+        spec = importlib.util.find_spec("mlx_lm")
+        src = (Path(spec.origin).parent / "server.py").read_text()
+    except (ImportError, AttributeError, TypeError, OSError):
+        return out
+    for key in ("decode_concurrency", "prompt_concurrency"):
+        m = re.search(rf'"--{key.replace("_", "-")}",\s*type=int,\s*default=(\d+)', src)
+        out[key] = int(m.group(1)) if m else None
+    # Its generation thread runs the batch for TimeBudget(budget=...) seconds before it looks at new requests.
+    m = re.search(r"class TimeBudget:\s*def __init__\(self, budget=([0-9.]+)", src)
+    out["time_slice_s"] = float(m.group(1)) if m else None
+    return out
+
+
+def batching(engine: str, clients: int) -> dict:
+    """How the server serves concurrent requests, as configured (its code and its defaults; not observed)."""
+    if engine == "llama.cpp":
+        return {"batches": False, "max_batch": 1,
+                "how": "llama_cpp.server holds one Llama behind a lock: one request at a time; with "
+                       "--interrupt_requests False the others wait for it (queued), FIFO"}
+    d = mlx_server_defaults()
+    dc = d["decode_concurrency"]
+    return {"batches": True, "max_batch": min(clients, dc) if dc else None, **d,
+            "how": "mlx_lm.server continuous batching (BatchGenerator) at its defaults: a request joins the "
+                   "running batch when it carries no seed, the server has no --kv-bits and no draft model and "
+                   "the model's KV cache can merge; prefill of up to prompt_concurrency prompts at once, decode "
+                   "of up to decode_concurrency. The generation thread picks up new requests only between time "
+                   "slices of time_slice_s (or when the batch empties): of a burst, the requests queued when a "
+                   "slice starts begin together, later ones join up to time_slice_s later"}
+
+
 def server_flash_attn(options: dict) -> bool:
     value = options.get("flash_attn", "auto")
     return value if isinstance(value, bool) else value in ("auto", "on")
@@ -117,7 +159,11 @@ class Server:
             return ""
 
     def wait_ready(self, timeout_s: float) -> float:
-        """Seconds from spawn to the first HTTP 200 of the readiness probe; ServerError if it exits or times out."""
+        """Seconds from spawn until the server answered a 1-token completion (its model is loaded).
+
+        ServerError if it exits or is not ready within ``timeout_s``. While the port refuses, the probe is
+        retried every POLL_S; once it connects, it waits for the answer (mlx_lm.server holds it until its
+        start-up load is done), at most until the deadline."""
         deadline = self.t_spawn + timeout_s
         while True:
             rc = self.proc.poll()
@@ -126,12 +172,9 @@ class Server:
                 hint = f" (port {self.port} in use)" if "address already in use" in tail.lower() else ""
                 raise ServerError(f"the {self.engine} server exited with status {rc} before it was ready{hint}: "
                                   f"{tail.strip()[-400:]}", tail)
-            try:
-                with urllib.request.urlopen(self.url + READY_PATH[self.engine], timeout=1) as r:
-                    if r.status == 200:
-                        return time.perf_counter() - self.t_spawn
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-                pass
+            left = deadline - time.perf_counter()
+            if left > 0 and answers_completion(self.port, max(left, 0.01)):
+                return time.perf_counter() - self.t_spawn
             if time.perf_counter() > deadline:
                 raise ServerError(f"the {self.engine} server was not ready within ready_timeout_s={timeout_s:g} s",
                                   self.log_tail())

@@ -5,6 +5,12 @@ different corpus slice (servers reuse cached prompt prefixes). Per request: TTFT
 every inter-token gap; per burst: aggregate output tokens/s, errors, and the peak memory of the server's
 process tree, sampled on a thread every ``memory_interval_ms`` and, on Linux, read from the kernel's
 per-process high-water mark as a check that the sampling caught the peak (see the metric registry).
+
+Both servers get the same request bodies (``completion_body``: no seed, greedy, penalties off). The result
+records how the server is configured to serve concurrent requests (``extra.batching``: llama_cpp.server one
+at a time, mlx_lm.server's batch sizes) and what the bursts showed (``extra.observed``): the most streams
+that were between their first and last token at the same moment, and the fraction of requests that got
+their first token while an earlier one was still streaming (0 when served one after another).
 """
 
 from __future__ import annotations
@@ -12,8 +18,8 @@ from __future__ import annotations
 import threading
 
 from ..measure.memory import PeakSampler, read_hwm, reset_hwm, tree
-from ..serving.client import StreamResult, completion_body, stream_completion
-from ..serving.server import Server, command, free_port
+from ..serving.client import StreamResult, completion_body, request_facts, stream_completion
+from ..serving.server import READY_PROBE, Server, batching, command, free_port
 from .common import Context, Outcome, Prompts, SampleLog, done, engine_for, repetitions, vocab_engine
 
 
@@ -34,30 +40,57 @@ def burst(port: int, bodies: list[dict], timeout_s: float) -> list[StreamResult]
     return results
 
 
+def overlap(results: list[StreamResult]) -> dict:
+    """What one burst showed: did the streams run at the same time?
+
+    ``in_flight``: the most streams between their first and last token chunk at one moment (1 when served
+    one at a time). ``joined``: of the requests other than the first to stream, the fraction whose first
+    token arrived before an earlier-streaming request's last token (None with fewer than two streams).
+    """
+    spans = sorted((x.token_times[0], x.token_times[-1]) for x in results if x.token_times)
+    edges = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans], key=lambda e: (e[0], e[1]))
+    now = most = 0
+    for _, step in edges:  # at equal times an end comes before a start: touching is not overlapping
+        now += step
+        most = max(most, now)
+    joined = sum(any(a < b0 for _, b0 in spans[:i]) for i, (a, _) in enumerate(spans) if i)
+    return {"in_flight": most, "joined": joined / (len(spans) - 1) if len(spans) > 1 else None}
+
+
 def run(ctx: Context) -> Outcome:
     job, p = ctx.job, ctx.job.params
     n = p["clients"]
     vocab = vocab_engine(ctx)
     banned = vocab.special_token_ids()
     prompts = Prompts(vocab, job.n_prompt, job.seed)
-    # llama-cpp-python's server holds one sequence at a time; MLX's batches up to --decode-concurrency.
+    # llama_cpp.server serves one request at a time; mlx_lm.server batches up to --decode-concurrency
+    # (requests carry no seed, which would make it serve them one at a time): see extra.batching.
     n_ctx = job.n_prompt + job.n_gen + 32
     port = p["port"] or free_port()
     cmd = command(job.engine, ctx.artifact, port, job.engine_options, n_ctx, job.n_gen)
     server = Server(job.engine, cmd, port, ctx.workdir / "server.log", on_spawn=ctx.spawned)
     log = SampleLog()
     hwm_ok = True
+    bursts: list[dict] = []
+    sources: dict[str, int] = {}
+    body = None
     try:
         server.start()
         ready_s = server.wait_ready(p["ready_timeout_s"])
         pid = server.proc.pid
         for r, warm in repetitions(ctx):
             bodies = [completion_body(prompts.text(r * n + i), job.n_gen, banned) for i in range(n)]
+            body = bodies[0]
             pids = [q.pid for q in tree(pid)]
             hwm_ok = reset_hwm(pids) and hwm_ok
             with PeakSampler(pid, p["memory_interval_ms"] / 1000.0) as sampler:
                 results = burst(port, bodies, p["request_timeout_s"])
             hwm = read_hwm(pids) if hwm_ok else None
+            seen = overlap(results)
+            bursts.append({**seen, "warmup": warm})
+            for x in results:
+                if x.ok:
+                    sources[x.token_source] = sources.get(x.token_source, 0) + 1
             good = [x for x in results if x.ok and x.n_tokens >= job.n_gen]
             for x in results:
                 log.add({"request_ttft_ms": x.ttft_s * 1000.0 if x.ttft_s is not None else None,
@@ -69,11 +102,30 @@ def run(ctx: Context) -> Outcome:
                      "request_errors": len(results) - len(good), "server_peak_rss_bytes": sampler.peak,
                      "server_hwm_rss_bytes": hwm}, warmup=warm)
             errors = [x.error for x in results if not x.ok]
-            ctx.emit("burst", index=r, errors=errors[:3], samples=sampler.samples)
+            ctx.emit("burst", index=r, errors=errors[:3], samples=sampler.samples, **seen)
             done(ctx, r, warm)
     finally:
         stop_s, clean = server.stop(p["stop_timeout_s"])
     extra = {"clients": n, "ready_s": ready_s, "stop_s": stop_s, "clean_stop": clean, "n_ctx": n_ctx,
              "memory_interval_ms": p["memory_interval_ms"], "hwm_supported": hwm_ok,
-             "server": "llama_cpp.server" if job.engine == "llama.cpp" else "mlx_lm.server", "server_args": cmd[2:]}
+             "server": "llama_cpp.server" if job.engine == "llama.cpp" else "mlx_lm.server", "server_args": cmd[2:],
+             "ready_probe": READY_PROBE,
+             # the body every request had (prompt aside), the same for both servers
+             "request": request_facts(body) if body else None,
+             # successful requests by where their token count came from (client.py: usage / finish_length /
+             # chunks); 'chunks' is a lower bound, never the count of a server that reported one
+             "token_count_source": sources,
+             "batching": batching(job.engine, n),
+             "observed": observed(bursts)}
     return Outcome(samples=log.samples, engine=engine_for(job), extra=extra, own_peak=False)
+
+
+def observed(bursts: list[dict]) -> dict:
+    """The measured bursts' overlap (warm-up bursts left out), and whether the server batched them."""
+    measured = [b for b in bursts if not b["warmup"]] or bursts
+    joined = [b["joined"] for b in measured if b["joined"] is not None]
+    most = max((b["in_flight"] for b in measured), default=0)
+    return {"max_streams_in_flight": most,
+            "joined_fraction": sum(joined) / len(joined) if joined else None,
+            "per_burst": [{"in_flight": b["in_flight"], "joined": b["joined"]} for b in measured],
+            "batched": most > 1}

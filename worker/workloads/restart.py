@@ -1,5 +1,9 @@
 """The restart workload: the engine's own server started, ready, first streamed token, stopped; repeated.
 
+"Ready" means the model is loaded: the server answered a 1-token completion (``Server.wait_ready``).
+mlx_lm.server binds at once and loads the model in a thread at start-up, its /health answering during the
+load, so /health would say ready too early; llama_cpp.server binds only once it has loaded the model.
+
 A background client keeps sending small streaming requests the whole time (as production traffic
 would); each is attributed to the restart whose window it was sent in (from the previous server's stop
 signal, or the first spawn, until the new server's first token), so requests that fail while the server
@@ -13,8 +17,8 @@ import time
 
 from siliconbench.errors import WorkloadError
 
-from ..serving.client import completion_body, stream_completion
-from ..serving.server import Server, command, free_port
+from ..serving.client import completion_body, request_facts, stream_completion
+from ..serving.server import READY_PROBE, Server, command, free_port
 from .common import Context, Outcome, Prompts, SampleLog, done, engine_for, repetitions, vocab_engine
 
 PROBE_TIMEOUT_S = 30.0  # one background request; a server that takes longer is failing it
@@ -67,7 +71,7 @@ def run(ctx: Context) -> Outcome:
         traffic.port = port
         traffic.start()
     log = SampleLog()
-    windows, unclean, server = [], 0, None
+    windows, unclean, server, body = [], 0, None, None
     t_window = time.perf_counter()
     try:
         for r, warm in repetitions(ctx):
@@ -75,8 +79,8 @@ def run(ctx: Context) -> Outcome:
             server = Server(job.engine, cmd, port, ctx.workdir / f"server-{r}.log", on_spawn=ctx.spawned)
             t_spawn = server.start()
             ready_s = server.wait_ready(p["ready_timeout_s"])
-            first = stream_completion(port, completion_body(prompts.text(2 * r), job.n_gen, banned),
-                                      p["ready_timeout_s"])
+            body = completion_body(prompts.text(2 * r), job.n_gen, banned)
+            first = stream_completion(port, body, p["ready_timeout_s"])
             if not first.ok:
                 raise WorkloadError(f"the first request after start failed: {first.error}")
             t_first = first.token_times[0]
@@ -101,5 +105,7 @@ def run(ctx: Context) -> Outcome:
             n, failed = traffic.in_window(t0, t1)
             s.values.update({"restart_requests": float(n), "restart_failed_requests": float(failed)})
     extra = {"unclean_stops": unclean, "n_ctx": n_ctx, "traffic_interval_ms": p["client_interval_ms"],
-             "server": "llama_cpp.server" if job.engine == "llama.cpp" else "mlx_lm.server", "server_args": cmd[2:]}
+             "server": "llama_cpp.server" if job.engine == "llama.cpp" else "mlx_lm.server", "server_args": cmd[2:],
+             "ready_probe": READY_PROBE,
+             "request": request_facts(body) if body else None}  # the body of the timed requests (prompt aside), as both servers get
     return Outcome(samples=log.samples, engine=engine_for(job), extra=extra, own_peak=False)
