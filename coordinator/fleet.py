@@ -21,7 +21,7 @@ from siliconbench.spec import SweepSpec
 from . import broker, jobstate, store
 from .database import session_scope
 from .models import Host, Job, Sweep, utcnow
-from .placement import HostView, Placement, place
+from .placement import HostView, Placement, place, select_hosts
 
 # The coordinator has no models folder of its own: artifact paths are checked against this root.
 VIRTUAL_MODELS_DIR = Path("/siliconbench-models")
@@ -67,6 +67,10 @@ def plan(session: Session, spec: SweepSpec, sweep_id: str | None = None) -> Plac
         raise UserError("hosts", "the sweep targets no live worker; start one on each Mac with "
                         "`siliconbench worker --broker redis://HOST:6379/0 --database postgresql://USER@HOST/siliconbench`.")
     catalog = fleet_catalog(hosts)
+    # Level `full` picks its weight dtype by the OS of the workers that will run the jobs (F16/f16 on Macs).
+    targets = [h for h in select_hosts(spec, hosts) if h.online and h.os]
+    if targets:
+        catalog.platforms = {h.os for h in targets}
     jobs = expand(spec, catalog, sweep_id=sweep_id)
     return place(spec, jobs, hosts, catalog.models)
 

@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from siliconbench.aggregate import summarize
+from siliconbench.manifest import weights_of
 
 from . import store
 from .database import session_scope
@@ -91,9 +92,19 @@ def results_table(records: list[dict], title: str = "") -> Table:
     return t
 
 
+def record_weights(r: dict) -> str:
+    """A record's normalised weight dtype (siliconbench.manifest.weights_of): its environment.dtypes where the
+    engine recorded them, else its quant."""
+    return weights_of(r.get("quant"), ((r.get("environment") or {}).get("dtypes")))
+
+
 def ratio_table(records: list[dict]) -> Table | None:
     """llama.cpp / MLX mean ratios for configurations measured on both engines (same host, same lengths);
-    one row per pair of engine versions where a sweep ran several."""
+    one row per pair of engine versions where a sweep ran several.
+
+    The ``weights`` column names the pair's weight dtype (f16, f32, q4 ...). A pair whose weight dtypes differ
+    (GGUF F16 against MLX f32, as level full paired before both dtypes existed) is marked in red, ``⚠ f16 ≠
+    f32``: its ratio mixes the engines with the bytes each reads per token, and the caption says so."""
     cells: dict[tuple, dict[str, list[dict]]] = {}
     for r in by_configuration(records):
         if r["status"] == "ok":
@@ -104,17 +115,32 @@ def ratio_table(records: list[dict]) -> Table | None:
         return None
     versions = any(len(v.get(e, [])) > 1 for v in cells.values() for e in ("llama.cpp", "mlx"))
     t = Table(title="llama.cpp ÷ MLX, ratio of means (tok/s: >1 = llama.cpp faster; TTFT and memory: <1 = llama.cpp lower)", title_justify="left")
-    for col in ("host", "model", "level", *(("versions",) if versions else ()), "prompt", "gen", "depth", "prefill",
-                "decode", "TTFT", "peak mem"):
-        t.add_column(col, justify="right" if col not in ("host", "model", "level", "versions") else "left")
+    left = ("host", "model", "level", "weights", "versions")
+    for col in ("host", "model", "level", "weights", *(("versions",) if versions else ()), "prompt", "gen", "depth",
+                "prefill", "decode", "TTFT", "peak mem"):
+        t.add_column(col, justify="right" if col not in left else "left")
+    mixed = 0
     for (host, model, level, p, g, d), a, b in pairs:
+        wa, wb = record_weights(a), record_weights(b)
+        if wa == wb:
+            weights = wa
+        else:
+            mixed += 1
+            weights = f"[bold red]⚠ {wa} ≠ {wb}[/]"
         def ratio(m):
             return f"{a[m]['mean'] / b[m]['mean']:.2f}×" if a.get(m) and b.get(m) else "—"
 
         mem = f"{a['peak_memory_bytes'] / b['peak_memory_bytes']:.2f}×" if a["peak_memory_bytes"] and b["peak_memory_bytes"] else "—"
         label = (f"{a.get('engine_version') or '—'} ÷ {b.get('engine_version') or '—'}",) if versions else ()
-        t.add_row(host, model, str(level), *label, str(p), str(g), str(d), ratio("prefill_tps"), ratio("decode_tps"),
-                  ratio("ttft_ms"), mem)
+        cells = [ratio("prefill_tps"), ratio("decode_tps"), ratio("ttft_ms"), mem]
+        if wa != wb:
+            cells = [f"[red]{c}[/]" if c != "—" else c for c in cells]
+        t.add_row(host, model, str(level), weights, *label, str(p), str(g), str(d), *cells)
+    if mixed:
+        t.caption = (f"[bold red]⚠[/] {mixed} row(s) pair different weight dtypes: their ratios mix the engines "
+                     "with the bytes each reads per token. For a matched pair rerun level full on a model made "
+                     "with every dtype (`siliconbench models make-tiny --force`), or name exact quants of one dtype.")
+        t.caption_justify = "left"
     return t
 
 

@@ -11,6 +11,7 @@ from collections import Counter
 import pandas as pd
 
 from siliconbench.aggregate import Summary, stability_warnings
+from siliconbench.manifest import weights_of
 from siliconbench.metrics import METRICS
 
 PUBLISHED = {"prefill_tps": "prompt tok/s", "decode_tps": "generation tok/s", "ttft_ms": "TTFT ms",
@@ -77,8 +78,19 @@ def compare_table(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def series_weights(r: dict) -> str:
+    """A series' normalised weight dtype (siliconbench.manifest.weights_of): its recorded dtypes where the row
+    carries them (``dtypes``, or ``environment.dtypes``), else its quant."""
+    dtypes = r.get("dtypes") or (r.get("environment") or {}).get("dtypes")
+    return weights_of(r.get("quant"), dtypes if isinstance(dtypes, dict) else None)
+
+
 def ratio_table(rows: list[dict]) -> pd.DataFrame:
-    """llama.cpp ÷ MLX mean ratios per configuration measured on both (every pair when versions differ)."""
+    """llama.cpp ÷ MLX mean ratios per configuration measured on both (every pair when versions differ).
+
+    ``weights`` names the pair's weight dtype, or marks a pair whose dtypes differ (``⚠ f16 ≠ f32``: GGUF F16
+    against MLX f32), and ``same dtype`` says which rows compare the engines alone; a mixed row's ratios
+    also carry the dtype difference."""
     by_config: dict[str, dict[str, list[dict]]] = {}
     for r in rows:
         by_config.setdefault(r["config"], {}).setdefault(r["engine"], []).append(r)
@@ -90,7 +102,9 @@ def ratio_table(rows: list[dict]) -> pd.DataFrame:
                     x, y = a["metrics"].get(metric), b["metrics"].get(metric)
                     return round(x["mean"] / y["mean"], 3) if x and y and y["mean"] else None
 
+                wa, wb = series_weights(a), series_weights(b)
                 out.append({"configuration": config, "llama.cpp": a["series"], "mlx": b["series"],
+                            "weights": wa if wa == wb else f"⚠ {wa} ≠ {wb} (mixed dtypes)", "same dtype": wa == wb,
                             **{f"{PUBLISHED[m]} ×": ratio(m) for m in PUBLISHED}})
     return pd.DataFrame(out)
 

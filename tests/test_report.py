@@ -46,3 +46,40 @@ def test_tables_show_versions_and_process_counts():
     llama, mlx = (summarize([v for r in RECORDS if r["engine_version"] == ver for v in r["decode_tps"]["samples"]])
                   for ver in (None, "0.31.3"))
     assert f"{llama.mean / mlx.mean:.2f}×" in text  # ratio of the pooled means
+
+
+def like_for_like(quants: dict[str, str], dtypes: dict[str, dict] | None = None) -> list[dict]:
+    out = []
+    for engine, quant in quants.items():
+        r = record(engine, None, 0, [200.0, 202.0] if engine == "llama.cpp" else [100.0, 102.0])
+        r["quant"] = quant
+        if dtypes:
+            r["environment"] = {"dtypes": dtypes[engine]}
+        out.append(r)
+    return out
+
+
+def ratio_text(records: list[dict]) -> str:
+    console = Console(width=250, record=True)
+    console.print(ratio_table(records))
+    return console.export_text()
+
+
+def test_ratio_table_marks_a_pair_of_different_weight_dtypes():
+    mixed = ratio_text(like_for_like({"llama.cpp": "F16", "mlx": "f32"}))
+    assert "⚠ f16 ≠ f32" in mixed and "pair different weight dtypes" in mixed
+    assert "1.99×" in mixed  # still shown, marked: the row says what the ratio mixes
+    for pair, name in (({"llama.cpp": "F16", "mlx": "f16"}, "f16"), ({"llama.cpp": "F32", "mlx": "f32"}, "f32"),
+                       ({"llama.cpp": "Q4_K_M", "mlx": "4bit"}, "q4"), ({"llama.cpp": "Q8_0", "mlx": "8bit"}, "q8")):
+        text = ratio_text(like_for_like(pair))
+        assert "⚠" not in text and "different weight dtypes" not in text, pair
+        assert f" {name} " in text
+
+
+def test_ratio_table_prefers_the_dtypes_the_engines_recorded():
+    # quant says F16 for both (an old-style record), the engines say what they actually loaded
+    recorded = {"llama.cpp": {"weights": "all F32", "activations": "f32", "kv_cache": "f16"},
+                "mlx": {"weights": "f16", "activations": "f16", "kv_cache": "f16"}}
+    assert "⚠ f32 ≠ f16" in ratio_text(like_for_like({"llama.cpp": "F16", "mlx": "F16"}, recorded))
+    recorded["mlx"] = {"weights": "f32", "activations": "f32", "kv_cache": "f32"}
+    assert "⚠" not in ratio_text(like_for_like({"llama.cpp": "F16", "mlx": "f16"}, recorded))

@@ -46,9 +46,9 @@ def test_perplexity_same_windows_both_engines(models_dir):
     digests = {res.extra["tokens_sha256"] for _, res in results.values()}
     assert len(digests) == 1  # both engines scored the same token ids, BOS included
     llama, mlx = (values(results[(e, "full")][1], "perplexity")[0] for e in ("llama.cpp", "mlx"))
-    assert llama == pytest.approx(mlx, rel=0.02)  # F16 and float32 of one model: the same quality
+    assert llama == pytest.approx(mlx, rel=0.02)  # F32 and float32 of one model: the same quality
     labels = {res.extra["format"] for _, res in results.values()}
-    assert {"F16 (llama.cpp)", "Q8_0 (llama.cpp)", "Q4_K_M (llama.cpp)", "MLX 4-bit (group 64)"} <= labels
+    assert {"F32 (llama.cpp)", "Q8_0 (llama.cpp)", "Q4_K_M (llama.cpp)", "MLX 4-bit (group 64)"} <= labels
 
 
 def test_both_modes_run_on_both_engines(models_dir):

@@ -67,24 +67,60 @@ def count_params(weights: dict[str, np.ndarray]) -> int:
     return int(sum(w.size for w in weights.values()))
 
 
-def write_hf_dir(out_dir: Path, config: dict, weights: dict[str, np.ndarray], vocab: BpeVocab) -> None:
-    """An HF ``LlamaForCausalLM`` directory in float32, which mlx-lm loads as is."""
-    from safetensors.numpy import save_file
+# Weight dtype -> the HF config's torch_dtype.
+HF_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 
+
+def to_bf16_bits(w: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bit patterns (uint16), rounded to nearest even, as torch and MLX round."""
+    u = np.ascontiguousarray(w, dtype=np.float32).view(np.uint32)
+    return ((u + (0x7FFF + ((u >> 16) & 1))) >> 16).astype(np.uint16)
+
+
+def _save_safetensors(tensors: dict[str, np.ndarray], path: Path, dtype: str) -> None:
+    """Every tensor in ``dtype`` (f32, f16, bf16), norms included, as an HF checkpoint of that dtype is.
+
+    numpy has no bfloat16: bf16 tensors go to safetensors as uint16 bit patterns tagged BF16.
+    """
+    from safetensors import TensorSpec, serialize_file
+
+    arrays = {}
+    for k, v in tensors.items():
+        if dtype == "bf16":
+            arrays[k] = ("bfloat16", to_bf16_bits(v))
+        else:
+            a = np.ascontiguousarray(v, dtype=np.float32 if dtype == "f32" else np.float16)
+            arrays[k] = (a.dtype.name, a)
+    specs = {k: TensorSpec(dtype=name, shape=a.shape, data_ptr=a.ctypes.data, data_len=a.nbytes)
+             for k, (name, a) in arrays.items()}
+    serialize_file(specs, str(path), metadata={"format": "pt"})  # arrays stay referenced until written
+
+
+def write_hf_dir(out_dir: Path, config: dict, weights: dict[str, np.ndarray], vocab: BpeVocab,
+                 dtype: str = "f32") -> None:
+    """An HF ``LlamaForCausalLM`` directory with every tensor in ``dtype`` (f32, f16 or bf16), which mlx-lm
+    loads as is and computes in (its activations and KV cache take the weights' dtype)."""
+    if dtype not in HF_DTYPES:
+        raise ValueError(f"dtype {dtype!r}: one of {', '.join(HF_DTYPES)}")
     out_dir.mkdir(parents=True, exist_ok=True)
+    config = {**config, "torch_dtype": HF_DTYPES[dtype]}
     (out_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     gen = {"bos_token_id": config["bos_token_id"], "eos_token_id": config["eos_token_id"], "do_sample": False}
     (out_dir / "generation_config.json").write_text(json.dumps(gen, indent=2) + "\n")
-    tensors = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in weights.items()}
     st = out_dir / "model.safetensors"
-    save_file(tensors, str(st), metadata={"format": "pt"})
+    _save_safetensors(weights, st, dtype)
     st.chmod(0o644)  # safetensors creates it 0600; a worker running as another user must read it
     vocab.write_hf(out_dir, model_max_length=config["max_position_embeddings"])
 
 
-def write_gguf(path: Path, config: dict, weights: dict[str, np.ndarray], vocab: BpeVocab, *, name: str) -> None:
-    """A GGUF F16 file (1-D norms stay F32, as llama.cpp requires)."""
+def write_gguf(path: Path, config: dict, weights: dict[str, np.ndarray], vocab: BpeVocab, *, name: str,
+               dtype: str = "f16") -> None:
+    """A GGUF F16 (``dtype`` f16) or F32 (f32) file; 1-D norms stay F32 in both, as llama.cpp requires."""
     import gguf
+
+    if dtype not in ("f16", "f32"):
+        raise ValueError(f"dtype {dtype!r}: f16 or f32")
+    matrix = np.float16 if dtype == "f16" else np.float32
 
     path.parent.mkdir(parents=True, exist_ok=True)
     n_head, n_kv = config["num_attention_heads"], config["num_key_value_heads"]
@@ -101,7 +137,7 @@ def write_gguf(path: Path, config: dict, weights: dict[str, np.ndarray], vocab: 
     w.add_rope_freq_base(float(config["rope_theta"]))
     w.add_layer_norm_rms_eps(float(config["rms_norm_eps"]))
     w.add_vocab_size(config["vocab_size"])
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if dtype == "f16" else gguf.LlamaFileType.ALL_F32)
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
     vocab.add_to_gguf(w)
     for key, t in weights.items():
@@ -109,7 +145,7 @@ def write_gguf(path: Path, config: dict, weights: dict[str, np.ndarray], vocab: 
             t = permute_qk(t, n_head)
         elif key.endswith("k_proj.weight"):
             t = permute_qk(t, n_kv)
-        t = t.astype(np.float32 if t.ndim == 1 else np.float16)
+        t = t.astype(np.float32 if t.ndim == 1 else matrix)
         w.add_tensor(_rename(key, HF_TO_GGUF), np.ascontiguousarray(t))
     w.write_header_to_file()
     w.write_kv_data_to_file()

@@ -2,9 +2,11 @@
 
 That package (Apache-2.0) ships ``SmolLM2-135M-Instruct.Q4_1.gguf``. llama.cpp loads it as is; for
 MLX we dequantize it with the `gguf` package, undo llama.cpp's q/k row permutation and rebuild the
-HF tokenizer from the GGUF's own tokenizer metadata. The "full" artifacts (MLX f32, GGUF F16) hold
-the Q4_1 weights widened (rounded to float16-representable values, so both hold the same numbers),
-not the original bf16 checkpoint: "full" here means "no further loss", not "the published model".
+HF tokenizer from the GGUF's own tokenizer metadata. The "full" artifacts (GGUF F16 and F32, MLX f32,
+f16 and bf16) hold the Q4_1 weights widened (rounded to float16-representable values, so F16, F32, f16
+and f32 hold the same numbers; bf16 rounds them to 8 mantissa bits), not the original bf16 checkpoint:
+"full" here means "no further loss", not "the published model". Level full pairs one dtype across the
+engines: F16 with f16 on a Mac, F32 with f32 on the MLX CPU build (siliconbench.jobs.full_dtype_of).
 """
 
 from __future__ import annotations
@@ -106,8 +108,8 @@ def add_smollm2(
 ) -> ModelManifest:
     """Write ``<models_dir>/smollm2-135m/`` and return its manifest.
 
-    Artifacts: GGUF Q4_1 (the shipped file, level q4), GGUF F16 and MLX f32 (both the Q4_1 weights
-    widened, level full) and MLX 4bit (re-quantized from those, level q4).
+    Artifacts: GGUF Q4_1 (the shipped file, level q4); GGUF F16 and F32 (``with_gguf_f16``) and MLX f32,
+    f16 and bf16, all the Q4_1 weights widened, level full; MLX 4bit (re-quantized from f32, level q4).
     """
     say = progress or (lambda _msg: None)
     src = locate_gguf()
@@ -119,18 +121,18 @@ def add_smollm2(
         say("dequantizing Q4_1 to float32 for MLX")
         config, weights, vocab = read_gguf_llama(src)
         params = formats.count_params(weights)
-        say(f"writing {params:,} float32 weights as an MLX/HF directory")
-        formats.write_hf_dir(d / "mlx-f32", config, weights, vocab)
-        arts = [
-            formats.artifact(d, rel_gguf, "gguf", "Q4_1", "q4"),
-            formats.artifact(d, "mlx-f32", "mlx", "f32", "full"),
-        ]
+        arts = [formats.artifact(d, rel_gguf, "gguf", "Q4_1", "q4")]
         if with_gguf_f16:
-            # The same widened numbers for llama.cpp, so both engines have a "full" level.
-            rel_f16 = f"gguf/{MODEL_NAME}-F16.gguf"
-            say("writing GGUF F16 of the dequantized weights")
-            formats.write_gguf(d / rel_f16, config, weights, vocab, name=MODEL_NAME)
-            arts.insert(1, formats.artifact(d, rel_f16, "gguf", "F16", "full"))
+            # The same widened numbers for llama.cpp, so both engines have a "full" level in F16 and F32.
+            for dtype in ("f16", "f32"):
+                rel = f"gguf/{MODEL_NAME}-{dtype.upper()}.gguf"
+                say(f"writing GGUF {dtype.upper()} of the dequantized weights")
+                formats.write_gguf(d / rel, config, weights, vocab, name=MODEL_NAME, dtype=dtype)
+                arts.append(formats.artifact(d, rel, "gguf", dtype.upper(), "full"))
+        for dtype in ("f32", "f16", "bf16"):
+            say(f"writing {params:,} weights as an MLX/HF directory in {dtype}")
+            formats.write_hf_dir(d / f"mlx-{dtype}", config, weights, vocab, dtype=dtype)
+            arts.append(formats.artifact(d, f"mlx-{dtype}", "mlx", dtype, "full"))
         del weights
         if with_mlx_4bit:
             say("quantizing MLX 4-bit with mlx-lm")

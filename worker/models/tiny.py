@@ -1,11 +1,16 @@
-"""`make_tiny`: a seeded random llama model, written for both engines at three precisions each.
+"""`make_tiny`: a seeded random llama model, written for both engines in every weight dtype and two quantizations.
 
 Nothing is downloaded: the tokenizer is trained on the shipped corpus and the weights are seeded
 numpy draws. The weights say nothing about language (generation is gibberish); they exist so that
 both engines run the same architecture, the same shapes and the same numbers.
 
+Level ``full`` comes in three weight dtypes so that a pair compares engines, not dtypes: GGUF F16 with
+MLX f16 (what a Mac runs), GGUF F32 with MLX f32 (what the MLX CPU build needs), and MLX bf16. The
+matrices are float16-representable, so F16, F32, f16 and f32 hold exactly the same numbers; bf16 rounds
+them to 8 mantissa bits.
+
 Determinism: the same arguments give byte-identical ``model.safetensors``, tokenizer files and GGUF
-F16 file (nothing in them depends on time or machine). The Q8_0 / Q4_K_M files and MLX quantized
+F16/F32 files (nothing in them depends on time or machine). The Q8_0 / Q4_K_M files and MLX quantized
 directories come out of llama.cpp's and MLX's quantizers; they were identical in our runs, but that is
 the quantizers' property, not ours: compare the F16 / f32 digests to decide "same model".
 """
@@ -109,7 +114,7 @@ def make_tiny(
     overwrite: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> ModelManifest:
-    """Write ``<models_dir>/<name>/`` (GGUF F16/Q8_0/Q4_K_M, MLX f32/8bit/4bit) and return its manifest."""
+    """Write ``<models_dir>/<name>/`` (GGUF F16/F32/Q8_0/Q4_K_M, MLX f32/f16/bf16/8bit/4bit) and return its manifest."""
     say = progress or (lambda _msg: None)
     say(f"training a {vocab_size}-token BPE tokenizer on the shipped corpus")
     vocab = BpeVocab.train(vocab_size)
@@ -119,11 +124,14 @@ def make_tiny(
     weights = init_weights(config, seed)
     params = formats.count_params(weights)
     with formats.staged_model_dir(models_dir, name, overwrite=overwrite) as d:
-        say(f"writing {params:,} float32 weights as an MLX/HF directory")
-        formats.write_hf_dir(d / "mlx-f32", config, weights, vocab)
+        for dtype in ("f32", "f16", "bf16"):
+            say(f"writing {params:,} weights as an MLX/HF directory in {dtype}")
+            formats.write_hf_dir(d / f"mlx-{dtype}", config, weights, vocab, dtype=dtype)
         f16 = d / "gguf" / f"{name}-F16.gguf"
-        say("writing GGUF F16")
-        formats.write_gguf(f16, config, weights, vocab, name=name)
+        for dtype in ("f16", "f32"):
+            say(f"writing GGUF {dtype.upper()}")
+            formats.write_gguf(d / "gguf" / f"{name}-{dtype.upper()}.gguf", config, weights, vocab, name=name,
+                               dtype=dtype)
         del weights
         for quant in ("Q8_0", "Q4_K_M"):
             say(f"quantizing GGUF {quant} with llama.cpp")
@@ -132,10 +140,15 @@ def make_tiny(
             say(f"quantizing MLX {bits}-bit with mlx-lm")
             formats.convert_mlx(d / "mlx-f32", d / f"mlx-{bits}bit", bits)
         arts = [
+            # Within a format, the first "full" is what artifact_for(engine, "full") gives without a dtype
+            # (F16 and f32, as before these dtypes existed); sweeps choose through ModelManifest.full_pair.
             formats.artifact(d, f"gguf/{name}-F16.gguf", "gguf", "F16", "full"),
+            formats.artifact(d, f"gguf/{name}-F32.gguf", "gguf", "F32", "full"),
             formats.artifact(d, f"gguf/{name}-Q8_0.gguf", "gguf", "Q8_0", "q8"),
             formats.artifact(d, f"gguf/{name}-Q4_K_M.gguf", "gguf", "Q4_K_M", "q4"),
             formats.artifact(d, "mlx-f32", "mlx", "f32", "full"),
+            formats.artifact(d, "mlx-f16", "mlx", "f16", "full"),
+            formats.artifact(d, "mlx-bf16", "mlx", "bf16", "full"),
             formats.artifact(d, "mlx-8bit", "mlx", "8bit", "q8"),
             formats.artifact(d, "mlx-4bit", "mlx", "4bit", "q4"),
         ]
