@@ -35,6 +35,10 @@ class Environment(BaseModel):
     backend: str = Field("", description="Metal / CPU / CUDA: the backend the engine actually used")
     blas: str = Field("", description="MLX on Linux: the BLAS preloaded into the child ('openblas' path) or 'bundled'")
     engine_options: dict = Field(default_factory=dict)
+    host_details: dict = Field(
+        default_factory=dict, description="The platform's own identity facts (worker.platform): on a Mac hw.model, "
+        "chip, performance/efficiency cores, GPU cores, Metal family, unified memory, iogpu.wired_limit_mb, macOS "
+        "version and build, Rosetta; on Linux physical cores, kernel, distribution. Part of the identity")
     dtypes: dict[str, str] = Field(
         default_factory=dict, description="weights (the artifact's storage type: F16, Q4_K_M, f32, 4bit ...), "
         "activations (the compute dtype) and kv_cache, as the engine ran them; part of the identity")

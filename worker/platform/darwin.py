@@ -1,0 +1,243 @@
+"""macOS behind the platform seam: host facts, P/E and GPU cores, thermal state, power, phys_footprint.
+
+Every command output and C structure is read through one ``Commands`` object, so the tests replace
+it with outputs recorded on real Macs (tests/data/darwin/SOURCES.md) and run these parsers on Linux.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import platform
+import re
+import socket
+import subprocess
+from functools import lru_cache
+
+import psutil
+
+RUSAGE_INFO_V4 = 4  # <sys/resource.h>: the proc_pid_rusage() flavor that carries the footprint peaks
+LIBSYSTEM = "/usr/lib/libSystem.B.dylib"  # libproc's proc_pid_rusage is exported from libSystem
+
+
+class RusageInfoV4(ctypes.Structure):
+    """``struct rusage_info_v4`` of the macOS SDK's <sys/resource.h>, field for field (byte counts, ns)."""
+
+    _fields_ = [("ri_uuid", ctypes.c_uint8 * 16)] + [(name, ctypes.c_uint64) for name in (
+        "ri_user_time", "ri_system_time", "ri_pkg_idle_wkups", "ri_interrupt_wkups", "ri_pageins",
+        "ri_wired_size", "ri_resident_size", "ri_phys_footprint", "ri_proc_start_abstime",
+        "ri_proc_exit_abstime", "ri_child_user_time", "ri_child_system_time", "ri_child_pkg_idle_wkups",
+        "ri_child_interrupt_wkups", "ri_child_pageins", "ri_child_elapsed_abstime", "ri_diskio_bytesread",
+        "ri_diskio_byteswritten", "ri_cpu_time_qos_default", "ri_cpu_time_qos_maintenance",
+        "ri_cpu_time_qos_background", "ri_cpu_time_qos_utility", "ri_cpu_time_qos_legacy",
+        "ri_cpu_time_qos_user_initiated", "ri_cpu_time_qos_user_interactive", "ri_billed_system_time",
+        "ri_serviced_system_time", "ri_logical_writes", "ri_lifetime_max_phys_footprint", "ri_instructions",
+        "ri_cycles", "ri_billed_energy", "ri_serviced_energy", "ri_interval_max_phys_footprint",
+        "ri_runnable_time")]
+
+
+@lru_cache(maxsize=1)
+def _libsystem() -> ctypes.CDLL:
+    lib = ctypes.CDLL(LIBSYSTEM, use_errno=True)
+    lib.proc_pid_rusage.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+    lib.proc_pid_rusage.restype = ctypes.c_int
+    return lib
+
+
+class Commands:
+    """The one door to macOS: a command's stdout as text, and proc_pid_rusage into a struct."""
+
+    timeout_s = 20.0  # system_profiler takes a few seconds on a cold start
+
+    def run(self, argv: list[str]) -> str:
+        """stdout of ``argv``; '' when the tool is missing, fails or times out (sysctl prints an unknown
+        oid only on stderr, so an absent key reads as '')."""
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout_s)
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return done.stdout if done.returncode == 0 else ""
+
+    def proc_pid_rusage(self, pid: int, flavor: int, info: ctypes.Structure) -> int:
+        """libproc's ``proc_pid_rusage(pid, flavor, &info)``: 0 on success, -1 with errno set."""
+        return _libsystem().proc_pid_rusage(pid, flavor, ctypes.byref(info))
+
+
+def parse_colon_lines(text: str) -> dict[str, str]:
+    """``key: value`` lines (sw_vers, sysctl without -n) into a dict, values stripped."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip():
+            out[key.strip()] = value.strip()
+    return out
+
+
+def parse_ioreg(text: str) -> dict[str, object]:
+    """The top-level ``"key" = value`` properties of an ioreg node: ints as int, "strings" unquoted,
+    anything else (Yes, <data>, {dicts}) as printed."""
+    props: dict[str, object] = {}
+    for m in re.finditer(r'^\s*\|?\s*"([^"]+)" = (.*)$', text, re.MULTILINE):
+        raw = m.group(2).strip()
+        if re.fullmatch(r"-?\d+", raw):
+            props[m.group(1)] = int(raw)
+        elif len(raw) >= 2 and raw[0] == raw[-1] == '"':
+            props[m.group(1)] = raw[1:-1]
+        else:
+            props[m.group(1)] = raw
+    return props
+
+
+def parse_displays(text: str) -> dict:
+    """GPU model, core count and Metal entry from ``system_profiler SPDisplaysDataType -json``.
+
+    ``metal_family`` is system_profiler's Metal entry without its prefixes: "metal3" / "metal4" from
+    ``spdisplays_mtlgpufamilysupport`` (macOS 13+), "apple7" from the older ``spdisplays_metalfamily``."""
+    out = {"gpu_model": None, "gpu_cores": None, "metal_family": None}
+    try:
+        items = json.loads(text).get("SPDisplaysDataType") or []
+    except (ValueError, AttributeError):
+        return out
+    gpu = next((i for i in items if i.get("sppci_device_type") == "spdisplays_gpu"), items[0] if items else {})
+    cores = str(gpu.get("sppci_cores", ""))
+    metal = gpu.get("spdisplays_mtlgpufamilysupport") or gpu.get("spdisplays_metalfamily") or ""
+    out.update(gpu_model=gpu.get("sppci_model"), gpu_cores=int(cores) if cores.isdigit() else None,
+               metal_family=re.sub(r"^spdisplays_(mtlgpufamily)?", "", metal) or None)
+    return out
+
+
+def parse_pmset_therm(text: str) -> dict:
+    """``pmset -g therm`` (or a thermlog block): warning levels and the CPU power figures.
+
+    Apple silicon prints only "Note: No ... has been recorded" lines when nothing limits it; a speed or
+    scheduler limit under 100, or a recorded warning level above 0, is throttling."""
+    out: dict = {"thermal_state": "unknown", "thermal_warning_level": None, "performance_warning_level": None,
+                 "cpu_speed_limit": None, "cpu_scheduler_limit": None, "cpu_available_cpus": None}
+    for kind in ("thermal", "performance"):
+        if re.search(rf"No {kind} warning level has been recorded", text, re.IGNORECASE):
+            out[f"{kind}_warning_level"] = 0
+        elif m := re.search(rf"{kind} warning level\D*(\d+)", text, re.IGNORECASE):
+            out[f"{kind}_warning_level"] = int(m.group(1))
+    for key, field in (("CPU_Speed_Limit", "cpu_speed_limit"), ("CPU_Scheduler_Limit", "cpu_scheduler_limit"),
+                       ("CPU_Available_CPUs", "cpu_available_cpus")):
+        if values := re.findall(rf"{key}\s*=\s*(\d+)", text):
+            out[field] = int(values[-1])  # a thermlog has many blocks: the last is the current one
+    levels = [out[k] for k in ("thermal_warning_level", "performance_warning_level") if out[k] is not None]
+    limits = [out[k] for k in ("cpu_speed_limit", "cpu_scheduler_limit") if out[k] is not None]
+    if any(v > 0 for v in levels) or any(v < 100 for v in limits):
+        out["thermal_state"] = "throttled"
+    elif levels or limits:
+        out["thermal_state"] = "nominal"
+    return out
+
+
+def parse_pmset_batt(text: str) -> dict:
+    """``pmset -g batt``: the power source and, where there is a battery, its charge and state."""
+    m = re.search(r"Now drawing from '([^']+)'", text)
+    source = {"AC Power": "ac", "Battery Power": "battery", "UPS Power": "ups"}.get(m.group(1), "unknown") \
+        if m else "unknown"
+    batt = re.search(r"InternalBattery-\d+.*?(\d+)%;\s*([^;]+);", text)
+    return {"power_source": source, "battery_percent": int(batt.group(1)) if batt else None,
+            "battery_state": batt.group(2).strip() if batt else None}
+
+
+def parse_low_power_mode(text: str) -> bool | None:
+    """Low Power Mode from ``pmset -g``: ``lowpowermode 1``, or on newer macOS ``powermode 1``
+    (0 automatic, 1 low power, 2 high power); None where the Mac has no such setting."""
+    m = re.search(r"^\s*(?:low)?powermode\s+(\d+)", text, re.MULTILINE)
+    return None if m is None else m.group(1) == "1"
+
+
+class Darwin:
+    """A Mac, read through ``commands`` (replace it to replay recorded outputs)."""
+
+    name = "Darwin"
+
+    def __init__(self, commands: Commands | None = None):
+        self.commands = commands or Commands()
+
+    def sysctl(self, name: str) -> str:
+        return self.commands.run(["sysctl", "-n", name]).strip()
+
+    def sysctl_int(self, name: str) -> int | None:
+        value = self.sysctl(name)
+        return int(value) if re.fullmatch(r"-?\d+", value) else None
+
+    def performance_cores(self) -> int:
+        """llama-bench's default ``-t``: common_cpu_get_num_physical_cores() reads hw.perflevel0.physicalcpu
+        (the performance cores), falling back to hw.physicalcpu (Intel Macs have one perflevel)."""
+        return self.sysctl_int("hw.perflevel0.physicalcpu") or self.sysctl_int("hw.physicalcpu") or os.cpu_count() or 1
+
+    def efficiency_cores(self) -> int | None:
+        """hw.perflevel1.physicalcpu; None on a Mac with one core kind (Intel)."""
+        return self.sysctl_int("hw.perflevel1.physicalcpu")
+
+    def translated(self) -> bool | None:
+        """True when this Python runs under Rosetta 2; None on a Mac where nothing translates (Intel).
+
+        sysctl.proc_translated describes the sysctl child, which inherits our architecture; an x86_64
+        Python on a Mac with hw.optional.arm64 is translated whatever the child says (nothing else runs it)."""
+        value = self.sysctl("sysctl.proc_translated")
+        if value == "1":
+            return True
+        if self.sysctl("hw.optional.arm64") == "1":
+            return platform.machine() == "x86_64"
+        return False if value == "0" else None
+
+    def gpu(self) -> dict:
+        """GPU model, cores and Metal entry. The core count comes from the IO registry (what binned chips
+        differ in), else from system_profiler's sppci_cores."""
+        registry = parse_ioreg(self.commands.run(["ioreg", "-rc", "AGXAccelerator", "-d", "1"]))
+        shown = parse_displays(self.commands.run(["system_profiler", "SPDisplaysDataType", "-json"]))
+        cores = registry.get("gpu-core-count")
+        model = registry.get("model")
+        return {"gpu_model": model if isinstance(model, str) else shown["gpu_model"],
+                "gpu_cores": cores if isinstance(cores, int) else shown["gpu_cores"],
+                "metal_family": shown["metal_family"]}
+
+    def host_facts(self) -> dict:
+        vers = parse_colon_lines(self.commands.run(["sw_vers"]))
+        version = vers.get("ProductVersion") or platform.mac_ver()[0]
+        build = vers.get("BuildVersion") or self.sysctl("kern.osversion")
+        chip = self.sysctl("machdep.cpu.brand_string") or platform.processor()
+        memory = self.sysctl_int("hw.memsize")
+        details = {
+            "model": self.sysctl("hw.model") or None,
+            "chip": chip,
+            "performance_cores": self.performance_cores(),
+            "efficiency_cores": self.efficiency_cores(),
+            **self.gpu(),
+            "unified_memory_bytes": memory,
+            # 0 means the OS default limit; None where the oid is absent (older macOS, Intel)
+            "wired_limit_mb": self.sysctl_int("iogpu.wired_limit_mb"),
+            "macos_version": version,
+            "macos_build": build or None,
+            "translated": self.translated(),
+        }
+        return {"hostname": socket.gethostname(), "os": self.name, "os_version": f"macOS {version} ({build})",
+                "chip": chip, "cores": self.sysctl_int("hw.ncpu") or os.cpu_count() or 1,
+                "memory_bytes": memory or int(psutil.virtual_memory().total), "machine": platform.machine(),
+                "python": platform.python_version(), "host_details": details}
+
+    def thermal_power(self) -> dict:
+        return {**parse_pmset_therm(self.commands.run(["pmset", "-g", "therm"])),
+                **parse_pmset_batt(self.commands.run(["pmset", "-g", "batt"])),
+                "low_power_mode": parse_low_power_mode(self.commands.run(["pmset", "-g"])),
+                "source": "pmset"}
+
+    def rusage(self, pid: int) -> RusageInfoV4 | None:
+        """proc_pid_rusage(pid, RUSAGE_INFO_V4); None when the process is gone or not ours to read."""
+        info = RusageInfoV4()
+        return info if self.commands.proc_pid_rusage(pid, RUSAGE_INFO_V4, info) == 0 else None
+
+    def phys_footprint(self, pid: int) -> int | None:
+        """Bytes the process is charged for now, Metal allocations in unified memory included (what
+        Activity Monitor's Memory column and the memory-pressure killer use)."""
+        info = self.rusage(pid)
+        return None if info is None else int(info.ri_phys_footprint)
+
+    def lifetime_max_phys_footprint(self, pid: int) -> int | None:
+        """The process's phys_footprint peak since it started."""
+        info = self.rusage(pid)
+        return None if info is None else int(info.ri_lifetime_max_phys_footprint)
