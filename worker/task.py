@@ -20,6 +20,7 @@ from siliconbench.errors import UserError
 from siliconbench.queues import LEASE_S
 
 from .child import run_job
+from .service.sleep import prevent_sleep
 from .spool import Spool
 
 log = logging.getLogger(__name__)
@@ -179,7 +180,10 @@ def _execute(job, ctx: WorkerContext):
     from .envs import python_for
 
     # A job naming an engine version runs under that engine environment's interpreter.
-    return run_job(job, ctx.models_dir, python=python_for(job.engine, job.engine_version) if job.engine_version else None)
+    python = python_for(job.engine, job.engine_version) if job.engine_version else None
+    # Issue 11: no idle/system sleep while the child job runs (caffeinate / systemd-inhibit; see worker/service/sleep.py).
+    with prevent_sleep(f"siliconbench job {job.job_id}"):
+        return run_job(job, ctx.models_dir, python=python)
 
 
 def handle_job(job_id: object, ctx: WorkerContext) -> str:

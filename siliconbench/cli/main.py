@@ -16,7 +16,8 @@ app = typer.Typer(
 app.command()(run)
 app.command()(results)
 app.command()(dashboard)
-for verb in (fleet.worker, fleet.submit, fleet.status, fleet.cancel, fleet.workers, fleet.reconcile):
+app.add_typer(fleet.worker_app, name="worker")  # `worker` joins the fleet; `worker install|uninstall` (issue 11)
+for verb in (fleet.submit, fleet.status, fleet.cancel, fleet.workers, fleet.reconcile):
     app.command()(verb)
 app.add_typer(models.app, name="models")
 app.add_typer(db.app, name="db")
@@ -27,6 +28,10 @@ for verb in (_compare.compare, _compare.regressions, _compare.confirm, _compare.
     app.command()(verb)
 app.command("import-llama-bench")(_compare.import_llama_bench)
 app.add_typer(_env.app, name="env")
+# What a worker here would see, and what to fix (issue 11).
+from .doctor import doctor as _doctor  # noqa: E402
+
+app.command()(_doctor)
 
 if __name__ == "__main__":
     app()
