@@ -73,7 +73,9 @@ def test_port_in_use_is_a_failed_job(models_dir):
 def test_mlx_server_batches_three_clients(models_dir):
     """Three clients at once against mlx_lm.server (no seed in the requests): the 2nd and 3rd first token
     arrive before the 1st stream ends, and the result records that the server batched."""
-    job, = jobs_for(models_dir, {"kind": "concurrent", "clients": [3], "prompt_tokens": 24, "gen_tokens": 160},
+    # 400 tokens: every stream must outlast mlx_lm.server's 0.5 s time slice, after which a late request joins
+    # the batch (with 160 the 5M model finished two streams in 460 ms, before the third joined)
+    job, = jobs_for(models_dir, {"kind": "concurrent", "clients": [3], "prompt_tokens": 24, "gen_tokens": 400},
                     engines=["mlx"], repetitions=2, warmup=1)
     res, events = run(job, models_dir)
     assert res.status == "ok", (res.error, res.stderr_tail)
