@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -53,9 +54,9 @@ def in_ci() -> bool:
 PG_ADMIN_URL = os.environ.get("SILICONBENCH_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
-@pytest.fixture(scope="session")
-def pg_database():
-    """A fresh PostgreSQL database for this test session (URL), dropped afterwards."""
+@contextlib.contextmanager
+def new_pg_database(prefix: str):
+    """A fresh PostgreSQL database (URL) on the test server, dropped afterwards; unreachable fails in CI."""
     import psycopg
 
     admin = database.normalize_url(PG_ADMIN_URL)
@@ -67,13 +68,22 @@ def pg_database():
         if in_ci():
             pytest.fail(f"PostgreSQL at {database.shown(admin)} is unreachable in CI: {exc}")
         pytest.skip(f"PostgreSQL at {database.shown(admin)} is unreachable: {exc}")
-    name = f"siliconbench_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(**conninfo) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     url = admin.set(database=name).render_as_string(hide_password=False)
-    yield url
-    database.dispose(url)
-    with psycopg.connect(**conninfo) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    try:
+        yield url
+    finally:
+        database.dispose(url)
+        with psycopg.connect(**conninfo) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def pg_database():
+    """A fresh PostgreSQL database for this test session (URL), dropped afterwards."""
+    with new_pg_database("siliconbench_test") as url:
+        yield url
 
 

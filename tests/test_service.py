@@ -17,10 +17,8 @@ import stat
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from coordinator import database
@@ -30,7 +28,7 @@ from siliconbench.spec import parse_sweep
 from worker.service import envfile, install, launchd, make_spec, prevent_sleep, sleep_method, systemd, uninstall
 from worker.service.spec import DEFAULT_STOP_TIMEOUT_S, LABEL, UNIT_NAME
 
-from .conftest import PG_ADMIN_URL, SMALL
+from .conftest import SMALL, new_pg_database
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "s3cr%t$pw"
@@ -302,21 +300,8 @@ def test_real_job_runs_inside_the_inhibitor(tmp_path, monkeypatch, models_dir):
 @pytest.fixture
 def fresh_pg():
     """A new, empty PostgreSQL database (URL), dropped afterwards."""
-    admin = database.normalize_url(PG_ADMIN_URL)
-    conninfo = dict(host=admin.host, port=admin.port or 5432, user=admin.username, password=admin.password,
-                    dbname=admin.database, connect_timeout=3, autocommit=True)
-    try:
-        psycopg.connect(**conninfo).close()
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"PostgreSQL unreachable: {exc}")
-    name = f"sb_doctor_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(**conninfo) as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    url = admin.set(database=name).render_as_string(hide_password=False)
-    yield url
-    database.dispose(url)
-    with psycopg.connect(**conninfo) as c:
-        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with new_pg_database("sb_doctor") as url:
+        yield url
 
 
 def lines_of(out: str) -> dict[str, tuple[str, str]]:
