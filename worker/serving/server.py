@@ -25,6 +25,7 @@ from typing import Callable
 
 from siliconbench.errors import WorkloadError
 
+from ..engines.llama_cpp import flash_attn_mode
 from ..host import performance_cores
 from .client import answers_completion
 
@@ -72,7 +73,7 @@ def command(engine: str, artifact: Path, port: int, options: dict, n_ctx: int, m
                 "--n_gpu_layers", str(options.get("n_gpu_layers", -1)), "--use_mmap", str(options.get("use_mmap", True)),
                 "--use_mlock", "False",  # the server's default is True, the library's False: keep the library's
                 # llama_cpp.server takes flash attention on/off only: 'auto' is sent as on, which is what llama.cpp's
-                # auto chooses on Metal and CPU (the backends a worker runs); recorded as server_flash_attn.
+                # auto chooses on Metal and CPU (the backends a worker runs) (the job's options record the request).
                 "--flash_attn", str(server_flash_attn(options)), "--verbose", "False",
                 # By default a new request cuts the one streaming (it ends after a token): queue them instead.
                 "--interrupt_requests", "False"]
@@ -118,8 +119,7 @@ def batching(engine: str, clients: int) -> dict:
 
 
 def server_flash_attn(options: dict) -> bool:
-    value = options.get("flash_attn", "auto")
-    return value if isinstance(value, bool) else value in ("auto", "on")
+    return flash_attn_mode(options.get("flash_attn", "auto")) != "off"  # the in-process adapter's reading
 
 
 class Server:
