@@ -4,8 +4,11 @@ FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY siliconbench ./siliconbench
+COPY storage ./storage
 COPY coordinator ./coordinator
 COPY worker ./worker
+COPY embedded ./embedded
+COPY cli ./cli
 COPY dashboard ./dashboard
 COPY migrations ./migrations
 RUN pip install --no-cache-dir ".[postgres,dashboard]" "flower>=2"

@@ -1,7 +1,6 @@
 # The two set-up commands of the README. Each bootstraps the environment first (idempotent).
 VENV ?= .venv
 SB := $(VENV)/bin/siliconbench
-export SILICONBENCH_MODELS_DIR ?= $(CURDIR)/models
 
 .PHONY: quickstart test bootstrap models
 
@@ -9,7 +8,7 @@ bootstrap:
 	@scripts/bootstrap.sh
 
 models: bootstrap
-	@test -f $(SILICONBENCH_MODELS_DIR)/tiny-llama-30m/manifest.json || $(SB) models make-tiny
+	@$(SB) models make-tiny --if-missing  # where the CLI and the dashboard look: SILICONBENCH_MODELS_DIR or <data dir>/models
 
 ## Run the quickstart sweep on the embedded default (SQLite, in-process) and print the results.
 quickstart: models
@@ -17,5 +16,6 @@ quickstart: models
 
 ## Run the whole test suite against real engines, real PostgreSQL and Redis, real worker processes.
 test: bootstrap
+	@scripts/test_deps.sh
 	@scripts/services.sh
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from coordinator import database as db  # noqa: E402
 from coordinator import fleet, queries, store  # noqa: E402
-from coordinator.database import session_scope  # noqa: E402
+from storage.database import session_scope  # noqa: E402
 from siliconbench.jobs import JobSpec, digest  # noqa: E402
 from siliconbench.results import Environment  # noqa: E402
 

@@ -35,8 +35,8 @@ def main(jobs: int = 10_000, workers: int = 2, timeout_s: float = 900) -> None:
     import redis
     from sqlalchemy import select
 
-    from coordinator import broker, database, jobstate, store
-    from coordinator.models import Job
+    from storage import broker, database, jobstate, store
+    from storage.tables import Job
     from fleet_harness import WorkerProc, wait_for
     from siliconbench.jobs import JobSpec, digest
     from siliconbench.queues import TASK_NOOP

@@ -1,5 +1,3 @@
-"""The coordinator: stores sweeps, jobs, results and hosts, and hands jobs to workers.
-
-Storage lives in ``coordinator.models`` (tables), ``coordinator.database`` (engines, sessions, migrations),
-``coordinator.store`` (reads and writes) and ``coordinator.export`` (the JSON/CSV export contract).
+"""The coordinator proper: planning and placement of sweeps on the fleet, reconciliation, statistics, reports
+and the dashboard's queries. It reads and writes through ``storage`` and never imports the worker or an engine.
 """

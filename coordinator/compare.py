@@ -14,12 +14,15 @@ import io
 import json
 from dataclasses import dataclass, field
 
+from rich.table import Table
+
 from siliconbench.aggregate import summarize
 from siliconbench.errors import UserError
 from siliconbench.metrics import METRICS
 from siliconbench.spec import COMPARE_PROCESSES
+from storage.database import session_scope
 
-from .history import (Point, Selector, check_keys, parse_selector, select, series_id, series_key,
+from .history import (Point, Selector, check_keys, load_points, parse_selector, select, series_id, series_key,
                       series_label)
 from .significance import (DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, Comparison, Verdict, compare_processes,
                            min_p_value, process_values)
@@ -136,9 +139,6 @@ def compare_points(points: list[Point], baseline: Selector, candidate: Selector,
 
 
 def compare_db(url: str, baseline: str, candidate: str, **kw) -> list[Row]:
-    from .database import session_scope
-    from .history import load_points
-
     b, c = parse_selector(baseline, "--baseline"), parse_selector(candidate, "--candidate")
     if not b.terms or not c.terms:
         raise UserError("--baseline" if not b.terms else "--candidate", "an empty selector matches everything; "
@@ -197,8 +197,6 @@ def render(rows: list[Row], fmt: str, title: str = "") -> str:
 
 
 def rich_table(rows: list[Row], title: str = ""):
-    from rich.table import Table
-
     t = Table(title=title, title_justify="left")
     for col in COLUMNS:
         t.add_column(col, justify="right" if col in ("base median", "cand median", "ratio", "p") else "left")

@@ -15,7 +15,7 @@ from siliconbench.jobs import JobSpec
 from siliconbench.metrics import METRICS
 from siliconbench.results import JobResult, JobStatus
 
-from .store import load_stored
+from storage.store import load_stored
 
 MAIN_METRICS = ("prefill_tps", "decode_tps", "ttft_ms")
 COUNTER_METRICS = ("engine_prefill_tps", "engine_decode_tps")

@@ -5,6 +5,7 @@ The CLI and the dashboard both call these; neither has a second code path.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from datetime import timedelta
 from pathlib import Path
@@ -18,9 +19,10 @@ from siliconbench.manifest import ModelCatalog, ModelManifest
 from siliconbench.queues import ONLINE_S
 from siliconbench.spec import SweepSpec
 
-from . import broker, jobstate, store
-from .database import session_scope
-from .models import Host, Job, Sweep, utcnow
+from storage import broker, jobstate, store
+from storage.database import session_scope
+from storage.tables import Host, Job, Sweep, utcnow
+
 from .placement import HostView, Placement, place, select_hosts
 
 # The coordinator has no models folder of its own: artifact paths are checked against this root.
@@ -44,6 +46,7 @@ def host_views(session: Session) -> list[HostView]:
         fresh = h.last_heartbeat is not None and now - h.last_heartbeat < timedelta(seconds=ONLINE_S)
         out.append(HostView(
             name=h.name, hostname=h.hostname, chip=h.chip, memory_bytes=h.memory_bytes, os=h.os,
+            details=(h.info or {}).get("host_details") or {},
             engines={e["name"]: e["version"] for e in h.engines or []},
             models={m["name"]: m for m in h.models or []}, online=bool(h.online and fresh),
             last_heartbeat=h.last_heartbeat, current_job_id=h.current_job_id,
@@ -88,8 +91,6 @@ def submit(spec: SweepSpec, *, database_url: str, broker_url: str, sweep_id: str
 def submit_sweep(spec: SweepSpec, *, database_url: str, broker_url: str,
                  sweep_id: str | None = None) -> tuple[str, Placement]:
     """Store the sweep and its placed jobs, then enqueue them; nothing is stored if any job fits nowhere."""
-    import time
-
     sid = sweep_id or f"{spec.name}-{time.strftime('%Y%m%dT%H%M%S')}"
     with session_scope(database_url) as s:
         p = plan(s, spec, sweep_id=sid)

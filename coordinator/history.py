@@ -18,6 +18,7 @@ import fnmatch
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 
+from packaging.version import InvalidVersion, Version
 from sqlalchemy.orm import Session
 
 from siliconbench.aggregate import summarize
@@ -26,7 +27,7 @@ from siliconbench.jobs import JobSpec, digest
 from siliconbench.metrics import METRICS
 from siliconbench.results import JobResult
 
-from .store import load_stored
+from storage.store import load_stored
 
 ENGINE_PACKAGE = {"llama.cpp": "llama-cpp-python", "mlx": "mlx-lm"}
 PREFILL_LIKE = ("prefill_tps", "engine_prefill_tps", "ttft_ms")
@@ -177,7 +178,6 @@ def series_label(p: Point, metric: str, across: tuple[str, ...] = ()) -> str:
 def _version_tuple(v: str | None) -> tuple | None:
     if not v:
         return None
-    from packaging.version import InvalidVersion, Version
 
     try:
         return (Version(v.lstrip("bv")),)

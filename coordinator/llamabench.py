@@ -36,7 +36,8 @@ from siliconbench.manifest import ModelCatalog
 from siliconbench.results import Environment, JobResult, JobStatus, Sample
 from siliconbench.spec import LlamaCppOptions, parse_sweep
 
-from . import store
+from storage import store
+from storage.database import session_scope
 
 FIELDS = ("build_commit", "build_number", "cpu_info", "gpu_info", "backends", "model_filename", "model_type",
           "model_size", "model_n_params", "n_batch", "n_ubatch", "n_threads", "type_k", "type_v", "n_gpu_layers",
@@ -238,8 +239,6 @@ def import_records(session: Session, records: list[dict], *, sweep_id: str, host
 
 
 def import_file(url: str, path: Path, *, host: str, models_dir: Path | None = None, model: str | None = None) -> dict:
-    from .database import session_scope
-
     try:
         data = path.read_bytes()
     except OSError as exc:

@@ -28,6 +28,7 @@ class HostView:
     chip: str | None = None
     memory_bytes: int | None = None
     os: str | None = None
+    details: dict = field(default_factory=dict)  # the platform's identity facts (hw.model, GPU cores, ...)
     engines: dict[str, str] = field(default_factory=dict)
     models: dict[str, dict] = field(default_factory=dict)  # name -> manifest dict
     online: bool = False
@@ -76,6 +77,10 @@ def select_hosts(spec: SweepSpec, hosts: list[HostView]) -> list[HostView]:
         if sel.min_memory_gb and (h.memory_bytes or 0) < sel.min_memory_gb * 2**30:
             continue
         if sel.engine and sel.engine not in h.engines:
+            continue
+        if sel.model and sel.model.lower() != str(h.details.get("model") or "").lower():
+            continue
+        if sel.gpu_cores and sel.gpu_cores != h.details.get("gpu_cores"):
             continue
         out.append(h)
     return out

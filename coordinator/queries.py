@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from sqlalchemy import Float, String, case, cast, false, func, literal, or_, select, union_all
 from sqlalchemy.orm import Session
 
+from storage.store import load_stored
+from storage.tables import Job, Result, SampleRow, Sweep
+
 from .export import ENGINE_PACKAGE, load_records
-from .models import Job, Result, SampleRow, Sweep
-from .store import load_stored
 
 SAMPLE_METRICS = ("prefill_tps", "decode_tps", "ttft_ms")
 JOB_METRICS = ("peak_memory_bytes", "load_s")  # one value per result, stored on the results row

@@ -17,9 +17,9 @@ from siliconbench.jobs import JobSpec
 from siliconbench.queues import MAX_ATTEMPTS
 from siliconbench.results import failed
 
-from . import broker, store
-from .database import session_scope
-from .models import Job, Sweep, utcnow
+from storage import broker, store
+from storage.database import session_scope
+from storage.tables import Job, Sweep, utcnow
 
 # A freshly enqueued message may not be visible to LRANGE yet when a worker has just taken it.
 MESSAGE_GRACE_S = 15

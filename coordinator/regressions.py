@@ -11,7 +11,7 @@ each side, as a version-comparing sweep's processes give. Each kept step lists
 the components (engine versions, llama.cpp commit, OS, Python, BLAS) that changed at that point.
 
 Steps are stored as findings (table ``findings``, one per series, metric and step) so they can be
-confirmed (``coordinator.confirm``) and shown on the dashboard's Regressions page.
+confirmed (``embedded.confirm``) and shown on the dashboard's Regressions page.
 """
 
 from __future__ import annotations
@@ -19,16 +19,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from siliconbench.errors import UserError
 from siliconbench.jobs import digest
+from storage.tables import Finding, utcnow
 
 from .compare import DEFAULT_ALPHA, DEFAULT_METRICS, DEFAULT_MIN_EFFECT, process_samples
 from .history import (Point, Selector, changed_components, check_keys, describe_changes, ordered, select as pick,
                       series_id, series_key, series_label)
-from .models import Finding, utcnow
 from .significance import Comparison, Verdict, compare_processes
 
 NOISE_FLOOR = 0.01  # log-units: below 1% run-to-run spread the penalty stops shrinking
@@ -45,8 +46,7 @@ def _need_ruptures():
 def change_points(values: list[float]) -> list[int]:
     """Indices i where a new segment starts (values[i-1] -> values[i]), as PELT proposes them."""
     _need_ruptures()
-    import numpy as np
-    import ruptures as rpt
+    import ruptures as rpt  # optional ([analysis] extra): only change-point search needs it
 
     n = len(values)
     if n < 2 or any(v is None or v <= 0 for v in values):

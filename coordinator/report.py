@@ -8,8 +8,8 @@ from rich.table import Table
 from siliconbench.aggregate import summarize
 from siliconbench.manifest import weights_of
 
-from . import store
-from .database import session_scope
+from storage import store
+from storage.database import session_scope
 from .export import load_records, summary_dict
 from .workload_tables import TABLES, workload_table
 

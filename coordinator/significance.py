@@ -106,7 +106,7 @@ def verdict(ratio: float | None, p: float | None, better: str, alpha: float, min
 def compare_processes(baseline: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]], metric: str, *,
                       alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT) -> Comparison:
     """The statistics and verdict of one metric; each side is a list of processes, each its raw samples."""
-    from scipy.stats import mannwhitneyu
+    from scipy.stats import mannwhitneyu  # optional ([analysis] extra): only a comparison needs it
 
     m = get_metric(metric)
     b, c = process_values(baseline), process_values(candidate)

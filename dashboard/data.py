@@ -10,10 +10,12 @@ from contextlib import contextmanager
 
 import streamlit as st
 
-from coordinator import fleet, queries, store
-from coordinator.database import require_current, session_scope, upgrade
+from coordinator import fleet, queries
+
 from siliconbench.errors import UserError
 from siliconbench.settings import Settings, load_settings
+from storage import store
+from storage.database import ready, session_scope
 
 CACHE_TTL_S = 60  # bounds memory; freshness comes from data_version
 
@@ -23,15 +25,13 @@ def settings() -> Settings:
 
 
 @st.cache_resource(show_spinner=False)
-def _migrated(url: str, embedded_default: bool) -> str:
-    # As the CLI does: the embedded SQLite default migrates itself, a configured database must be current.
-    (upgrade if embedded_default else require_current)(url)
+def _migrated(url: str) -> str:
+    ready(url)  # as the CLI: SQLite (the embedded database) migrates itself, PostgreSQL must be current
     return url
 
 
 def database_url() -> str:
-    s = settings()
-    return _migrated(s.resolved_database_url, s.database_url is None)
+    return _migrated(settings().resolved_database_url)
 
 
 @contextmanager

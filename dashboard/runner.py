@@ -12,11 +12,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coordinator import embedded, fleet, store
-from coordinator.database import session_scope
+from coordinator import fleet
+from embedded import run as embedded
+
 from siliconbench.errors import UserError
 from siliconbench.jobs import JobSpec
 from siliconbench.spec import SweepSpec
+from storage import store
+from storage.database import session_scope
 
 STARTUP_WAIT_S = 30  # until run_sweep has stored the sweep, so the list shows it at once
 

@@ -11,13 +11,15 @@ import time
 
 import yaml
 
-from coordinator import embedded, fleet, queries
-from coordinator.database import session_scope
+from coordinator import fleet, queries
 from dashboard import runner
+from embedded import run as embedded
 from siliconbench.errors import UserError
 from siliconbench.manifest import QUANT_LEVELS, ModelCatalog
 from siliconbench.settings import Settings
 from siliconbench.spec import SweepSpec, parse_sweep
+from storage.database import session_scope
+from worker.engines import installed_engines  # package metadata only: imports no engine
 
 FIELDS = ("name", "models", "engines", "quantizations", "prompt_tokens", "gen_tokens", "depth", "repetitions",
           "processes", "warmup", "hosts", "placement")
@@ -84,7 +86,6 @@ def preview(spec: SweepSpec, s: Settings, url: str) -> dict:
             p = fleet.preview(session, spec)
             estimate = queries.estimate_duration(session, p["jobs"])
         return {"mode": "fleet", "spec": spec, **p, "estimate": estimate}
-    from worker.engines import installed_engines  # package metadata only: imports no engine
 
     jobs = embedded.plan(spec, s.resolved_models_dir, sweep_id=f"{spec.name}-{time.strftime('%Y%m%dT%H%M%S')}")
     have = installed_engines()

@@ -1,1 +1,1 @@
-"""Alembic migrations of the coordinator's database (located by coordinator.database.alembic_config)."""
+"""Alembic migrations of the coordinator's database (located by storage.database.alembic_config)."""

@@ -1,6 +1,6 @@
-"""Alembic environment, run by ``siliconbench db upgrade`` (coordinator.database) or ``alembic upgrade head``.
+"""Alembic environment, run by ``siliconbench db upgrade`` (storage.database) or ``alembic upgrade head``.
 
-coordinator.database passes its own connection in ``config.attributes["connection"]``; the alembic
+storage.database passes its own connection in ``config.attributes["connection"]``; the alembic
 command line gets the URL from SILICONBENCH_DATABASE_URL (or the embedded SQLite file).
 """
 
@@ -11,8 +11,9 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from coordinator.database import make_engine
-from coordinator.models import Base, UTCDateTime
+from siliconbench.settings import load_settings
+from storage.database import make_engine
+from storage.tables import Base, UTCDateTime
 
 config = context.config
 if config.config_file_name is not None:  # the alembic command line, with alembic.ini
@@ -24,7 +25,6 @@ def database_url() -> str:
     url = config.get_main_option("sqlalchemy.url")
     if url:
         return url
-    from siliconbench.settings import load_settings
 
     return load_settings().resolved_database_url
 
@@ -40,7 +40,7 @@ OPTIONS = dict(target_metadata=target_metadata, render_as_batch=True, compare_ty
 
 
 def run(connection: Connection) -> None:
-    # coordinator.database makes SQLAlchemy emit BEGIN on SQLite, so its DDL is transactional as well.
+    # storage.database makes SQLAlchemy emit BEGIN on SQLite, so its DDL is transactional as well.
     context.configure(connection=connection, transactional_ddl=True, **OPTIONS)
     with context.begin_transaction():
         context.run_migrations()

@@ -46,13 +46,17 @@ class JobSpec(BaseModel):
     engine_version: str | None = Field(
         None, description="Engine package version or engine environment name to run under (None: the worker's own)")
     process: int = Field(0, ge=0, description="Which of the configuration's fresh processes (round) this job is")
+    thermal: Literal["wait", "record", "refuse"] = Field("wait", description="The sweep's thermal gate (spec.py)")
+    thermal_timeout_s: float = 600.0
 
     def key(self) -> dict:
         """The fields that make two jobs the same measurement (what a job id is a digest of)."""
         # params, engine_version and process only when set, so jobs keep the ids they had before these existed
         unset = ({"params"} if not self.params else set()) | ({"engine_version"} if self.engine_version is None else set()) \
             | ({"process"} if not self.process else set())
-        return self.model_dump(exclude={"job_id", "sweep_id", "sweep_name", "index"} | unset)
+        # the thermal gate decides when a job runs, not what it measures
+        return self.model_dump(exclude={"job_id", "sweep_id", "sweep_name", "index", "thermal", "thermal_timeout_s"}
+                               | unset)
 
     def label(self) -> str:
         if self.workload == "generate":
@@ -76,6 +80,8 @@ def spec_digest(spec: SweepSpec) -> str:
         del data[unset]  # sweeps that name no versions keep the digests (and job ids) they had before
     if data.get("full_dtype", "auto") in (None, "auto"):
         data.pop("full_dtype", None)  # likewise sweeps that leave level full to the platform
+    if (data.get("thermal"), data.get("thermal_timeout_s")) == ("wait", 600.0):
+        data.pop("thermal", None), data.pop("thermal_timeout_s", None)  # and the default thermal gate
     return digest(data, 12)
 
 
@@ -165,7 +171,7 @@ def expand(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str | None = None,
                         engine=engine, quant=art.quant, quant_level=art.level, artifact=str(rel),
                         model_sha256=art.sha256, workload=w.kind, n_prompt=n_prompt, n_gen=n_gen, n_depth=depth,
                         repetitions=spec.repetitions, warmup=spec.warmup, delay_s=spec.delay_s, seed=spec.seed,
-                        timeout_s=spec.timeout_s, engine_options={"threads": opts.threads, **eng_opts},
+                        timeout_s=spec.timeout_s, engine_options={"threads": opts.threads, **eng_opts}, thermal=spec.thermal, thermal_timeout_s=spec.thermal_timeout_s,
                     )
                     job.job_id = digest({"sweep": sweep_id, **job.key()})
                     jobs.append(job)
@@ -187,12 +193,22 @@ def _rounds(spec: SweepSpec, jobs: list[JobSpec]) -> list[JobSpec]:
             groups.append([job])
     out: list[JobSpec] = []
     for group in groups:
-        for r in range(processes):
-            for job in group:
-                for version in (spec.engine_versions or {}).get(job.engine) or [None]:
-                    j = job.model_copy(update={"engine_version": version, "process": r, "index": len(out)})
-                    j.job_id = digest({"sweep": j.sweep_id, **j.key()})
-                    out.append(j)
+        out += interleave(group, processes, spec.engine_versions or {}, start=len(out))
+    return out
+
+
+def interleave(group: list[JobSpec], processes: int, versions: dict[str, list[str]],
+               start: int = 0) -> list[JobSpec]:
+    """``processes`` rounds of the template jobs ``group``; each round runs every job once per engine version
+    ``versions`` names for its engine (none named: the interpreter's own), adjacent, A/B, A/B, ... Each copy gets
+    its round as ``process``, its position from ``start`` as ``index``, and its id from its sweep and key."""
+    out: list[JobSpec] = []
+    for r in range(processes):
+        for job in group:
+            for version in versions.get(job.engine) or [None]:
+                j = job.model_copy(update={"engine_version": version, "process": r, "index": start + len(out)})
+                j.job_id = digest({"sweep": j.sweep_id, **j.key()})
+                out.append(j)
     return out
 
 
@@ -215,7 +231,7 @@ def _workload_jobs(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str, mi: in
                 workload=w.kind, n_prompt=cfg.n_prompt, n_gen=cfg.n_gen, n_depth=0,
                 repetitions=spec.repetitions if cfg.repetitions is None else cfg.repetitions,
                 warmup=spec.warmup if cfg.warmup is None else cfg.warmup, delay_s=spec.delay_s, seed=spec.seed,
-                timeout_s=spec.timeout_s, engine_options={"threads": opts.threads, **eng_opts}, params=params,
+                timeout_s=spec.timeout_s, engine_options={"threads": opts.threads, **eng_opts}, params=params, thermal=spec.thermal, thermal_timeout_s=spec.thermal_timeout_s,
             )
             job.job_id = digest({"sweep": sweep_id, **job.key()})
             jobs.append(job)

@@ -94,6 +94,9 @@ class HostFilter(Strict):
     chip: str | None = Field(None, description="Substring of the chip name, case-insensitive ('M4', 'M2 Ultra')")
     min_memory_gb: Annotated[float, Field(gt=0)] | None = None
     engine: Literal["llama.cpp", "mlx"] | None = Field(None, description="Host must have this engine installed")
+    model: str | None = Field(None, description="The Mac's hw.model, e.g. 'Mac16,11' (case-insensitive, exact)")
+    gpu_cores: PositiveInt | None = Field(
+        None, description="Exactly this many GPU cores: binned chips (an M4 Pro with 16 or 20) differ only here")
 
 
 HostSelector = Literal["all"] | Annotated[list[str], Field(min_length=1)] | HostFilter
@@ -113,6 +116,11 @@ class SweepSpec(Strict):
         "`compare` counts processes, not repetitions, as its independent samples")
     warmup: Annotated[int, Field(ge=0)] = 1
     delay_s: Annotated[float, Field(ge=0)] = 0.0
+    thermal: Literal["wait", "record", "refuse"] = Field(
+        "wait", description="Before each job: wait for the host's nominal thermal state (up to thermal_timeout_s, "
+        "then run and mark the result), only record the state, or refuse the job while the host is throttled. "
+        "Thermal state and power are recorded at job start and end in every mode; delay_s stays the cooldown")
+    thermal_timeout_s: Annotated[float, Field(ge=0)] = 600.0
     seed: int = 0
     timeout_s: PositiveInt = Field(900, description="Hard limit for one job's child process")
     max_jobs: PositiveInt = DEFAULT_MAX_JOBS

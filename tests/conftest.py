@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from coordinator import database
+from storage import database
 
 SMALL = "tiny-llama-5m"
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from coordinator import store
-from coordinator.database import session_scope
-from coordinator.models import Host
 from siliconbench.jobs import JobSpec, digest
 from siliconbench.results import Environment, JobResult, JobStatus, Sample
 from siliconbench.spec import SweepSpec
+from storage import store
+from storage.database import session_scope
+from storage.tables import Host
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
 MODEL = "tiny-llama-5m"

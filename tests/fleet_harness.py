@@ -41,7 +41,7 @@ class WorkerProc:
                  engines: str | None = None, env: dict | None = None):
         self.name = name
         self.log_path = log_dir / f"worker-{name}-{time.time_ns()}.log"
-        args = [sys.executable, "-m", "siliconbench.cli.main", "worker", "--broker", broker, "--database", database,
+        args = [sys.executable, "-m", "cli.main", "worker", "--broker", broker, "--database", database,
                 "--name", name, "--models-dir", str(models_dir)]
         if engines:
             args += ["--engines", engines]

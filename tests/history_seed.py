@@ -11,12 +11,12 @@ import socket
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from coordinator import store
-from coordinator.database import session_scope
 from siliconbench.jobs import JobSpec, digest
 from siliconbench.manifest import ModelCatalog
 from siliconbench.results import Environment, JobResult, JobStatus, Sample
 from siliconbench.spec import MlxOptions, parse_sweep
+from storage import store
+from storage.database import session_scope
 
 T0 = datetime(2026, 11, 1, 8, 0, tzinfo=timezone.utc)
 MLX_OPTIONS = {"threads": None, **MlxOptions().model_dump()}  # what a sweep's MLX job records

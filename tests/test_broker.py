@@ -1,4 +1,4 @@
-"""coordinator.broker builds Celery messages itself for speed: they must equal what Celery writes."""
+"""storage.broker builds Celery messages itself for speed: they must equal what Celery writes."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import redis
 
-from coordinator import broker
 from siliconbench.queues import TASK_RUN_JOB
+from storage import broker
 
 URL = "redis://127.0.0.1:6379/6"
 

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def sb(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "siliconbench.cli.main", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT, capture_output=True,
                           text=True, env={**os.environ, **(env or {})}, timeout=600)
 
 
@@ -37,6 +37,13 @@ def counts(db: Path) -> dict[str, int]:
         return {t: con.execute(f"select count(*) from {t}").fetchone()[0] for t in ("sweeps", "jobs", "results", "samples")}
     finally:
         con.close()
+
+
+def test_a_new_sqlite_file_named_by_the_environment_is_migrated_on_first_use(tmp_path, isolated_env):
+    mine = tmp_path / "mine.sqlite"
+    r = sb("run", str(write_sweep(tmp_path)), env={"SILICONBENCH_DATABASE_URL": f"sqlite:///{mine}"})
+    assert r.returncode == 0, r.stderr
+    assert counts(mine)["results"] == 2 and not isolated_env["default_db"].exists()
 
 
 def test_run_then_results_json(tmp_path, isolated_env):

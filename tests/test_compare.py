@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from coordinator import database as db
 from coordinator.compare import Verdict, compare_db, compare_processes, min_p_value, render
 from coordinator.history import parse_selector
 from siliconbench.errors import UserError
+from storage import database as db
 
 from .history_seed import seed_results
 
@@ -186,7 +186,7 @@ def test_formats(store_url):
 
 def sb(*args, url):
     env = {**os.environ, "SILICONBENCH_DATABASE_URL": url}
-    return subprocess.run([sys.executable, "-m", "siliconbench.cli.main", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT, capture_output=True,
                           text=True, env=env, timeout=120)
 
 

@@ -18,11 +18,11 @@ import streamlit as st
 from sqlalchemy import func, select
 from streamlit.testing.v1 import AppTest
 
-from coordinator import database as db
-from coordinator import queries, store
-from coordinator.models import Job, Result, Sweep
+from coordinator import queries
 from dashboard import runner
 from siliconbench.aggregate import summarize
+from storage import database as db, store
+from storage.tables import Job, Result, Sweep
 
 from .dashboard_seed import MODEL, prefill_values, seed
 
@@ -343,7 +343,7 @@ def broker(monkeypatch):
 
 def register(url: str, name: str, engines: dict[str, str], manifest: dict) -> None:
     """A hosts row as a worker's registration writes it, heartbeat now."""
-    from coordinator.models import Host, utcnow
+    from storage.tables import Host, utcnow
 
     with db.session_scope(url) as s:
         s.add(Host(name=name, hostname=f"{name}.local", chip="Apple M4 Pro", memory_bytes=64 * 2**30, os="Darwin",
@@ -352,8 +352,8 @@ def register(url: str, name: str, engines: dict[str, str], manifest: dict) -> No
 
 
 def test_fleet_mode_previews_placement_submits_and_cancels(url, models_dir, broker):
-    from coordinator.broker import waiting_job_ids
     from siliconbench.queues import host_queue
+    from storage.broker import waiting_job_ids
 
     manifest = json.loads((models_dir / MODEL / "manifest.json").read_text())
     register(url, "studio", {"llama.cpp": "0.3.36", "mlx": "0.32.2"}, manifest)
@@ -391,7 +391,7 @@ def test_fleet_mode_previews_placement_submits_and_cancels(url, models_dir, brok
 
 
 def test_cli_dashboard_serves_on_loopback_headless():
-    from siliconbench.cli.dashboard import streamlit_argv
+    from cli.dashboard import streamlit_argv
 
     argv = streamlit_argv("127.0.0.1", 8501)
     assert argv[1:4] == ["-m", "streamlit", "run"] and argv[4].endswith("dashboard/app.py")

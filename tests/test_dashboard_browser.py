@@ -18,23 +18,25 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from playwright import sync_api  # a dev dependency: the bootstrap installs it
 
-from coordinator import database as db
+from storage import database as db
 
 from .conftest import SMALL, in_ci
 from .dashboard_seed import seed
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
+# Debian's chromium, or the browser SILICONBENCH_CHROMIUM names (a Mac's Chromium.app; scripts/test_deps.sh).
+CHROMIUM = os.environ.get("SILICONBENCH_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 WAIT_MS = 60_000
 
-sync_api = pytest.importorskip("playwright.sync_api")
 if not Path(CHROMIUM).exists():
     if in_ci():
-        pytest.fail(f"{CHROMIUM} is missing in CI (apt-get install chromium)", pytrace=False)
-    pytest.skip(f"{CHROMIUM} is not installed", allow_module_level=True)
+        pytest.fail(f"{CHROMIUM} is missing in CI (scripts/test_deps.sh installs it)", pytrace=False)
+    pytest.skip(f"{CHROMIUM} is not installed (`make test` installs it or says how)", allow_module_level=True)
+
 
 
 def free_port() -> int:
@@ -50,7 +52,7 @@ def serve(tmp_path: Path, url: str, models_dir: Path):
            "XDG_DATA_HOME": str(tmp_path / "xdg")}
     env.pop("SILICONBENCH_BROKER_URL", None)
     log = open(tmp_path / "dashboard.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "siliconbench.cli.main", "dashboard", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "dashboard", "--port", str(port)],
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60

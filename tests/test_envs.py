@@ -38,7 +38,7 @@ def cli_env(isolated_env, other_mlx, monkeypatch):
 
 
 def sb(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "siliconbench.cli.main", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT, capture_output=True,
                           text=True, env=dict(os.environ), timeout=600)
 
 

@@ -16,10 +16,11 @@ import pytest
 import redis
 from sqlalchemy import func, select
 
-from coordinator import database, fleet, store
-from coordinator.models import Job, Result
+from coordinator import fleet
 from coordinator.reconcile import reconcile
 from siliconbench.spec import parse_sweep
+from storage import database, store
+from storage.tables import Job, Result
 
 from .conftest import PG_ADMIN_URL, SMALL
 from .fleet_harness import RedisServer, TcpCut, WorkerProc, wait_for

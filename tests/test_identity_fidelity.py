@@ -3,11 +3,11 @@ dtypes) stay readable and are never pooled with new ones: their identity differs
 
 from __future__ import annotations
 
-from coordinator import store
-from coordinator.database import session_scope
 from coordinator.queries import series
 from siliconbench.jobs import digest
 from siliconbench.results import JobResult
+from storage import store
+from storage.database import session_scope
 
 from .test_storage import SPEC, make_env, make_job, make_result
 

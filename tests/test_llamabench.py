@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from coordinator.compare import Verdict, compare_db
-from coordinator.database import session_scope
 from coordinator.history import load_points
 from coordinator.llamabench import export_records, import_records, parse, quant_of
 from coordinator.regressions import find_steps
-from coordinator.store import load_results
 from siliconbench.errors import UserError
+from storage.database import session_scope
+from storage.store import load_results
 from worker.host import performance_cores
 
 from .conftest import SMALL
@@ -170,7 +170,7 @@ def test_export_is_llama_bench_shaped_and_round_trips_into_the_same_series(tmp_p
     env = dict(os.environ)
 
     def sb(*a):
-        return subprocess.run([sys.executable, "-m", "siliconbench.cli.main", *a], cwd=ROOT, capture_output=True,
+        return subprocess.run([sys.executable, "-m", "cli.main", *a], cwd=ROOT, capture_output=True,
                               text=True, env=env, timeout=300)
 
     assert sb("run", str(sweep)).returncode == 0
@@ -201,11 +201,11 @@ def test_import_cli_matches_a_model_or_names_the_quantizations(tmp_path, isolate
     f = tmp_path / "readme.json"
     f.write_text(json.dumps(README_JSON))
     env = dict(os.environ)
-    out = subprocess.run([sys.executable, "-m", "siliconbench.cli.main", "import-llama-bench", str(f), "--model", SMALL],
+    out = subprocess.run([sys.executable, "-m", "cli.main", "import-llama-bench", str(f), "--model", SMALL],
                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0 and "imported 2 tests" in out.stdout, out.stderr  # matched by quantization Q4_K_M
     f.write_text(json.dumps([{**r, "model_type": "qwen2 7B Q5_K - Small"} for r in README_JSON]))
-    out = subprocess.run([sys.executable, "-m", "siliconbench.cli.main", "import-llama-bench", str(f), "--model", SMALL],
+    out = subprocess.run([sys.executable, "-m", "cli.main", "import-llama-bench", str(f), "--model", SMALL],
                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 2 and "no GGUF artifact of quantization Q5_K_S" in out.stderr
 

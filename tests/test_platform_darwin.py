@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 import worker.platform
-from worker.platform.darwin import (RUSAGE_INFO_V4, Commands, Darwin, RusageInfoV4, parse_displays, parse_ioreg,
-                                    parse_low_power_mode, parse_pmset_batt, parse_pmset_therm)
+from coordinator.placement import HostView, select_hosts
+from siliconbench.spec import parse_sweep
+from worker.platform.darwin import (RUSAGE_INFO_V4, Commands, Darwin, RusageInfoV4, _libc_calls, parse_displays,
+                                    parse_ioreg, parse_low_power_mode, parse_pmset_batt, parse_pmset_therm)
 
 DATA = Path(__file__).parent / "data" / "darwin"
 DISPLAYS = ("system_profiler", "SPDisplaysDataType", "-json")
@@ -266,3 +268,60 @@ def test_the_real_runner_returns_stdout_or_nothing():
     assert runner.run(["echo", "hw.ncpu: 16"]) == "hw.ncpu: 16\n"
     assert runner.run(["false"]) == ""
     assert runner.run(["/nonexistent/sysctl", "-n", "hw.model"]) == ""
+
+
+class RecordingLibc:
+    """This machine's real libc (mmap, msync and munmap behave alike on Linux), with every call recorded."""
+
+    def __init__(self):
+        self.real = _libc_calls(ctypes.CDLL(None, use_errno=True))
+        self.calls: list[tuple] = []
+
+    def __getattr__(self, name):
+        fn = getattr(self.real, name)
+
+        def call(*args):
+            self.calls.append((name, *args))
+            return fn(*args)
+
+        return call
+
+
+def test_eviction_maps_the_whole_file_shared_and_invalidates_it(tmp_path):
+    f = tmp_path / "weights.bin"
+    f.write_bytes(os.urandom(3 * 4096 + 17))
+    libc = RecordingLibc()
+
+    class WithLibc(Recorded):
+        def libc(self):
+            return libc
+
+    mac = Darwin(WithLibc())
+    assert mac.can_evict
+    mac.evict_file(f)
+    (mmap_call, msync_call, munmap_call) = libc.calls
+    size = 3 * 4096 + 17
+    # mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0); msync(addr, size, MS_INVALIDATE); munmap(addr, size)
+    assert mmap_call[0] == "mmap" and mmap_call[1] is None and mmap_call[2:5] == (size, 0x01, 0x0001)
+    assert mmap_call[6] == 0
+    assert msync_call == ("msync", msync_call[1], size, 0x0002) and msync_call[1]
+    assert munmap_call == ("munmap", msync_call[1], size)
+    assert f.stat().st_size == size  # the file itself is untouched
+
+
+def test_a_mac_minis_model_and_gpu_cores_choose_it_in_a_sweep():
+    """hosts: {model, gpu_cores} against host facts read from recorded outputs: hw.model from the M2 Pro
+    Mac mini's validation log, GPU cores from the M1's system_profiler (7)."""
+    mac = Darwin(Recorded(sysctl=("sysctl_m1pro_cpufetch139.txt", "sysctl_m2pro_mac_mini_validation_log.txt"),
+                          outputs={DISPLAYS: "system_profiler_displays_m1_torchserve.json"}))
+    details = mac.host_facts()["host_details"]
+    assert (details["model"], details["wired_limit_mb"], details["gpu_cores"]) == ("Mac14,12", 0, 7)
+    mini = HostView(name="mini", details=details)
+    other = HostView(name="other", details={**details, "model": "Mac16,11", "gpu_cores": 20})
+
+    def chosen(hosts):
+        return [h.name for h in select_hosts(parse_sweep({"name": "s", "models": ["m"], "hosts": hosts}), [mini, other])]
+
+    assert chosen({"model": "mac14,12"}) == ["mini"]
+    assert chosen({"gpu_cores": 20}) == ["other"]
+    assert chosen({"model": "Mac14,12", "gpu_cores": 20}) == []

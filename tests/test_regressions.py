@@ -16,9 +16,9 @@ import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from coordinator.database import session_scope
 from coordinator.history import load_points
 from coordinator.regressions import change_points, find_steps, list_findings, save_findings
+from storage.database import session_scope
 
 from .envs_support import OTHER_MLX_LM, mlx_env
 from .history_seed import seed_results
@@ -29,7 +29,7 @@ OWN_MLX_LM = "0.32.2"
 
 
 def sb(*args, env: dict):
-    return subprocess.run([sys.executable, "-m", "siliconbench.cli.main", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT, capture_output=True,
                           text=True, env={**os.environ, **env}, timeout=300)
 
 
@@ -160,7 +160,7 @@ def test_confirm_refuses_what_cannot_run_side_by_side(url, models_dir, tmp_path)
 def test_regressions_page_shows_findings_history_and_confirms(url, models_dir, tmp_path, monkeypatch):
     import streamlit as st
 
-    from coordinator import confirm
+    from embedded import confirm
 
     history(url, models_dir)
     monkeypatch.setenv("SILICONBENCH_DATABASE_URL", url)
@@ -186,7 +186,7 @@ def test_regressions_page_shows_findings_history_and_confirms(url, models_dir, t
 
 
 def test_start_background_really_starts_the_cli(url, tmp_path, monkeypatch):
-    from coordinator.confirm import start_background
+    from embedded.confirm import start_background
 
     monkeypatch.setenv("SILICONBENCH_DATABASE_URL", url)
     pid = start_background(999, log_dir=tmp_path)

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from coordinator import database
 from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import parse_sweep
+from storage import database
 from worker.service import envfile, install, launchd, make_spec, prevent_sleep, sleep_method, systemd, uninstall
 from worker.service.spec import DEFAULT_STOP_TIMEOUT_S, LABEL, UNIT_NAME
 
@@ -40,7 +40,7 @@ PLIST_KEYS = {"Label", "ProgramArguments", "RunAtLoad", "KeepAlive", "ProcessTyp
 
 
 def cli(*args: str, env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "siliconbench.cli.main", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 

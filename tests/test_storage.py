@@ -14,15 +14,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, inspect, select, text
 
-from coordinator import database as db
-from coordinator import store
 from coordinator.export import RECORD_KEYS, load_records, result_record, to_csv_rows
-from coordinator.models import Base, Job, Result, SampleRow, Sweep
 from siliconbench.aggregate import stability_warnings, summarize
 from siliconbench.errors import UserError
 from siliconbench.jobs import JobSpec, digest, spec_digest
 from siliconbench.results import Environment, JobResult, JobStatus, Sample
 from siliconbench.spec import SweepSpec
+from storage import database as db, store
+from storage.tables import Base, Job, Result, SampleRow, Sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLES = {"sweeps", "jobs", "results", "samples", "hosts", "findings"}
@@ -164,6 +163,16 @@ def test_require_current_raises_until_upgraded(empty_url):
     assert err.value.field == "SILICONBENCH_DATABASE_URL" and "siliconbench db upgrade" in err.value.message
     db.upgrade(empty_url)
     db.require_current(empty_url)
+
+
+def test_ready_migrates_sqlite_on_first_use_and_leaves_postgresql_to_db_upgrade(empty_url):
+    if empty_url.startswith("sqlite"):
+        db.ready(empty_url)  # the embedded database, wherever its file lives
+        assert db.current_revision(empty_url) == db.head_revision()
+    else:
+        with pytest.raises(UserError) as err:
+            db.ready(empty_url)
+        assert "siliconbench db upgrade" in err.value.message and db.current_revision(empty_url) is None
 
 
 def test_require_current_names_an_unreachable_database():
@@ -349,7 +358,7 @@ def test_export_record_contract(url):
 
 def test_status_checks_follow_the_contract():
     """The CHECK constraints list JobStatus's values: a new status needs a migration, and this test says so."""
-    from coordinator.models import JOB_STATUSES, RESULT_STATUSES
+    from storage.tables import JOB_STATUSES, RESULT_STATUSES
 
     assert set(JOB_STATUSES) == {s.value for s in JobStatus}
     assert set(RESULT_STATUSES) <= set(JOB_STATUSES) - {"queued", "running"}

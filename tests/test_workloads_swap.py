@@ -4,6 +4,9 @@ No speed is asserted: these machines are shared and noisy."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 from coordinator.export import result_record
 from worker.measure import pagecache
 
@@ -41,3 +44,26 @@ def _eviction_works(path) -> bool:
     pagecache.evict(path)
     return pagecache.resident_fraction(path) < 0.5
 
+
+
+def test_a_cold_swap_that_cannot_evict_fails_with_the_reason(models_dir):
+    """Another process maps B's pages (as a second engine would): eviction cannot drop them, so the job fails
+    instead of storing a warm load as cold."""
+    job = next(j for j in jobs_for(models_dir, {"kind": "swap", "to_quant": "q4", "cache": ["cold"], "mmap": [True],
+                                                "prompt_tokens": 16}) if j.engine == "llama.cpp")
+    b = models_dir / job.params["to_artifact"]
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(b)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "mapped"
+        res, _ = run(job, models_dir)
+    finally:
+        holder.kill()  # by the PID this test started
+        holder.wait()
+    assert res.status == "failed" and "cache: cold" in res.error and "still in the page cache" in res.error, res.error
+    assert not res.samples
+
+
+# Map the file shared, touch every page, say so, then hold the mapping until killed.
+HOLD = """import mmap, sys, time
+f = open(sys.argv[1], "rb"); m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+sum(m[i] for i in range(0, len(m), mmap.PAGESIZE)); print("mapped", flush=True); time.sleep(600)"""

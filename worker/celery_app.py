@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 
 from celery import Celery, signals
+from celery.exceptions import InvalidTaskError
+from celery.worker.strategy import default
 
 from siliconbench.queues import MAX_ATTEMPTS, TASK_NOOP, TASK_RUN_JOB, celery_settings
 from siliconbench.settings import data_dir
+from storage.broker import enqueue
 
 from .registration import Heartbeat, mark_offline, register
 from .spool import Spool
@@ -56,9 +60,6 @@ def guarded_strategy(task, app, consumer, **kwargs):
     Celery 5.7 lets the ValueError of such a message escape and the whole worker dies; turning it into
     InvalidTaskError makes Celery log it and reject that one message (tests/test_fleet.py).
     """
-    from celery.exceptions import InvalidTaskError
-    from celery.worker.strategy import default
-
     handler = default(task, app, consumer, **kwargs)
 
     def guarded(message, body, ack, reject, callbacks, **kw):
@@ -78,10 +79,6 @@ def run_job_task(self, job_id):
     queue = (self.request.delivery_info or {}).get("routing_key")
 
     def requeue(jid: str) -> None:
-        from coordinator.broker import enqueue
-
-        import time
-
         enqueue(app.conf.broker_url, [(jid, queue, f"c{time.time_ns()}")])
 
     ctx.requeue = requeue if queue else None

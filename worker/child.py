@@ -18,9 +18,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+import psutil
+
 from siliconbench.jobs import JobSpec
 from siliconbench.results import JobResult, failed
 
+from . import thermal
 from .blas import child_blas_env
 
 STDERR_TAIL_CHARS = 4000
@@ -47,8 +50,6 @@ def child_env(job: JobSpec, models_dir: Path) -> dict[str, str]:
 
 def _kill_spawned(groups: list[dict]) -> None:
     """SIGKILL the process groups a job announced (its servers) that outlived the job's own process."""
-    import psutil
-
     for g in groups:
         try:
             if abs(psutil.Process(g["pgid"]).create_time() - g["create_time"]) > 0.5:
@@ -68,12 +69,26 @@ def run_job(
     python: str | None = None,
     timeout_s: float | None = None,
     on_event: Callable[[dict], None] | None = None,
+    read_thermal: Callable[[], dict] | None = None,
 ) -> JobResult:
-    """Run ``job`` in a new process of ``python`` (default: this interpreter) and return its result.
+    """Run ``job`` in a new process of ``python`` (default: this interpreter) and return its result, behind
+    the job's thermal gate (worker/thermal.py; its record in ``extra["thermal"]``).
 
     Never raises for a failure of the job itself: a crash, a timeout, an engine error or a garbled
     reply all come back as a failed JobResult carrying the reason and the child's stderr tail.
     """
+    try:
+        gate = thermal.before_job(job, read_thermal)
+    except thermal.ThermalRefused as exc:
+        return failed(job.job_id, str(exc), started_at=datetime.now(timezone.utc),
+                      extra={"thermal": {"mode": job.thermal, "refused": True}})
+    result = _run_child(job, models_dir, python=python, timeout_s=timeout_s, on_event=on_event)
+    result.extra["thermal"] = thermal.after_job(gate, read_thermal)
+    return result
+
+
+def _run_child(job: JobSpec, models_dir: Path, *, python: str | None, timeout_s: float | None,
+               on_event: Callable[[dict], None] | None) -> JobResult:
     timeout_s = timeout_s or job.timeout_s
     started = datetime.now(timezone.utc)
     try:

@@ -11,9 +11,21 @@ import json
 import os
 import resource
 import sys
+import threading
 import time
+import traceback
 from datetime import datetime, timezone
 from pathlib import Path
+
+import psutil
+
+from siliconbench.jobs import JobSpec
+from siliconbench.results import Environment, JobResult, JobStatus
+
+from .engines import get_engine
+from .environment import host_facts
+from .serving.server import kill_live_groups
+from .workloads import generate, run_workload
 
 
 def _rss_peak_bytes() -> int:
@@ -22,8 +34,6 @@ def _rss_peak_bytes() -> int:
 
 
 def _rss_now_bytes() -> int:
-    import psutil
-
     return int(psutil.Process().memory_info().rss)
 
 
@@ -42,16 +52,12 @@ def _fault(point: str) -> None:
 
 def _die_with_parent() -> None:
     """Exit if the worker that started us dies (kill -9 leaves no one to kill our process group)."""
-    import threading
-
     parent = os.getppid()
 
     def watch() -> None:
         while True:
             time.sleep(0.5)
             if os.getppid() != parent:
-                from .serving.server import kill_live_groups
-
                 kill_live_groups()  # servers a workload started must not outlive the job either
                 os._exit(3)
 
@@ -70,7 +76,6 @@ def main() -> int:
     try:
         return _run(emit)
     except Exception as exc:  # reported to the parent as a failed result, with the traceback on stderr
-        import traceback
 
         traceback.print_exc()
         emit("error", error=f"{type(exc).__name__}: {exc}")
@@ -80,17 +85,9 @@ def main() -> int:
 
 
 def _run(emit) -> int:
-    from siliconbench.jobs import JobSpec
-    from siliconbench.results import Environment, JobResult, JobStatus
-
-    from .engines import get_engine
-    from .environment import host_facts
-    from .workloads import generate
-
     job = JobSpec.model_validate_json(sys.stdin.read())
     models_dir = Path(os.environ["SILICONBENCH_MODELS_DIR"])
     if job.workload != "generate":  # every other kind runs in worker/workloads/<kind>.py
-        from .workloads import run_workload
 
         emit("result", result=json.loads(run_workload(job, models_dir, emit).model_dump_json()))
         return 0

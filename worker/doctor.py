@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+from importlib.metadata import version
 import platform
 import subprocess
 import sys
@@ -16,6 +17,16 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
+
+import redis
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import create_engine
+from sqlalchemy.exc import DBAPIError, NoSuchModuleError
+from sqlalchemy.pool import NullPool
+
+from siliconbench.errors import UserError
+from siliconbench.manifest import ModelCatalog
+from storage.database import head_revision, normalize_url, shown
 
 from .engines import installed_engines
 from .environment import host_facts
@@ -85,10 +96,8 @@ _PROBE = "import json, sys; from worker.doctor import probe_engine; print(json.d
 
 def probe_engine(name: str) -> dict:
     """The backend an engine would use here (run in a fresh interpreter: it imports the engine)."""
-    from importlib.metadata import version
-
     if name == "llama.cpp":
-        from .engines.llama_cpp import build_info
+        from .engines.llama_cpp import build_info  # the engine, optional on this host (probed in its own interpreter)
 
         info = build_info()
         sysinfo = info.get("system_info", "").upper()
@@ -97,7 +106,7 @@ def probe_engine(name: str) -> dict:
         return {"version": version("llama-cpp-python"), "backend": backend, "gpu_offload": offload,
                 "build": info.get("commit") or info.get("version") or ""}
     if name == "mlx":
-        import mlx.core as mx
+        import mlx.core as mx  # the engine, optional on this host (probed in its own interpreter)
 
         metal = bool(mx.metal.is_available())
         out = {"version": version("mlx-lm"), "mlx": version("mlx"), "device": str(mx.default_device()),
@@ -165,8 +174,6 @@ def check_engines(system: str) -> list[Check]:
 
 
 def check_models(models_dir: Path) -> list[Check]:
-    from siliconbench.manifest import ModelCatalog
-
     try:
         names = ModelCatalog(models_dir).names()
     except Exception as exc:  # a broken manifest: the worker would fail to register
@@ -234,8 +241,6 @@ def check_broker(url: str | None, timeout_s: float) -> list[Check]:
     if urlsplit(url).scheme not in ("redis", "rediss"):
         return [Check("broker", Status.fail, f"{shown} is not a Redis URL",
                       "set SILICONBENCH_BROKER_URL=redis://HOST:6379/0")]
-    import redis
-
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
         try:
@@ -258,14 +263,6 @@ def check_database(url: str | None, timeout_s: float) -> list[Check]:
     if not url:
         return [Check("database", Status.info, "not configured (embedded runs use the SQLite file); a worker needs "
                       "--database postgresql://USER@HOST/siliconbench or SILICONBENCH_DATABASE_URL")]
-    from alembic.runtime.migration import MigrationContext
-    from sqlalchemy import create_engine
-    from sqlalchemy.exc import DBAPIError, NoSuchModuleError
-    from sqlalchemy.pool import NullPool
-
-    from coordinator.database import head_revision, normalize_url, shown
-    from siliconbench.errors import UserError
-
     try:
         u = normalize_url(url)
     except UserError as exc:

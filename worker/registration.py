@@ -11,8 +11,11 @@ from sqlalchemy import insert, update
 
 from siliconbench.manifest import ModelCatalog
 from siliconbench.queues import HEARTBEAT_S, capability_queue, host_queue
+from storage.database import session_scope
+from storage.tables import Host, utcnow
 
 from .engines import installed_engines
+from .envs import available
 from .environment import host_facts
 
 log = logging.getLogger(__name__)
@@ -27,7 +30,6 @@ def capabilities(models_dir: Path) -> tuple[dict[str, str], dict[str, dict]]:
     if offered:
         engines = {e: v for e, v in engines.items() if e in offered.split(",")}
     # Engine environments (siliconbench env add): advertised as "mlx": "0.32.2, 0.31.3" for placement.
-    from .envs import available
 
     engines = {e: ", ".join(dict.fromkeys([v, *available(e)])) for e, v in engines.items()}
     return engines, {n: m.model_dump(mode="json") for n, m in catalog.models.items()}
@@ -39,9 +41,6 @@ def queues_for(name: str, engines: dict, models: dict) -> list[str]:
 
 def register(database_url: str, name: str, models_dir: Path) -> list[str]:
     """Upsert this worker's host row and return the queues it must consume."""
-    from coordinator.database import session_scope
-    from coordinator.models import Host, utcnow
-
     engines, models = capabilities(models_dir)
     facts = host_facts()
     row = dict(hostname=facts["hostname"], chip=facts["chip"], memory_bytes=facts["memory_bytes"],
@@ -54,9 +53,6 @@ def register(database_url: str, name: str, models_dir: Path) -> list[str]:
 
 
 def mark_offline(database_url: str, name: str) -> None:
-    from coordinator.database import session_scope
-    from coordinator.models import Host
-
     with session_scope(database_url) as s:
         s.execute(update(Host).where(Host.name == name).values(online=False, current_job_id=None))
 
@@ -71,9 +67,6 @@ class Heartbeat(threading.Thread):
         self.stopped = threading.Event()
 
     def beat(self) -> None:
-        from coordinator.database import session_scope
-        from coordinator.models import Host, utcnow
-
         with session_scope(self.url) as s:
             s.execute(update(Host).where(Host.name == self.name).values(
                 last_heartbeat=utcnow(), online=True, current_job_id=self.ctx.current_job if self.ctx else None))

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from siliconbench.jobs import JobSpec
 from siliconbench.results import JobResult
+from storage.database import session_scope
+from storage.store import save_result
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +38,6 @@ class Spool:
 
     def flush(self, database_url: str) -> int:
         """Write every spooled result; returns how many were flushed. Raises if the database is down."""
-        from coordinator.database import session_scope
-        from coordinator.store import save_result
-
         n = 0
         for path in self.pending():
             data = json.loads(path.read_text())

@@ -14,12 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.orm import Session
 
 from siliconbench.errors import UserError
 from siliconbench.queues import LEASE_S
+from siliconbench.results import JobResult, JobStatus, failed
+from storage.database import engine_for, session_scope
+from storage.jobstate import attempts_left, claim, renew, requeue, try_claim
+from storage.store import save_result
 
 from .child import run_job
+from .envs import python_for
 from .service.sleep import prevent_sleep
 from .spool import Spool
 
@@ -44,8 +50,6 @@ class WorkerContext:
 
 def _with_db(url: str, fn, patience_s: float = CLAIM_PATIENCE_S):
     """fn(session) in one transaction, retried while the database is unreachable (the message waits)."""
-    from coordinator.database import session_scope
-
     def once():
         with session_scope(url) as s:
             return fn(s)
@@ -89,8 +93,6 @@ class _HeldConnection:
 
     def usable(self) -> bool:
         if self.supported is None:
-            from coordinator.database import engine_for
-
             try:
                 self.supported = engine_for(self.url).dialect.name == "postgresql"
             except Exception:  # e.g. no driver: the session_scope path reports it as before
@@ -98,11 +100,6 @@ class _HeldConnection:
         return self.supported
 
     def run(self, fn):
-        from sqlalchemy.exc import DBAPIError
-        from sqlalchemy.orm import Session
-
-        from coordinator.database import engine_for
-
         for retry in (True, False):
             reused = self.conn is not None
             if self.conn is None:
@@ -140,9 +137,6 @@ class LeaseKeeper(threading.Thread):
         self.ctx, self.stopped = ctx, threading.Event()
 
     def run(self) -> None:
-        from coordinator.database import session_scope
-        from coordinator.jobstate import renew
-
         while not self.stopped.wait(LEASE_S / 3):
             job_id = self.ctx.current_job
             if job_id is None:
@@ -171,13 +165,10 @@ def _held(ctx: WorkerContext) -> _HeldConnection | None:
 
 def _execute(job, ctx: WorkerContext):
     """The job's result: from a fresh child process, or at once for the plumbing benchmark's noop."""
-    from siliconbench.results import JobResult, JobStatus, failed
-
     if job.workload == "noop":  # every step of a job except the engine (benchmarks/plumbing.py)
         return JobResult(job_id=job.job_id, status=JobStatus.ok)
     if not (ctx.models_dir / job.artifact).resolve().is_relative_to(ctx.models_dir.resolve()):
         return failed(job.job_id, f"artifact path {job.artifact!r} resolves outside the models folder")
-    from .envs import python_for
 
     # A job naming an engine version runs under that engine environment's interpreter.
     python = python_for(job.engine, job.engine_version) if job.engine_version else None
@@ -193,10 +184,6 @@ def handle_job(job_id: object, ctx: WorkerContext) -> str:
     connection (PostgreSQL), so bookkeeping stays a small part of a short job; the host's current job is
     published by the heartbeat, and its lease renewed by the worker's one LeaseKeeper, from ``ctx.current_job``.
     """
-    from coordinator.database import session_scope
-    from coordinator.jobstate import attempts_left, claim, requeue, try_claim
-    from coordinator.store import save_result
-
     if not isinstance(job_id, str) or not JOB_ID.match(job_id):
         log.error("refused a malformed job message: %r", job_id)
         return "refused: malformed message"

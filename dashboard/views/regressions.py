@@ -1,7 +1,7 @@
 """Regressions: the findings (steps in series histories), each series' history with its change points and
 versions, and the button that confirms a finding with an interleaved A/B/A/B sweep on this host.
 
-Reads and writes only through coordinator.regressions / coordinator.history / coordinator.confirm.
+Reads and writes only through coordinator.regressions / coordinator.history / embedded.confirm.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import pandas as pd
 import streamlit as st
 
 from coordinator.compare import DEFAULT_ALPHA, DEFAULT_METRICS, DEFAULT_MIN_EFFECT
-from coordinator.confirm import DEFAULT_ROUNDS, start_background
-from coordinator.database import session_scope
 from coordinator.history import load_points
 from coordinator.regressions import find_steps, get_finding, history_points, list_findings, save_findings
 from dashboard import data
+from embedded.confirm import DEFAULT_ROUNDS, start_background
 from siliconbench.metrics import METRICS
+from storage.database import session_scope
 
 st.title("Regressions")
 st.caption("Steps found by change-point detection (ruptures PELT) in each series, ordered by engine version then "

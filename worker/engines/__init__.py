@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+
 from siliconbench.errors import UserError
 
 from .base import Engine
@@ -21,7 +24,6 @@ def get_engine(name: str) -> Engine:
     """A fresh engine instance; raises UserError listing valid names for an unknown one."""
     if name not in _REGISTRY:
         raise UserError("engine", f"unknown engine {name!r}.", engine_names())
-    import importlib
 
     module, cls = _REGISTRY[name]
     return getattr(importlib.import_module(module), cls)()
@@ -29,8 +31,6 @@ def get_engine(name: str) -> Engine:
 
 def installed_engines() -> dict[str, str]:
     """Engines importable on this host, name -> package version (for routing by capability)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     found = {}
     for name, dist in (("llama.cpp", "llama-cpp-python"), ("mlx", "mlx-lm")):
         try:

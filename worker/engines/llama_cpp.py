@@ -7,6 +7,8 @@ import ctypes
 from importlib.metadata import version
 from pathlib import Path
 
+import numpy as np
+
 from ..host import performance_cores
 from .base import Engine
 from .llama_threadpool import LLAMA_BENCH_POLL, Threadpools
@@ -19,8 +21,8 @@ FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}  # LLAMA_FLASH_ATTN_TYPE_AUTO / DIS
 
 def build_info() -> dict[str, str]:
     """The llama.cpp build llama-cpp-python carries (commit, versions, system info)."""
-    import llama_cpp
-    from llama_cpp import llama_cpp as lib
+    import llama_cpp  # the engine: optional, imported by the job that runs it
+    from llama_cpp import llama_cpp as lib  # the engine: optional, imported by the job that runs it
 
     info = {}
     for sym in ("ggml_commit", "ggml_version"):
@@ -55,9 +57,9 @@ def _context_flash_attn(flash_attn_type: int, log: list[str]):
     ("Flash Attention enabled" / "... not supported, set to disabled"). So for the one constructor call, the
     context class Llama uses sets the type we ask for, and a log callback keeps what llama.cpp said.
     """
-    from llama_cpp import _internals as internals
-    from llama_cpp import _logger
-    from llama_cpp import llama_cpp as lib
+    from llama_cpp import _internals as internals  # the engine: optional, imported by the job that runs it
+    from llama_cpp import _logger  # the engine: optional, imported by the job that runs it
+    from llama_cpp import llama_cpp as lib  # the engine: optional, imported by the job that runs it
 
     original = internals.LlamaContext
 
@@ -95,8 +97,7 @@ class LlamaCppEngine(Engine):
     name = "llama.cpp"
 
     def load(self, path: Path, options: dict, n_ctx: int) -> None:
-        import llama_cpp
-        import numpy as np
+        import llama_cpp  # the engine: optional, imported by the job that runs it
 
         self.lib, self.np = llama_cpp, np
         n_batch = int(options.get("n_batch", 2048))
@@ -143,7 +144,7 @@ class LlamaCppEngine(Engine):
                          if lib.llama_vocab_get_attr(vocab, t) & odd or lib.llama_vocab_is_eog(vocab, t)}
 
     def load_vocab(self, path: Path) -> None:
-        import llama_cpp
+        import llama_cpp  # the engine: optional, imported by the job that runs it
 
         self.lib = llama_cpp
         self.llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)

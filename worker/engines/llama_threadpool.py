@@ -23,7 +23,7 @@ class ThreadpoolParams(ctypes.Structure):
 
 
 def _libs():
-    import llama_cpp
+    import llama_cpp  # the engine: optional, imported by the job that runs it
 
     lib_dir = Path(llama_cpp.__file__).parent / "lib"
     ext = "dylib" if (lib_dir / "libggml-base.dylib").exists() else "so"

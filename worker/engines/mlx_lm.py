@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 from importlib.metadata import version
 from pathlib import Path
+
+import numpy as np
 
 from .base import Engine
 
@@ -18,9 +21,9 @@ class MlxEngine(Engine):
     name = "mlx"
 
     def load(self, path: Path, options: dict, n_ctx: int) -> None:
-        import mlx.core as mx
-        from mlx_lm import load
-        from mlx_lm.generate import generation_stream, wired_limit
+        import mlx.core as mx  # the engine: optional, imported by the job that runs it
+        from mlx_lm import load  # the engine: optional, imported by the job that runs it
+        from mlx_lm.generate import generation_stream, wired_limit  # the engine: optional, imported by the job that runs it
 
         self.mx = mx
         self.stream = generation_stream
@@ -57,7 +60,7 @@ class MlxEngine(Engine):
         return {int(i) for i in ids}
 
     def reset(self) -> None:
-        from mlx_lm.models.cache import make_prompt_cache
+        from mlx_lm.models.cache import make_prompt_cache  # the engine: optional, imported by the job that runs it
 
         # A fresh cache per repetition, as each mlx_lm stream_generate call makes one; the allocator's buffer
         # cache is left as mlx_lm leaves it between trials (generate_step clears it after each prefill chunk).
@@ -110,7 +113,7 @@ class MlxEngine(Engine):
         return last
 
     def load_vocab(self, path: Path) -> None:
-        from mlx_lm.utils import load_tokenizer
+        from mlx_lm.utils import load_tokenizer  # the engine: optional, imported by the job that runs it
 
         self.tokenizer = load_tokenizer(Path(path))
         self._n_vocab = len(self.tokenizer._tokenizer) if hasattr(self.tokenizer, "_tokenizer") else None
@@ -123,7 +126,6 @@ class MlxEngine(Engine):
 
     def token_nll(self, tokens: list[int], first: int = 0) -> list[float]:
         """NLL of tokens[first + 1:], each predicted from all of ``tokens`` before it, from an empty cache."""
-        import numpy as np
 
         mx = self.mx
         self.reset()
@@ -155,7 +157,7 @@ class MlxEngine(Engine):
         return {"mlx_peak_memory_bytes": float(self.mx.get_peak_memory())}
 
     def describe(self) -> dict:
-        import mlx.core as mx
+        import mlx.core as mx  # the engine: optional, imported by the job that runs it
 
         dev = mx.default_device()
         backend = "Metal" if "gpu" in str(dev).lower() else "CPU"
@@ -179,7 +181,7 @@ class MlxEngine(Engine):
         """Weights: '4bit' / '8bit' for a quantized model, else the parameters' dtype; activations: the dtype
         the model computes in (its norm weights', which mlx-lm keeps unquantized); KV cache: the activations'."""
         model = self.model
-        from mlx.utils import tree_flatten
+        from mlx.utils import tree_flatten  # the engine: optional, imported by the job that runs it
 
         short = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
         params = dict(tree_flatten(model.parameters()))
@@ -191,8 +193,6 @@ class MlxEngine(Engine):
         return {"weights": f"{bits}bit" if bits else act_name, "activations": act_name, "kv_cache": act_name}
 
     def close(self) -> None:
-        import gc
-
         if getattr(self, "_wired", None) is not None:
             self._wired.close()  # restores the previous wired limit after synchronizing the stream
             self._wired = None

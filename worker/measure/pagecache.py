@@ -1,7 +1,8 @@
-"""Page-cache state of model files: measured with mincore(2), dropped with posix_fadvise(2), warmed by reading.
+"""Page-cache state of model files: measured with mincore(2), dropped through the platform seam (Linux:
+posix_fadvise; Darwin: msync MS_INVALIDATE), warmed by reading.
 
-The swap workload records the measured fraction with every swap instead of assuming a state: a "cold"
-request can fail silently (pages mapped by another process, an OS without fadvise such as macOS).
+The swap workload records the measured fraction with every swap instead of assuming a state: an eviction
+can leave pages behind (another process maps them, a filesystem such as tmpfs keeps them).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import os
 from pathlib import Path
 
 import numpy as np
+
+from .. import platform
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
@@ -59,7 +62,7 @@ def resident_fraction(path: Path) -> float:
 
 
 def can_evict() -> bool:
-    return hasattr(os, "posix_fadvise")
+    return bool(platform.current().can_evict)
 
 
 def evict(path: Path) -> None:
@@ -67,11 +70,7 @@ def evict(path: Path) -> None:
     if not can_evict():
         return
     for f in files_of(path):
-        fd = os.open(f, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+        platform.current().evict_file(f)
 
 
 def warm(path: Path) -> None:

@@ -82,7 +82,7 @@ def _save_safetensors(tensors: dict[str, np.ndarray], path: Path, dtype: str) ->
 
     numpy has no bfloat16: bf16 tensors go to safetensors as uint16 bit patterns tagged BF16.
     """
-    from safetensors import TensorSpec, serialize_file
+    from safetensors import TensorSpec, serialize_file  # an engine's own package: optional, needed by that format only
 
     arrays = {}
     for k, v in tensors.items():
@@ -116,7 +116,7 @@ def write_hf_dir(out_dir: Path, config: dict, weights: dict[str, np.ndarray], vo
 def write_gguf(path: Path, config: dict, weights: dict[str, np.ndarray], vocab: BpeVocab, *, name: str,
                dtype: str = "f16") -> None:
     """A GGUF F16 (``dtype`` f16) or F32 (f32) file; 1-D norms stay F32 in both, as llama.cpp requires."""
-    import gguf
+    import gguf  # an engine's own package: optional, needed by that format only
 
     if dtype not in ("f16", "f32"):
         raise ValueError(f"dtype {dtype!r}: f16 or f32")
@@ -155,8 +155,8 @@ def write_gguf(path: Path, config: dict, weights: dict[str, np.ndarray], vocab: 
 
 def quantize_gguf(src: Path, dst: Path, quant: str) -> None:
     """Quantize with llama.cpp's own quantizer through llama-cpp-python (no extra binary)."""
-    import llama_cpp
-    from llama_cpp import _logger
+    import llama_cpp  # an engine's own package: optional, needed by that format only
+    from llama_cpp import _logger  # an engine's own package: optional, needed by that format only
 
     ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{quant}")
     params = llama_cpp.llama_model_quantize_default_params()
@@ -174,7 +174,7 @@ def quantize_gguf(src: Path, dst: Path, quant: str) -> None:
 
 def convert_mlx(src_dir: Path, dst_dir: Path, bits: int, group_size: int = 64) -> None:
     """mlx-lm affine quantization; float32 scales and norms because f16 math is slow on MLX's CPU."""
-    from mlx_lm import convert
+    from mlx_lm import convert  # an engine's own package: optional, needed by that format only
 
     with contextlib.redirect_stdout(io.StringIO()):  # mlx-lm prints [INFO] lines
         convert(str(src_dir), str(dst_dir), quantize=True, q_bits=bits, q_group_size=group_size, dtype="float32")
@@ -201,6 +201,13 @@ def staged_model_dir(models_dir: Path, name: str, *, overwrite: bool) -> Iterato
     stage.mkdir(parents=True)
     try:
         yield stage
+        for f in stage.rglob("*"):  # on disk before it has its name: durable, and its pages clean (evictable)
+            if f.is_file():
+                fd = os.open(f, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
         if final.exists():
             shutil.rmtree(final)
         stage.rename(final)

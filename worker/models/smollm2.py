@@ -52,8 +52,8 @@ def _link_or_copy(src: Path, dst: Path) -> None:
 
 def read_gguf_llama(path: Path) -> tuple[dict, dict[str, np.ndarray], BpeVocab]:
     """HF config, float32 weights in HF names/layout, and the vocabulary of a llama-architecture GGUF."""
-    import gguf
-    from gguf.quants import dequantize
+    import gguf  # llama-cpp-python's gguf: optional, needed to read the wheel's GGUF
+    from gguf.quants import dequantize  # llama-cpp-python's gguf: optional, needed to read the wheel's GGUF
 
     reader = gguf.GGUFReader(str(path))
     meta = {k: f.contents() for k, f in reader.fields.items() if k.startswith(("general.", "llama."))}

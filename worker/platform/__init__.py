@@ -15,6 +15,8 @@ Common to every platform:
 - ``thermal_power() -> dict``: ``thermal_state`` ("nominal" / "throttled" / "unknown"),
   ``power_source`` ("ac" / "battery" / "ups" / "unknown"), ``low_power_mode`` (True / False / None
   when the OS does not say), plus the raw figures they were read from.
+- ``can_evict`` / ``evict_file(path)``: drop a file's clean pages from the page cache, unprivileged
+  (Linux: posix_fadvise DONTNEED; Darwin: msync MS_INVALIDATE on a shared mapping).
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ class Platform(Protocol):
     def performance_cores(self) -> int: ...
 
     def thermal_power(self) -> dict: ...
+
+    can_evict: bool
+
+    def evict_file(self, path) -> None: ...
 
 
 class UnsupportedPlatform(RuntimeError):

@@ -1,4 +1,5 @@
-"""macOS behind the platform seam: host facts, P/E and GPU cores, thermal state, power, phys_footprint.
+"""macOS behind the platform seam: host facts, P/E and GPU cores, thermal state, power, phys_footprint,
+page-cache eviction.
 
 Every command output and C structure is read through one ``Commands`` object, so the tests replace
 it with outputs recorded on real Macs (tests/data/darwin/SOURCES.md) and run these parsers on Linux.
@@ -18,6 +19,8 @@ from functools import lru_cache
 import psutil
 
 RUSAGE_INFO_V4 = 4  # <sys/resource.h>: the proc_pid_rusage() flavor that carries the footprint peaks
+# <sys/mman.h> of the macOS SDK (Linux numbers MS_SYNC 4, so these are Darwin's own)
+PROT_READ, MAP_SHARED, MS_INVALIDATE = 0x01, 0x0001, 0x0002
 LIBSYSTEM = "/usr/lib/libSystem.B.dylib"  # libproc's proc_pid_rusage is exported from libSystem
 
 
@@ -45,6 +48,14 @@ def _libsystem() -> ctypes.CDLL:
     return lib
 
 
+def _libc_calls(lib: ctypes.CDLL) -> ctypes.CDLL:
+    lib.mmap.restype = ctypes.c_void_p
+    lib.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int64]
+    lib.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    lib.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    return lib
+
+
 class Commands:
     """The one door to macOS: a command's stdout as text, and proc_pid_rusage into a struct."""
 
@@ -62,6 +73,10 @@ class Commands:
     def proc_pid_rusage(self, pid: int, flavor: int, info: ctypes.Structure) -> int:
         """libproc's ``proc_pid_rusage(pid, flavor, &info)``: 0 on success, -1 with errno set."""
         return _libsystem().proc_pid_rusage(pid, flavor, ctypes.byref(info))
+
+    def libc(self) -> ctypes.CDLL:
+        """libSystem's mmap / msync / munmap (their argument types set)."""
+        return _libc_calls(_libsystem())
 
 
 def parse_colon_lines(text: str) -> dict[str, str]:
@@ -225,6 +240,30 @@ class Darwin:
                 **parse_pmset_batt(self.commands.run(["pmset", "-g", "batt"])),
                 "low_power_mode": parse_low_power_mode(self.commands.run(["pmset", "-g"])),
                 "source": "pmset"}
+
+    can_evict = True
+
+    def evict_file(self, path) -> None:
+        """Drop a file's clean pages from the unified buffer cache without privileges: a shared read-only
+        mapping of the whole file, msync(MS_INVALIDATE), unmap (what vmtouch -e and fio's Darwin engine do;
+        posix_fadvise does not exist on macOS). Pages another process maps stay; the swap workload measures."""
+        size = os.path.getsize(path)
+        if size == 0:
+            return
+        libc = self.commands.libc()
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # dirty pages are written back first: only clean ones can be invalidated
+            addr = libc.mmap(None, size, PROT_READ, MAP_SHARED, fd, 0)
+            if addr in (None, ctypes.c_void_p(-1).value):
+                raise OSError(ctypes.get_errno(), f"mmap of {path} failed")
+            try:
+                if libc.msync(addr, size, MS_INVALIDATE) != 0:
+                    raise OSError(ctypes.get_errno(), f"msync(MS_INVALIDATE) of {path} failed")
+            finally:
+                libc.munmap(addr, size)
+        finally:
+            os.close(fd)
 
     def rusage(self, pid: int) -> RusageInfoV4 | None:
         """proc_pid_rusage(pid, RUSAGE_INFO_V4); None when the process is gone or not ours to read."""

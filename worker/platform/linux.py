@@ -23,6 +23,18 @@ class Linux:
     def __init__(self, root: str | Path = "/"):
         self.root = Path(root)
 
+    can_evict = hasattr(os, "posix_fadvise")
+
+    def evict_file(self, path) -> None:
+        """Drop a file's unmapped pages from the page cache: written back first (DONTNEED skips dirty
+        pages, e.g. of a model made seconds ago), then posix_fadvise(POSIX_FADV_DONTNEED)."""
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
     def _read(self, rel: str | Path) -> str | None:
         try:
             return (self.root / rel).read_text().strip()

@@ -83,7 +83,7 @@ def siliconbench_command() -> list[str]:
     script = exe.with_name("siliconbench")
     if script.is_file() and os.access(script, os.X_OK):
         return [str(script)]
-    return [str(exe), "-m", "siliconbench.cli.main"]
+    return [str(exe), "-m", "cli.main"]
 
 
 def has_secret(key: str, value: str) -> bool:

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import psutil
+
 from siliconbench.errors import WorkloadError
 
 from ..engines.llama_cpp import flash_attn_mode
@@ -144,8 +146,6 @@ class Server:
                                          start_new_session=True)
         _LIVE[self.proc.pid] = self
         if self.on_spawn:
-            import psutil
-
             try:
                 self.on_spawn(self.proc.pid, psutil.Process(self.proc.pid).create_time())
             except psutil.NoSuchProcess:

@@ -15,15 +15,15 @@ from siliconbench.errors import WorkloadError
 from siliconbench.jobs import JobSpec
 from siliconbench.results import Environment, JobResult, JobStatus, failed
 
+from ..environment import host_facts
+from ..serving.server import kill_live_groups
+from .common import Context, engine_for, rss_peak_bytes
+
 KINDS = ("swap", "restart", "concurrent", "long_context", "perplexity", "multiprocess")
 
 
 def run_workload(job: JobSpec, models_dir: Path, emit: Callable[..., None]) -> JobResult:
     """Run a non-generate job in this (fresh) process; a WorkloadError becomes a failed result with its reason."""
-    from ..environment import host_facts
-    from ..serving.server import kill_live_groups
-    from .common import Context, engine_for, rss_peak_bytes
-
     if job.workload not in KINDS:
         raise ValueError(f"unknown workload {job.workload!r}; known: generate, {', '.join(KINDS)}")
     # SIGTERM (a cancelled or stopped worker) must still run the finally blocks that stop servers.

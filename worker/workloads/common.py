@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import psutil
+
+from siliconbench.errors import WorkloadError
 from siliconbench.jobs import JobSpec
 from siliconbench.results import Sample
 
@@ -82,8 +85,6 @@ def rss_peak_bytes() -> int:
 
 
 def rss_now_bytes() -> int:
-    import psutil
-
     return int(psutil.Process().memory_info().rss)
 
 
@@ -114,8 +115,6 @@ class Prompts:
         self.ids = engine.tokenize(corpus_text())
         self.engine, self.n, self.seed = engine, n_tokens, seed
         if len(self.ids) <= n_tokens:
-            from siliconbench.errors import WorkloadError
-
             raise WorkloadError(f"prompt_tokens={n_tokens} is longer than the corpus ({len(self.ids)} tokens)")
 
     def text(self, index: int) -> str:

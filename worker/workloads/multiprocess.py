@@ -17,8 +17,10 @@ from pathlib import Path
 
 from siliconbench.errors import WorkloadError
 
+from ..engines import get_engine
 from ..measure.memory import pss_of, rss_of
 from .common import Context, Outcome, SampleLog, done, engine_for, repetitions
+from .generate import synthetic_tokens
 
 
 class Proc:
@@ -90,9 +92,6 @@ def run(ctx: Context) -> Outcome:
 
 def _engine_process() -> int:
     """One engine process: load, then prefill / decode on command; timestamps on a clock all processes share."""
-    from ..engines import get_engine
-    from .generate import synthetic_tokens
-
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # engine chatter goes to the log, never into the protocol
     config = json.loads(sys.stdin.readline())

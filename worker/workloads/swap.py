@@ -1,8 +1,9 @@
 """The swap workload: model A loaded and warm; unload A, load B, first token of B, timed apart and together.
 
 Per repetition: A is loaded (untimed) and warmed with one prefill + decode, so its pages and the
-engine's buffers are hot; B's files are made cold (posix_fadvise DONTNEED) or warm (read once) as the
-job asks, and the fraction actually resident is measured with mincore just before the timed region.
+engine's buffers are hot; B's files are made cold (evicted through the platform seam) or warm (read once) as the job asks, and
+the fraction actually resident is measured with mincore just before the timed region: a cold job with more
+than COLD_MAX_RESIDENT of B still resident fails with that reason instead of being stored as cold.
 Then unload A -> load B -> first token of B. B is unloaded again (untimed) before the next repetition.
 """
 
@@ -11,10 +12,14 @@ from __future__ import annotations
 import gc
 import time
 
+from siliconbench.errors import WorkloadError
+
 from ..measure import pagecache
 from .common import Context, Outcome, SampleLog, done, engine_for, repetitions, rss_now_bytes
 from .generate import synthetic_tokens
 
+# A "cold" swap with more of B's pages resident than this after eviction is refused, not stored as cold.
+COLD_MAX_RESIDENT = 0.10
 WARM_TOKENS = (32, 8)  # prompt, decode of A's warm-up: enough to touch every weight and the KV path
 
 
@@ -60,6 +65,12 @@ def run(ctx: Context) -> Outcome:
         _prepare_cache(b_path, p["cache"])
         gc.collect()  # no collector pause inside the timed region from the untimed work above
         resident = pagecache.resident_fraction(b_path)
+        if p["cache"] == "cold" and resident > COLD_MAX_RESIDENT:
+            how = "the OS cannot evict here" if not pagecache.can_evict() else \
+                "another process maps them, or the filesystem (tmpfs) keeps them"
+            raise WorkloadError(f"cache: cold: {resident:.0%} of {p['to_artifact']}'s pages are still in the page "
+                                f"cache after eviction ({how}); a warm load would be stored as cold. Close what "
+                                f"maps the model, or measure cache: warm.")
 
         t0 = time.perf_counter()
         a.close()

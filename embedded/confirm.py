@@ -22,16 +22,21 @@ from importlib.metadata import PackageNotFoundError, version as installed_versio
 from pathlib import Path
 
 from siliconbench.errors import UserError
-from siliconbench.jobs import JobSpec, digest
+from siliconbench.jobs import JobSpec, interleave
 from siliconbench.manifest import ModelCatalog
+from siliconbench.settings import data_dir
 from siliconbench.spec import COMPARE_PROCESSES, SweepSpec, parse_sweep
 
-from . import store
-from .compare import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, compare_processes, process_samples
-from .database import session_scope
-from .history import ENGINE_PACKAGE, load_points
-from .regressions import finding_dict, get_finding, set_status
-from .significance import min_p_value
+from coordinator.compare import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, compare_processes, process_samples
+from coordinator.history import ENGINE_PACKAGE, load_points
+from coordinator.regressions import finding_dict, get_finding, set_status
+from coordinator.significance import min_p_value
+from storage import store
+from storage.database import session_scope
+from worker import envs
+from worker.environment import host_facts
+
+from .run import run_sweep
 
 DEFAULT_ROUNDS = COMPARE_PROCESSES
 # The packages whose versions an engine environment pins, per engine (what a side must match).
@@ -47,8 +52,6 @@ def _own(pkg: str) -> str | None:
 
 def version_label(engine: str, components: dict[str, str], envs_root=None) -> str:
     """The engine_version that reruns a side: the package version this interpreter or an environment holds."""
-    from worker import envs
-
     want = {p: components.get(p) for p in SIDE_PACKAGES[engine] if components.get(p)}
     package = ENGINE_PACKAGE[engine]
     if not want.get(package):
@@ -91,25 +94,16 @@ def plan_confirm(finding, before: JobSpec, catalog: ModelCatalog, *, rounds: int
         "repetitions": reps, "warmup": before.warmup, "seed": before.seed, "processes": rounds,
         "engine_versions": {finding.engine: [base, cand]}})
     sweep_id = f"confirm-{finding.id}-{stamp}"
-    jobs = []
-    for r in range(rounds):
-        for label in (base, cand):  # A/B/A/B: each round the baseline first, the candidate right after
-            j = before.model_copy(update=dict(
-                job_id="", sweep_id=sweep_id, sweep_name=spec.name, index=len(jobs), engine_version=label,
-                process=r, repetitions=reps, host=None, artifact=before.artifact))
-            j.job_id = digest({"sweep": sweep_id, **j.key()})
-            jobs.append(j)
-    return spec, jobs, base, cand
+    template = before.model_copy(update=dict(job_id="", sweep_id=sweep_id, sweep_name=spec.name, repetitions=reps,
+                                             host=None, artifact=before.artifact))
+    # A/B/A/B, as expand interleaves versions: each round the baseline first, the candidate right after.
+    return spec, interleave([template], rounds, {finding.engine: [base, cand]}), base, cand
 
 
 def run_confirm(url: str, finding_id: int, models_dir: Path, *, rounds: int = DEFAULT_ROUNDS,
                 repetitions: int | None = None, alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT,
                 on_event=None, on_done=None, envs_root=None) -> dict:
     """Run the confirmation sweep of a finding on this host and attach its comparison; the finding's dict."""
-    from worker.environment import host_facts
-
-    from .embedded import run_sweep
-
     with session_scope(url) as s:
         f = get_finding(s, finding_id)
         host = host_facts()["hostname"]
@@ -144,14 +138,12 @@ def run_confirm(url: str, finding_id: int, models_dir: Path, *, rounds: int = DE
 
 def start_background(finding_id: int, *, rounds: int = DEFAULT_ROUNDS, log_dir: Path | None = None) -> int:
     """Start `siliconbench confirm FINDING` as a detached process (the dashboard's button); its pid."""
-    from siliconbench.settings import data_dir
-
     log_dir = log_dir or data_dir() / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     log = open(log_dir / f"confirm-{finding_id}.log", "ab")
     root = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)}
-    proc = subprocess.Popen([sys.executable, "-m", "siliconbench.cli.main", "confirm", str(finding_id),
+    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "confirm", str(finding_id),
                              "--rounds", str(rounds)], stdout=log, stderr=log, stdin=subprocess.DEVNULL,
                             env=env, cwd=root, start_new_session=True)
     log.close()

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import typer
 
+from siliconbench.errors import UserError
 from siliconbench.spec import COMPARE_PROCESSES
+from storage.database import session_scope
 
 from .common import EXIT_FAILED_JOBS, console, database, settings, user_errors
 
@@ -40,7 +42,7 @@ def compare(
 ) -> None:
     """Baseline vs candidate per series: each process (job) one sample; ratio with its 95% CI, Mann-Whitney U p,
     and a verdict that needs both p < alpha and the minimum effect."""
-    from coordinator.compare import DEFAULT_METRICS, Verdict, compare_db, counts, render, rich_table
+    from coordinator.compare import DEFAULT_METRICS, Verdict, compare_db, counts, render, rich_table  # verb-local
 
     url = database(settings())
     rows = compare_db(url, baseline, candidate, metrics=tuple(metric) or DEFAULT_METRICS, alpha=alpha,
@@ -70,12 +72,11 @@ def regressions(
     fmt: str = typer.Option("table", "--format", help="table | json"),
 ) -> None:
     """Change points in every series' history (ruptures PELT, each step tested), with what changed there."""
-    from rich.table import Table
+    from rich.table import Table  # verb-local
 
-    from coordinator.compare import DEFAULT_METRICS, Verdict
-    from coordinator.database import session_scope
-    from coordinator.history import describe_changes, load_points, parse_selector
-    from coordinator.regressions import find_steps, save_findings
+    from coordinator.compare import DEFAULT_METRICS, Verdict  # verb-local
+    from coordinator.history import describe_changes, load_points, parse_selector  # verb-local
+    from coordinator.regressions import find_steps, save_findings  # verb-local
 
     url = database(settings())
     opts = dict(metrics=tuple(metric) or DEFAULT_METRICS, selector=parse_selector(where, "--where") if where else None,
@@ -123,7 +124,7 @@ def confirm(
     models_dir: Path = typer.Option(None, "--models-dir", help="Models folder (default: SILICONBENCH_MODELS_DIR)"),
 ) -> None:
     """Rerun a finding's baseline and candidate interleaved A/B/A/B on this host; attach the verdict to it."""
-    from coordinator.confirm import run_confirm
+    from embedded.confirm import run_confirm  # verb-local
 
     s = settings(models_dir=models_dir)
     url = database(s)
@@ -148,9 +149,9 @@ def import_llama_bench(
     models_dir: Path = typer.Option(None, "--models-dir", help="Models folder (default: SILICONBENCH_MODELS_DIR)"),
 ) -> None:
     """Import llama-bench results so existing llama.cpp history joins siliconbench's series."""
-    import platform
+    import platform  # verb-local
 
-    from coordinator.llamabench import import_file
+    from coordinator.llamabench import import_file  # verb-local
 
     s = settings(models_dir=models_dir)
     url = database(s)
@@ -170,10 +171,8 @@ def export(
     out: Path = typer.Option(None, "--out", help="Write to this file instead of stdout"),
 ) -> None:
     """Export stored results in llama-bench's JSON shape (one pp and one tg test per result)."""
-    from coordinator.database import session_scope
-    from coordinator.llamabench import dumps, export_records
-    from coordinator.store import load_results
-    from siliconbench.errors import UserError
+    from coordinator.llamabench import dumps, export_records  # verb-local
+    from storage.store import load_results  # verb-local
 
     if fmt not in ("llama-bench", "llama-bench-jsonl"):
         raise UserError("--format", f"unknown format {fmt!r}.", ["llama-bench", "llama-bench-jsonl"])

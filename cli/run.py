@@ -20,10 +20,10 @@ def run(
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and list the jobs; run nothing"),
 ) -> None:
     """Run a sweep on this machine (no broker needed) and print its results table."""
-    import time
+    import time  # verb-local
 
-    from coordinator.embedded import plan, run_sweep
-    from coordinator.report import print_sweep_table
+    from coordinator.report import print_sweep_table  # verb-local
+    from embedded.run import plan, run_sweep  # verb-local
 
     s = settings(models_dir=models_dir)
     spec = load_sweep(sweep)

@@ -9,6 +9,8 @@ from enum import Enum
 
 import typer
 
+from storage.database import session_scope
+
 from .common import console, database, settings, user_errors
 
 
@@ -25,10 +27,9 @@ def results(
     fmt: Format = typer.Option(Format.table, "--format", help="table | csv | json"),
 ) -> None:
     """Print the results of a sweep; JSON carries every raw sample and the environment."""
-    from coordinator import store
-    from coordinator.database import session_scope
-    from coordinator.export import load_records, to_csv_rows
-    from coordinator.report import print_sweep_table
+    from coordinator.export import load_records, to_csv_rows  # verb-local
+    from coordinator.report import print_sweep_table  # verb-local
+    from storage import store  # verb-local
 
     url = database(settings())
     if fmt is Format.table and not all_sweeps:
@@ -47,6 +48,6 @@ def results(
             w.writeheader()
             w.writerows(rows)
     else:
-        from coordinator.report import results_table
+        from coordinator.report import results_table  # verb-local
 
         console.print(results_table(records, title="all results"))

@@ -1,12 +1,14 @@
 """Engines, sessions and schema migrations of the coordinator's database (SQLite or PostgreSQL).
 
 Migrations are the only thing that creates tables: ``upgrade(url)`` runs them (``siliconbench db
-upgrade``), and everything that reads or writes calls ``require_current(url)`` first, so an old or
-empty database is a one-line error instead of a traceback from the middle of a query.
+upgrade``), and everything that reads or writes calls ``ready(url)`` (SQLite migrates itself) or
+``require_current(url)`` first, so an old or empty PostgreSQL database is a one-line error instead of a
+traceback from the middle of a query.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -110,10 +112,10 @@ def session_scope(url: str | URL) -> Iterator[Session]:
 
 def alembic_config(url: str | URL) -> Config:
     """Alembic's configuration, built in code: no alembic.ini is needed."""
-    import migrations
-
     cfg = Config()
-    cfg.set_main_option("script_location", str(Path(migrations.__file__).parent))
+    # Located, not imported: the migrations import this module (their env.py), never the other way round.
+    where = importlib.util.find_spec("migrations").submodule_search_locations
+    cfg.set_main_option("script_location", str(Path(list(where)[0])))
     cfg.set_main_option("sqlalchemy.url",
                         normalize_url(url).render_as_string(hide_password=False).replace("%", "%%"))
     return cfg
@@ -163,6 +165,21 @@ def current_revision(url: str | URL) -> str | None:
     """The schema revision the database is at; None for a database siliconbench never migrated."""
     with engine_for(url).connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
+
+
+def ready(url: str | URL) -> None:
+    """Make ``url`` usable or say why not. SQLite is the embedded database, whatever file holds it and however it
+    is named (the default or SILICONBENCH_DATABASE_URL): nothing else owns it, so it is migrated to head on
+    first use. PostgreSQL is shared by a fleet and must be current already (`siliconbench db upgrade`)."""
+    if normalize_url(url).get_backend_name() == "sqlite":
+        known = {s.revision for s in ScriptDirectory.from_config(alembic_config("sqlite://")).walk_revisions()}
+        try:
+            current = current_revision(url)
+        except exc.DBAPIError as e:
+            raise UserError(URL_VAR, f"cannot open the database {shown(url)}: {e.orig}".rstrip() + ".") from None
+        if current is None or current in known:  # never "upgrade" a file a newer siliconbench migrated
+            upgrade(url)
+    require_current(url)
 
 
 def require_current(url: str | URL) -> None:

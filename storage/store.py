@@ -8,13 +8,15 @@ job therefore store one result.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, insert, select, true as literal_true, update
+from sqlalchemy import (Boolean, Float, Integer, String, bindparam, column, func, insert, select, true as literal_true,
+                        update, values as values_clause)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -24,7 +26,7 @@ from siliconbench.jobs import JobSpec
 from siliconbench.results import Environment, JobResult, JobStatus, Sample
 from siliconbench.spec import SweepSpec
 
-from .models import JOB_STATUSES, RESULT_STATUSES, Job, Result, SampleRow, Sweep, utcnow
+from .tables import JOB_STATUSES, RESULT_STATUSES, Job, Result, SampleRow, Sweep, utcnow
 
 CHUNK = 500  # ids per IN (...) list
 
@@ -84,8 +86,6 @@ def _copy_jobs(session: Session, jobs: list[JobSpec]) -> None:
     Same rows as the executemany path (_job_row): the spec as SQLAlchemy's JSON type writes it (json.dumps),
     created_at set here like the model's Python-side default.
     """
-    import json
-
     dbapi = session.connection().connection.dbapi_connection  # the psycopg connection of this transaction
     now = utcnow()
     with dbapi.cursor() as cur, cur.copy(f"COPY jobs ({', '.join(_COPY_COLUMNS)}) FROM STDIN") as copy:
@@ -192,9 +192,6 @@ def _save_in_one_statement(session: Session, values: dict, rows: list[dict], cha
 
 
 def _samples_values(rows: list[dict]):
-    from sqlalchemy import Boolean, Float, Integer, String, column
-    from sqlalchemy import values as values_clause
-
     return values_clause(column("ord", Integer), column("repetition", Integer), column("warmup", Boolean),
                          column("metric", String), column("value", Float), name="v").data(
         [(i, r["repetition"], r["warmup"], r["metric"], r["value"]) for i, r in enumerate(rows)])
@@ -206,8 +203,6 @@ def _save_statement_cached(value_keys: tuple[str, ...], change_keys: tuple[str, 
 
 
 def _save_statement(value_keys: tuple[str, ...], change_keys: tuple[str, ...], samples):
-    from sqlalchemy import bindparam
-
     results, jobs = Result.__table__, Job.__table__
     ins = (postgresql.insert(results)
            .values({k: bindparam(f"r_{k}", type_=results.c[k].type) for k in value_keys})

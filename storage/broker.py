@@ -10,7 +10,9 @@ import socket
 import uuid
 from functools import lru_cache
 
+import redis
 from celery import Celery
+from kombu import Exchange, Queue
 
 from siliconbench.queues import TASK_RUN_JOB, celery_settings
 
@@ -33,8 +35,6 @@ _PUSH_BATCH = 1000
 
 @lru_cache(maxsize=4)
 def _redis(broker_url: str):
-    import redis
-
     return redis.Redis.from_url(broker_url)
 
 
@@ -43,8 +43,6 @@ _declared: set[tuple[str, str]] = set()
 
 def _declare(broker_url: str, queues: set[str]) -> None:
     """Declare each queue once per process, the way Celery's publish does (kombu's binding keys in Redis)."""
-    from kombu import Exchange, Queue
-
     todo = [q for q in queues if (broker_url, q) not in _declared]
     if not todo:
         return
@@ -114,8 +112,6 @@ def enqueue(broker_url: str, items: list[tuple[str, str, int | str]]) -> None:
 
 def waiting_job_ids(broker_url: str, queues: list[str]) -> set[str]:
     """Job ids that have a message in a Redis queue or in the unacked set (reserved by a worker)."""
-    import redis
-
     r = redis.Redis.from_url(broker_url)
     found: set[str] = set()
 
@@ -140,8 +136,6 @@ def waiting_job_ids(broker_url: str, queues: list[str]) -> set[str]:
 
 def purge_job_messages(broker_url: str, queues: list[str], job_ids: set[str]) -> int:
     """Remove waiting messages of cancelled jobs; a message that slips through is refused at claim."""
-    import redis
-
     r = redis.Redis.from_url(broker_url)
     removed = 0
     for q in set(queues):

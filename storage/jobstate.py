@@ -20,7 +20,7 @@ from siliconbench.queues import LEASE_S, MAX_ATTEMPTS
 from siliconbench.results import failed
 
 from . import store
-from .models import Job, utcnow
+from .tables import Job, utcnow
 
 
 @dataclass

@@ -15,6 +15,7 @@ from rich.table import Table
 from siliconbench.errors import UserError
 from siliconbench.queues import MAX_JOB_TIMEOUT_S
 from siliconbench.spec import load_sweep
+from storage.database import require_current, session_scope
 
 from worker.service.spec import DEFAULT_STOP_TIMEOUT_S
 
@@ -29,7 +30,6 @@ def _fleet_settings(broker: str | None = None, database: str | None = None):
     if not s.database_url:
         raise UserError("SILICONBENCH_DATABASE_URL", "the fleet needs the shared PostgreSQL: set it or pass "
                         "--database postgresql://USER@HOST/siliconbench.")
-    from coordinator.database import require_current
 
     require_current(s.database_url)
     return s, broker
@@ -79,13 +79,13 @@ def worker(
     if engines:
         _check_engines(engines)
         os.environ["SILICONBENCH_WORKER_ENGINES"] = engines
-    from worker.celery_app import start
+    from worker.celery_app import start  # verb-local
 
     start()
 
 
 def _print_service(fn, **kwargs) -> None:
-    from worker.service import ServiceError
+    from worker.service import ServiceError  # verb-local
 
     try:
         lines = fn(**kwargs)
@@ -116,7 +116,7 @@ def worker_install(
     Linux: a systemd user unit, enabled with systemctl --user where a user manager runs.
 
     Settings that carry a password go to a file only you can read (mode 0600), not into the service file."""
-    from worker.service import install
+    from worker.service import install  # verb-local
 
     _check_engines(engines)
     s = settings(database_url=database)  # validates the SILICONBENCH_* settings the service will get
@@ -136,7 +136,7 @@ def worker_install(
 @user_errors
 def worker_uninstall() -> None:
     """Stop the worker service (after its running job) and remove its files."""
-    from worker.service import uninstall
+    from worker.service import uninstall  # verb-local
 
     _print_service(uninstall)
 
@@ -148,7 +148,7 @@ def submit(
     sweep_id: str = typer.Option(None, help="Pin the sweep id"),
 ) -> None:
     """Expand a sweep, check every job against the live workers, store it and enqueue it."""
-    from coordinator.fleet import submit_sweep
+    from coordinator.fleet import submit_sweep  # verb-local
 
     s, broker = _fleet_settings()
     spec = load_sweep(sweep)
@@ -164,8 +164,7 @@ def submit(
 
 
 def _progress_table(database_url: str, sweep_id: str | None) -> tuple[Table, int]:
-    from coordinator.database import session_scope
-    from coordinator.fleet import progress
+    from coordinator.fleet import progress  # verb-local
 
     with session_scope(database_url) as ses:
         prog = progress(ses, sweep_id)
@@ -182,8 +181,8 @@ def _progress_table(database_url: str, sweep_id: str | None) -> tuple[Table, int
 
 
 def _follow(database_url: str, broker: str, sweep_id: str, every_s: float = 5.0) -> None:
-    from coordinator.reconcile import reconcile
-    from coordinator.report import print_sweep_table
+    from coordinator.reconcile import reconcile  # verb-local
+    from coordinator.report import print_sweep_table  # verb-local
 
     while True:
         reconcile(database_url, broker)
@@ -205,8 +204,7 @@ def status(sweep: str = typer.Argument(None, help="Sweep id (default: all)")) ->
 @user_errors
 def cancel(sweep: str = typer.Argument(..., help="Sweep id")) -> None:
     """Cancel every job of a sweep that has not started; running ones finish and are recorded."""
-    from coordinator.database import session_scope
-    from coordinator.fleet import cancel as do_cancel
+    from coordinator.fleet import cancel as do_cancel  # verb-local
 
     s, broker = _fleet_settings()
     with session_scope(s.database_url) as ses:
@@ -217,8 +215,7 @@ def cancel(sweep: str = typer.Argument(..., help="Sweep id")) -> None:
 @user_errors
 def workers() -> None:
     """The fleet: online/offline from heartbeats, chip, memory, engines, models, current job, tallies."""
-    from coordinator.database import session_scope
-    from coordinator.fleet import host_views
+    from coordinator.fleet import host_views  # verb-local
 
     s, _ = _fleet_settings()
     with session_scope(s.database_url) as ses:
@@ -238,7 +235,7 @@ def workers() -> None:
 def reconcile(loop: bool = typer.Option(False, "--loop", help="Keep reconciling every --every seconds"),
               every: float = typer.Option(10.0, "--every")) -> None:
     """Re-enqueue jobs whose worker died or whose message was lost; fail jobs out of attempts."""
-    from coordinator.reconcile import reconcile as do_reconcile
+    from coordinator.reconcile import reconcile as do_reconcile  # verb-local
 
     s, broker = _fleet_settings()
     while True:

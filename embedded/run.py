@@ -1,7 +1,7 @@
 """The embedded default: run a sweep in-process on this machine, no broker, results in the database.
 
-The same pieces the fleet uses: expansion from the contract, the worker's child-process runner (which
-imports no engine in this process), and the store's idempotent writes.
+A composition above the worker and the coordinator's storage: expansion from the contract, the worker's
+child-process runner (which imports no engine in this process), and the store's idempotent writes.
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ from siliconbench.jobs import JobSpec, expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.results import JobResult
 from siliconbench.spec import SweepSpec
-
-from . import store
-from .database import session_scope
+from storage import store
+from storage.database import session_scope
+from worker.child import run_job
+from worker.environment import host_facts
+from worker.envs import interpreters
 
 JobCallback = Callable[[JobSpec, JobResult], None]
 EventCallback = Callable[[JobSpec, dict], None]
@@ -25,8 +27,6 @@ def plan(spec: SweepSpec, models_dir: Path, sweep_id: str | None = None) -> list
     """Validate and expand: every UserError surfaces here, before anything is written."""
     jobs = expand(spec, ModelCatalog(models_dir), sweep_id=sweep_id)
     if not spec.install_versions and any(j.engine_version for j in jobs):
-        from worker.envs import interpreters
-
         interpreters(jobs)  # an engine version this host lacks is refused now, not job by job
     return jobs
 
@@ -41,10 +41,6 @@ def run_sweep(
     on_done: JobCallback | None = None,
 ) -> str:
     """Store the sweep, run its jobs one at a time in fresh child processes, store each result."""
-    from worker.child import run_job
-    from worker.environment import host_facts
-    from worker.envs import interpreters
-
     pythons = interpreters(jobs, install=spec.install_versions)  # (engine, version) -> interpreter
     sweep_id = jobs[0].sweep_id
     host = host_facts()["hostname"]
