@@ -32,7 +32,7 @@ from storage.store import load_stored
 ENGINE_PACKAGE = {"llama.cpp": "llama-cpp-python", "mlx": "mlx-lm"}
 PREFILL_LIKE = ("prefill_tps", "engine_prefill_tps", "ttft_ms")
 DECODE_LIKE = ("decode_tps", "engine_decode_tps")
-JOB_VALUE_FIELDS = ("load_s", "peak_memory_bytes", "baseline_memory_bytes")
+JOB_VALUE_FIELDS = ("load_s", "peak_memory_bytes", "baseline_memory_bytes", "peak_footprint_bytes", "baseline_footprint_bytes")
 FIXED_KEYS = ("sweep", "host", "engine", "model", "quant", "source", "job", "since", "until", "date", "version")
 # Dimensions a selector can vary on purpose: compare pairs series across them instead of within them.
 ACROSS = {"host": ("host",), "engine": ("engine", "quant", "options"), "model": ("model_sha256",),

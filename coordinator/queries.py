@@ -50,6 +50,7 @@ class Filters:
     n_prompt: tuple[int, ...] = ()
     n_gen: tuple[int, ...] = ()
     n_depth: tuple[int, ...] = ()
+    include_throttled: bool = False  # results that began or ended with the host throttled are left out
 
 
 def engine_version():
@@ -73,6 +74,8 @@ def _conditions(f: Filters) -> list:
         conds.append(or_(Job.quant.in_(f.quants), Job.quant_level.in_(f.quants)))
     if f.engine_versions:
         conds.append(engine_version().in_(f.engine_versions))
+    if not f.include_throttled:
+        conds.append(Result.throttled.is_not(True))  # unknown (None) is kept: most hosts cannot tell
     return conds
 
 
@@ -215,8 +218,8 @@ def failed_results(session: Session, f: Filters, limit: int = 50) -> list[dict]:
 def recent_results(session: Session, limit: int = 200, failed_only: bool = False) -> list[dict]:
     """The Result page's picker: the newest results (job id, label parts, status)."""
     q = (select(Result.job_id, Result.status, Job.sweep_id, Job.engine, Job.model, Job.quant, Job.n_prompt,
-                Job.n_gen, Job.n_depth, Result.hostname, Result.created_at).join(Job, Job.id == Result.job_id)
-         .order_by(Result.created_at.desc(), Result.job_id).limit(limit))
+                Job.n_gen, Job.n_depth, Result.hostname, Result.throttled, Result.created_at)
+         .join(Job, Job.id == Result.job_id).order_by(Result.created_at.desc(), Result.job_id).limit(limit))
     if failed_only:
         q = q.where(Result.status != "ok")
     return [dict(r._mapping) for r in session.execute(q)]

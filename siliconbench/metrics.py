@@ -85,6 +85,17 @@ _DEFS = [
         "Resident set size of the child process after importing the engine and before loading the model; "
         "peak_memory_bytes minus this is what the model and its runs added.",
     ),
+    Metric(
+        "peak_footprint_bytes", "bytes", "lower", "job",
+        "macOS only: the lifetime peak of the child process's phys_footprint (proc_pid_rusage RUSAGE_INFO_V4, "
+        "ri_lifetime_max_phys_footprint), the figure Activity Monitor and the memory-pressure killer use. Unlike "
+        "RSS it counts Metal (IOAccelerator) allocations in unified memory and not clean mmapped model pages, "
+        "so it is the one that compares llama.cpp and MLX on a Mac. Recorded beside peak_memory_bytes (RSS).",
+    ),
+    Metric(
+        "baseline_footprint_bytes", "bytes", "lower", "job",
+        "macOS only: phys_footprint of the child after importing the engine, before loading the model.",
+    ),
 ]
 
 WORKLOAD_DEFS = [

@@ -73,9 +73,17 @@ class JobResult(BaseModel):
     load_s: float | None = None
     peak_memory_bytes: int | None = None
     baseline_memory_bytes: int | None = None
+    peak_footprint_bytes: int | None = Field(None, description="Darwin: the child's lifetime phys_footprint peak")
+    baseline_footprint_bytes: int | None = Field(None, description="Darwin: phys_footprint before the model loads")
     samples: list[Sample] = Field(default_factory=list, description="Warmup repetitions included, flagged")
     environment: Environment | None = None
     extra: dict = Field(default_factory=dict, description="Engine-specific facts (n_ctx used, vocab size ...)")
+
+    @property
+    def throttled(self) -> bool | None:
+        """Whether the job began or ended with the host throttled (worker/thermal.py); None if not recorded."""
+        rec = self.extra.get("thermal") or {}
+        return rec.get("throttled")
 
     def measured(self, metric: str) -> list[float]:
         return [s.values[metric] for s in self.samples if not s.warmup and metric in s.values]

@@ -140,7 +140,9 @@ def save_result(session: Session, job: JobSpec, result: JobResult, host: str | N
         job_id=job.job_id, status=status, error=result.error, stderr_tail=result.stderr_tail,
         started_at=result.started_at, finished_at=result.finished_at, wall_s=result.wall_s,
         load_s=result.load_s, peak_memory_bytes=result.peak_memory_bytes,
-        baseline_memory_bytes=result.baseline_memory_bytes, hostname=env.hostname if env else None,
+        baseline_memory_bytes=result.baseline_memory_bytes, peak_footprint_bytes=result.peak_footprint_bytes,
+        baseline_footprint_bytes=result.baseline_footprint_bytes, throttled=result.throttled,
+        hostname=env.hostname if env else None,
         chip=env.chip if env else None, identity_hash=result.identity_hash(job),
         environment=env.model_dump(mode="json") if env else None, extra=result.extra, created_at=utcnow(),
     )
@@ -251,6 +253,7 @@ def load_stored(session: Session, sweep_id: str | None = None, job_ids=None) -> 
             job_id=r["job_id"], status=JobStatus(r["status"]), error=r["error"], stderr_tail=r["stderr_tail"],
             started_at=r["started_at"], finished_at=r["finished_at"], wall_s=r["wall_s"], load_s=r["load_s"],
             peak_memory_bytes=r["peak_memory_bytes"], baseline_memory_bytes=r["baseline_memory_bytes"],
+            peak_footprint_bytes=r["peak_footprint_bytes"], baseline_footprint_bytes=r["baseline_footprint_bytes"],
             samples=samples, environment=Environment.model_validate(r["environment"]) if r["environment"] else None,
             extra=r["extra"] or {})
         out.append(StoredResult(JobSpec.model_validate(r["spec"]), result, r["host"], r["worker"], r["created_at"]))

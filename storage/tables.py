@@ -139,6 +139,9 @@ class Result(Base):
     load_s: Mapped[float | None] = mapped_column(Float)
     peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
     baseline_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    peak_footprint_bytes: Mapped[int | None] = mapped_column(BigInteger)  # Darwin's phys_footprint
+    baseline_footprint_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    throttled: Mapped[bool | None] = mapped_column(Boolean)  # began or ended throttled; None: not recorded
     hostname: Mapped[str | None] = mapped_column(String)
     chip: Mapped[str | None] = mapped_column(String)
     identity_hash: Mapped[str] = mapped_column(String)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, inspect, select, text
 
+from coordinator import queries
 from coordinator.export import RECORD_KEYS, load_records, result_record, to_csv_rows
 from siliconbench.aggregate import stability_warnings, summarize
 from siliconbench.errors import UserError
@@ -362,3 +363,24 @@ def test_status_checks_follow_the_contract():
 
     assert set(JOB_STATUSES) == {s.value for s in JobStatus}
     assert set(RESULT_STATUSES) <= set(JOB_STATUSES) - {"queued", "running"}
+
+
+def test_a_throttled_result_is_kept_but_left_out_of_compare_by_default(url):
+    """Both stored with their thermal record and footprint; Compare's default view pools only the cool one."""
+    with db.session_scope(url) as s:
+        store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
+    cool, hot = make_result(JOBS[0]), make_result(JOBS[2])
+    hot.extra["thermal"] = {"mode": "wait", "throttled": True, "start": {"thermal_state": "throttled"}}
+    cool.extra["thermal"] = {"mode": "wait", "throttled": False, "start": {"thermal_state": "nominal"}}
+    cool.peak_footprint_bytes, cool.baseline_footprint_bytes = 734_003_200, 52_428_800
+    with db.session_scope(url) as s:
+        store.save_result(s, JOBS[0], cool)
+        store.save_result(s, JOBS[2], hot)
+    with db.session_scope(url) as s:
+        default, n_default = queries.series(s, queries.Filters(engines=("llama.cpp",)))
+        everything, n_all = queries.series(s, queries.Filters(engines=("llama.cpp",), include_throttled=True))
+        stored = {x.job.job_id: x.result for x in store.load_stored(s, SWEEP_ID)}
+    assert (n_default, n_all) == (1, 2) and default[0]["n_prompt"] == 512
+    assert stored[JOBS[2].job_id].throttled is True and stored[JOBS[0].job_id].throttled is False
+    assert (stored[JOBS[0].job_id].peak_footprint_bytes, stored[JOBS[0].job_id].baseline_footprint_bytes) == \
+        (734_003_200, 52_428_800)

@@ -22,6 +22,7 @@ import psutil
 from siliconbench.jobs import JobSpec
 from siliconbench.results import Environment, JobResult, JobStatus
 
+from . import platform
 from .engines import get_engine
 from .environment import host_facts
 from .serving.server import kill_live_groups
@@ -97,6 +98,7 @@ def _run(emit) -> int:
     engine_module = "llama_cpp" if job.engine == "llama.cpp" else "mlx_lm"
     __import__(engine_module)
     baseline = _rss_now_bytes()
+    baseline_footprint = platform.current().phys_footprint(os.getpid())
 
     path = models_dir / job.artifact
     n_ctx = job.n_depth + job.n_prompt + job.n_gen + 16
@@ -114,7 +116,9 @@ def _run(emit) -> int:
     engine.close()
     result = JobResult(
         job_id=job.job_id, status=JobStatus.ok, started_at=started, load_s=load_s,
-        peak_memory_bytes=_rss_peak_bytes(), baseline_memory_bytes=baseline, samples=samples,
+        peak_memory_bytes=_rss_peak_bytes(), baseline_memory_bytes=baseline,
+        peak_footprint_bytes=platform.current().lifetime_max_phys_footprint(os.getpid()),
+        baseline_footprint_bytes=baseline_footprint, samples=samples,
         environment=env, extra={"n_ctx": n_ctx, "vocab_size": vocab, "prompt_ids_sha256": prompt_digest},
     )
     emit("result", result=json.loads(result.model_dump_json()))

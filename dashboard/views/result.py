@@ -16,7 +16,8 @@ with data.user_errors():
 
 recent = data.recent_results(url, version, st.toggle("Failed only", key="failed_only"))
 labels = {r["job_id"]: f"{r['status']} · {r['engine']} {r['model']} {r['quant']} p{r['n_prompt']} g{r['n_gen']} "
-                       f"d{r['n_depth']} · {r['hostname'] or '?'} · {r['job_id']}" for r in recent}
+                       f"d{r['n_depth']} · {r['hostname'] or '?'}{' · 🌡 throttled' if r['throttled'] else ''} · "
+                       f"{r['job_id']}" for r in recent}
 wanted = st.query_params.get("job")
 options = ([wanted] if wanted and wanted not in labels else []) + list(labels)
 if not options:
@@ -51,10 +52,17 @@ summary = [{"metric": m, "unit": METRICS[m].unit if m in METRICS else "", "bette
            for m, s in summaries.items() if s]
 if summary:
     st.dataframe(pd.DataFrame(summary), hide_index=True, key="summary_table")
-c1, c2, c3 = st.columns(3)
+c1, c2, c3, c4 = st.columns(4)
 c1.metric("Load", f"{rec['load_s']:.3f} s" if rec["load_s"] is not None else "—")
-c2.metric("Peak memory", f"{rec['peak_memory_bytes'] / 2**20:,.0f} MiB" if rec["peak_memory_bytes"] else "—")
+c2.metric("Peak memory (RSS)", f"{rec['peak_memory_bytes'] / 2**20:,.0f} MiB" if rec["peak_memory_bytes"] else "—")
 c3.metric("Wall time", f"{d['wall_s']:.2f} s" if d["wall_s"] is not None else "—")
+heat = (d["extra"] or {}).get("thermal") or {}
+c4.metric("Thermal", "throttled" if heat.get("throttled") else
+          (heat.get("end") or {}).get("thermal_state", "not recorded"),
+          help="Thermal state and power at job start and end (worker/thermal.py); a throttled result is left "
+               "out of Compare unless asked for.")
+if heat.get("throttled"):
+    st.warning(f"The host was throttled when this job began or ended: {heat.get('start')} → {heat.get('end')}")
 
 st.subheader("Raw samples")
 if d["samples"]:

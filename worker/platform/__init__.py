@@ -15,6 +15,8 @@ Common to every platform:
 - ``thermal_power() -> dict``: ``thermal_state`` ("nominal" / "throttled" / "unknown"),
   ``power_source`` ("ac" / "battery" / "ups" / "unknown"), ``low_power_mode`` (True / False / None
   when the OS does not say), plus the raw figures they were read from.
+- ``phys_footprint(pid)`` / ``lifetime_max_phys_footprint(pid)``: the bytes macOS charges a process (Metal
+  allocations in unified memory included), now and at its peak; None on Linux, where RSS is the figure.
 - ``can_evict`` / ``evict_file(path)``: drop a file's clean pages from the page cache, unprivileged
   (Linux: posix_fadvise DONTNEED; Darwin: msync MS_INVALIDATE on a shared mapping).
 """
@@ -41,6 +43,10 @@ class Platform(Protocol):
     can_evict: bool
 
     def evict_file(self, path) -> None: ...
+
+    def phys_footprint(self, pid: int) -> int | None: ...
+
+    def lifetime_max_phys_footprint(self, pid: int) -> int | None: ...
 
 
 class UnsupportedPlatform(RuntimeError):

@@ -35,6 +35,13 @@ class Linux:
         finally:
             os.close(fd)
 
+    def phys_footprint(self, pid: int) -> int | None:
+        """Darwin's accounting only: Linux has RSS, VmHWM and PSS instead (worker/measure/memory.py)."""
+        return None
+
+    def lifetime_max_phys_footprint(self, pid: int) -> int | None:
+        return None
+
     def _read(self, rel: str | Path) -> str | None:
         try:
             return (self.root / rel).read_text().strip()

@@ -4,6 +4,7 @@ long_context, perplexity, multiprocess. Each of the others has ``run(ctx) -> Out
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 import sys
 import tempfile
@@ -15,6 +16,7 @@ from siliconbench.errors import WorkloadError
 from siliconbench.jobs import JobSpec
 from siliconbench.results import Environment, JobResult, JobStatus, failed
 
+from .. import platform
 from ..environment import host_facts
 from ..serving.server import kill_live_groups
 from .common import Context, engine_for, rss_peak_bytes
@@ -44,6 +46,7 @@ def run_workload(job: JobSpec, models_dir: Path, emit: Callable[..., None]) -> J
     return JobResult(
         job_id=job.job_id, status=JobStatus.ok, started_at=started, load_s=out.load_s,
         peak_memory_bytes=rss_peak_bytes() if out.own_peak else None,
+        peak_footprint_bytes=platform.current().lifetime_max_phys_footprint(os.getpid()) if out.own_peak else None,
         baseline_memory_bytes=out.baseline_memory_bytes, samples=out.samples, environment=env,
         extra={"workload": job.workload, **out.extra},
     )
