@@ -29,7 +29,7 @@ from storage.tables import Job, Result, SampleRow, Sweep
 
 from .export import ENGINE_PACKAGE, load_records
 
-SAMPLE_METRICS = ("prefill_tps", "decode_tps", "ttft_ms")
+SAMPLE_METRICS = ("prefill_tps", "decode_tps", "ttft_ms", "decode_bandwidth_pct")
 JOB_METRICS = ("peak_memory_bytes", "load_s")  # one value per result, stored on the results row
 MAX_SERIES = 100  # series per Compare view: more is unreadable as bars, and it bounds every query's work
 MAX_RAW_SAMPLES = 20_000  # the distribution plot's cap; the aggregates never use it
@@ -50,6 +50,8 @@ class Filters:
     n_prompt: tuple[int, ...] = ()
     n_gen: tuple[int, ...] = ()
     n_depth: tuple[int, ...] = ()
+    mac_models: tuple[str, ...] = ()  # hw.model, e.g. Mac14,12 (environment.host_details)
+    gpu_cores: tuple[int, ...] = ()  # what binned Apple chips differ in
     include_throttled: bool = False  # results that began or ended with the host throttled are left out
 
 
@@ -57,6 +59,12 @@ def engine_version():
     """The engine package's version from the stored environment (llama-cpp-python / mlx-lm)."""
     whens = [(Job.engine == e, Result.environment[("packages", pkg)].as_string()) for e, pkg in ENGINE_PACKAGE.items()]
     return case(*whens, else_=None)
+
+
+def host_detail(key: str, as_int: bool = False):
+    """One of the platform's identity facts from the stored environment (environment.host_details)."""
+    path = Result.environment[("host_details", key)]
+    return path.as_integer() if as_int else path.as_string()
 
 
 _COLUMNS = {"sweeps": Job.sweep_id, "hosts": Result.hostname, "chips": Result.chip, "models": Job.model,
@@ -74,6 +82,10 @@ def _conditions(f: Filters) -> list:
         conds.append(or_(Job.quant.in_(f.quants), Job.quant_level.in_(f.quants)))
     if f.engine_versions:
         conds.append(engine_version().in_(f.engine_versions))
+    if f.mac_models:
+        conds.append(host_detail("model").in_(f.mac_models))
+    if f.gpu_cores:
+        conds.append(host_detail("gpu_cores", as_int=True).in_(f.gpu_cores))
     if not f.include_throttled:
         conds.append(Result.throttled.is_not(True))  # unknown (None) is kept: most hosts cannot tell
     return conds
@@ -99,14 +111,15 @@ def filter_options(session: Session) -> dict[str, list]:
     """
     rep = select(func.min(Result.job_id).label("job_id")).group_by(Result.identity_hash).subquery("rep")
     cols = {k: v for k, v in _COLUMNS.items() if k != "sweeps"} | {
-        "quants": Job.quant_level, "quant_exact": Job.quant, "engine_versions": engine_version()}
+        "quants": Job.quant_level, "quant_exact": Job.quant, "engine_versions": engine_version(),
+        "mac_models": host_detail("model"), "gpu_cores": host_detail("gpu_cores", as_int=True)}
     ids = (select(*(c.label(k) for k, c in cols.items())).select_from(rep)
            .join(Result, Result.job_id == rep.c.job_id).join(Job, Job.id == rep.c.job_id)).cte("ids")
     q = union_all(*(select(literal(k).label("f"), cast(ids.c[k], String).label("v")).distinct() for k in cols))
     out: dict[str, set] = {k: set() for k in cols}
     for f, v in session.execute(q):
         if v is not None:
-            out[f].add(int(v) if f in ("n_prompt", "n_gen", "n_depth") else v)
+            out[f].add(int(v) if f in ("n_prompt", "n_gen", "n_depth", "gpu_cores") else v)
     out["quants"] |= out.pop("quant_exact")
     opts: dict[str, list] = {k: sorted(v) for k, v in out.items()}
     # Correlated EXISTS: one index probe per sweep (ix_jobs_sweep_id_idx), not a scan of every job.

@@ -76,20 +76,31 @@ def results_table(records: list[dict], title: str = "") -> Table:
         t.add_column("procs", justify="right")
     for col, just in [("model", "left"), ("quant", "left"), ("prompt", "right"),
                       ("gen", "right"), ("depth", "right"), ("prefill tok/s", "right"), ("decode tok/s", "right"),
-                      ("TTFT ms", "right"), ("peak mem", "right"), ("load s", "right"), ("", "left")]:
+                      ("% bw", "right"), ("TTFT ms", "right"), ("peak mem", "right"), ("load s", "right"), ("", "left")]:
         t.add_column(col, justify=just)
     for r in records:
         lead = ([host_of(r)] if many_hosts else []) + [r["engine"]] + ([r.get("engine_version") or "—"] if versions else []) \
             + ([str(r["processes"])] if many_procs else [])
         if r["status"] != "ok":
             t.add_row(*lead, r["model"], r["quant"], str(r["n_prompt"]), str(r["n_gen"]), str(r["n_depth"]),
-                      "[red]failed[/]", "", "", "", "", (r["error"] or "")[:60])
+                      "[red]failed[/]", "", "", "", "", "", (r["error"] or "")[:60])
             continue
-        warn = "[yellow]⚠ unstable[/]" if r["unstable"] else ""
+        warn = " ".join(w for w in ("[yellow]⚠ unstable[/]" if r["unstable"] else "",
+                                    "[red]🌡 throttled[/]" if _throttled(r) else "") if w)
         t.add_row(*lead, r["model"], r["quant"], str(r["n_prompt"]), str(r["n_gen"]), str(r["n_depth"]),
-                  _pm(r["prefill_tps"]), _pm(r["decode_tps"]), _pm(r["ttft_ms"]), _mib(r["peak_memory_bytes"]),
+                  _pm(r["prefill_tps"]), _pm(r["decode_tps"]), _pct(r), _pm(r["ttft_ms"]), _mib(r["peak_memory_bytes"]),
                   f"{r['load_s']:.3f}" if r["load_s"] is not None else "—", warn)
     return t
+
+
+def _pct(r: dict) -> str:
+    """Median decode_bandwidth_pct: decode as a share of the host's memory-bandwidth bound (worker/roofline.py)."""
+    s = (r.get("metrics") or {}).get("decode_bandwidth_pct")
+    return f"{s['median']:.0f}%" if s else "—"
+
+
+def _throttled(r: dict) -> bool:
+    return bool(((r.get("extra") or {}).get("thermal") or {}).get("throttled"))
 
 
 def record_weights(r: dict) -> str:

@@ -14,20 +14,37 @@ LLAMA_VERSION=0.3.36
 EXTRAS=${SILICONBENCH_EXTRAS:-llamacpp,mlx,models,postgres,dashboard,dev}
 
 say() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*" >&2; }
+die() { say "$*"; exit 1; }
+
+# What a fresh machine must have, each with the sentence that says what to install.
+command -v "$PY" >/dev/null || die "no $PY: install Python 3.11 or newer (macOS: brew install python@3.12), then PYTHON=python3.12 make quickstart"
+"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
+  die "$PY is Python $("$PY" -c 'import platform; print(platform.python_version())'); siliconbench needs 3.11+ (macOS's /usr/bin/python3 is 3.9: brew install python@3.12, then PYTHON=python3.12 make quickstart)"
+if [[ "$(uname -s)" == "Darwin" ]]; then
+  [[ "$(sysctl -n sysctl.proc_translated 2>/dev/null)" != "1" ]] ||
+    die "this shell runs under Rosetta (x86_64): mlx has no x86_64 wheel and llama.cpp would build without Metal. Open a native arm64 terminal"
+  [[ "$("$PY" -c 'import platform; print(platform.machine())')" == "arm64" ]] ||
+    die "$PY is an x86_64 Python: install a native arm64 one (Homebrew under /opt/homebrew: /opt/homebrew/bin/brew install python@3.12)"
+  xcode-select -p >/dev/null 2>&1 ||
+    die "the Xcode Command Line Tools are missing (llama-cpp-python compiles its Metal build with them): xcode-select --install"
+fi
 
 [ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PY" -m venv "$VENV"; }
 PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"
 # pip 23 cannot handle some wheels' metadata; a current pip is a few seconds.
 $PIP install --upgrade "pip>=24" 2>&1 | grep -v '^WARNING: Location' >&2 || true
 
-if [[ "$(uname -s)" != "Darwin" ]] && ! ls "$WHEELS"/llama_cpp_python-$LLAMA_VERSION-*.whl >/dev/null 2>&1; then
+# Linux: a portable CPU build (any AVX2 machine). macOS: the Metal build (llama.cpp's default there, said
+# explicitly). Either way built once into the wheel cache, per platform tag; pip's own cache would ignore
+# CMAKE_ARGS, hence --no-cache-dir.
+if [[ "$(uname -s)" == "Darwin" ]]; then TAG=macosx; DEFAULT_ARGS="-DGGML_METAL=on -DLLAVA_BUILD=OFF"
+else TAG=linux; DEFAULT_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"; fi
+if ! ls "$WHEELS"/llama_cpp_python-$LLAMA_VERSION-*"$TAG"*.whl >/dev/null 2>&1; then
   say "building llama-cpp-python $LLAMA_VERSION once (6-9 minutes on 2 cores) into $WHEELS"
   mkdir -p "$WHEELS"
-  # Portable CPU build (any AVX2 machine); pip's own cache would ignore CMAKE_ARGS, hence --no-cache-dir.
-  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}" \
+  CMAKE_ARGS="${CMAKE_ARGS:-$DEFAULT_ARGS}" \
     $PIP wheel --no-deps --no-cache-dir -w "$WHEELS" "llama-cpp-python==$LLAMA_VERSION" >&2
 fi
-# On a Mac, CMAKE_ARGS="-DGGML_METAL=on" is llama-cpp-python's default; pip builds and caches it.
 
 say "installing siliconbench[$EXTRAS]"
 $PIP install --find-links "$WHEELS" -e ".[$EXTRAS]" 2>&1 | grep -v '^WARNING: Location' >&2 || true

@@ -49,6 +49,15 @@ _DEFS = [
         "x (G-1)/G.",
     ),
     Metric(
+        "decode_bandwidth_pct", "%", "higher", "repetition",
+        "The roofline beside decode_tps: decode_tps x bytes per token / the host's memory bandwidth, in percent. "
+        "Bytes per token = the weight files' size (an upper bound: the embedding lookup reads one row) + K and V "
+        "of every layer at the mean decode position (depth + prompt + (gen-1)/2) in the KV cache's dtype. The "
+        "bandwidth is the chip's published unified-memory figure where worker/roofline.py's sourced table knows "
+        "it, else a parallel-copy probe measured on the host (at worker start, cached a day); the result's "
+        "extra.roofline says which, with both figures. No llama-bench or mlx-lm equivalent.",
+    ),
+    Metric(
         "ttft_ms", "ms", "lower", "repetition",
         "Time to first token: from handing the engine the prompt's token ids until the first generated token id is "
         "on the host (prefill time + one greedy argmax). Tokenization is excluded (none exists). n_prompt / ttft is "
@@ -67,6 +76,16 @@ _DEFS = [
     Metric(
         "mlx_peak_memory_bytes", "bytes", "lower", "repetition",
         "MLX allocator peak (mx.get_peak_memory) during one repetition, reset before it. MLX only.",
+    ),
+    Metric(
+        "mlx_active_memory_bytes", "bytes", "lower", "repetition",
+        "MLX allocator memory in use (mx.get_active_memory) at the end of a repetition: the weights and the KV "
+        "cache still held. On a Mac this is Metal memory in unified memory. MLX only.",
+    ),
+    Metric(
+        "mlx_cache_memory_bytes", "bytes", "lower", "repetition",
+        "MLX's buffer cache (mx.get_cache_memory) at the end of a repetition: freed buffers kept for reuse, held "
+        "by the process but not in use. MLX only.",
     ),
     Metric(
         "load_s", "s", "lower", "job",

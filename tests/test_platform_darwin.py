@@ -5,6 +5,7 @@ checked field by field against the macOS SDK header text stored beside them."""
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import re
 import struct
@@ -325,3 +326,13 @@ def test_a_mac_minis_model_and_gpu_cores_choose_it_in_a_sweep():
     assert chosen({"model": "mac14,12"}) == ["mini"]
     assert chosen({"gpu_cores": 20}) == ["other"]
     assert chosen({"model": "Mac14,12", "gpu_cores": 20}) == []
+
+
+def test_gpu_facts_are_read_once_per_boot(tmp_path):
+    cache = tmp_path / "gpu_facts.json"
+    first = Recorded(outputs={DISPLAYS: "system_profiler_displays_m1_torchserve.json"})
+    assert Darwin(first, gpu_cache=cache).gpu()["gpu_cores"] == 7 and DISPLAYS in first.calls
+    again = Recorded()  # would answer nothing: the cache must
+    assert Darwin(again, gpu_cache=cache).gpu()["gpu_cores"] == 7 and again.calls == []
+    cache.write_text(json.dumps({**json.loads(cache.read_text()), "boot": 0.0}))  # recorded at another boot
+    assert Darwin(Recorded(), gpu_cache=cache).gpu()["gpu_cores"] is None

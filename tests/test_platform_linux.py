@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from siliconbench.results import Environment
 from worker.environment import host_facts
 from worker.host import performance_cores
 from worker.platform import Linux, current, report
+from worker.platform.darwin import Darwin
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the Linux platform module")
 
@@ -112,3 +115,24 @@ def test_physical_cores_from_a_topology_tree(tmp_path):
     linux = Linux(tmp_path)
     assert (linux.physical_cores(), linux.performance_cores(), linux.cpu_model()) == (2, 2, "Test CPU")
     assert linux.host_facts()["os_version"] == f"Tree (kernel {platform.release()})"
+
+
+def test_kernel_peaks_of_a_real_process_through_the_seam():
+    """VmHWM and PSS of a process this test starts, reset through clear_refs (killed by its own PID)."""
+    p = subprocess.Popen([sys.executable, "-c", "b = bytearray(64 << 20); input()"], stdin=subprocess.PIPE)
+    try:
+        linux = Linux()
+        time.sleep(0.5)
+        peak = linux.peak_rss(p.pid)
+        assert peak is not None and peak > 64 << 20
+        assert linux.pss(p.pid) > 0 and linux.reset_peak_rss(p.pid)
+        assert linux.peak_rss(p.pid) <= peak
+    finally:
+        p.kill()
+        p.wait()
+    assert linux.own_peak_rss_bytes() > 0
+
+
+def test_darwin_answers_the_linux_only_questions_with_none():
+    mac = Darwin()
+    assert (mac.pss(1), mac.peak_rss(1), mac.reset_peak_rss(1)) == (None, None, False)

@@ -384,3 +384,20 @@ def test_a_throttled_result_is_kept_but_left_out_of_compare_by_default(url):
     assert stored[JOBS[2].job_id].throttled is True and stored[JOBS[0].job_id].throttled is False
     assert (stored[JOBS[0].job_id].peak_footprint_bytes, stored[JOBS[0].job_id].baseline_footprint_bytes) == \
         (734_003_200, 52_428_800)
+
+
+def test_compare_filters_by_mac_model_and_gpu_cores(url):
+    """Binned chips differ only in GPU cores: the filter options offer the stored values, and each narrows."""
+    with db.session_scope(url) as s:
+        store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
+    for job, model, cores in ((JOBS[0], "Mac16,11", 16), (JOBS[2], "Mac16,11", 20)):
+        r = make_result(job)
+        r.environment.host_details = {"model": model, "gpu_cores": cores, "chip": "Apple M4 Pro"}
+        with db.session_scope(url) as s:
+            store.save_result(s, job, r)
+    with db.session_scope(url) as s:
+        opts = queries.filter_options(s)
+        by_cores = queries.series(s, queries.Filters(gpu_cores=(20,)))[0]
+        by_model = queries.series(s, queries.Filters(mac_models=("Mac16,11",)))[1]
+    assert opts["mac_models"] == ["Mac16,11"] and opts["gpu_cores"] == [16, 20]
+    assert [r["n_prompt"] for r in by_cores] == [128] and by_model == 2

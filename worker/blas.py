@@ -7,9 +7,9 @@ mlx's Linux CPU wheel bundles a reference BLAS: a 512x1024x2816 float32 matmul t
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
+from . import platform
 from .host import performance_cores
 
 OPENBLAS_CANDIDATES = (
@@ -27,7 +27,7 @@ def find_openblas() -> str | None:
 
 def child_blas_env(mode: str, threads: int | None) -> dict[str, str]:
     """Environment for an MLX child: LD_PRELOAD of OpenBLAS for 'auto'/'openblas' where it exists."""
-    if sys.platform == "darwin":
+    if platform.current().name == "Darwin":
         return {"SILICONBENCH_MLX_BLAS": "Accelerate"}
     env: dict[str, str] = {}
     lib = find_openblas() if mode in ("auto", "openblas") else None

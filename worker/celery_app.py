@@ -20,6 +20,7 @@ from siliconbench.queues import MAX_ATTEMPTS, TASK_NOOP, TASK_RUN_JOB, celery_se
 from siliconbench.settings import data_dir
 from storage.broker import enqueue
 
+from . import roofline
 from .registration import Heartbeat, mark_offline, register
 from .spool import Spool
 from .task import WorkerContext, handle_job
@@ -95,6 +96,7 @@ def noop_task(*_args):
 def _on_ready(sender=None, **_):
     global _heartbeat
     ctx = context()
+    log.info("memory bandwidth probe: %.1f GB/s", roofline.probed_gbs(refresh=True)["measured_gbs"])
     _heartbeat = Heartbeat(ctx.database_url, ctx.name, spool=ctx.spool, ctx=ctx)
     _heartbeat.start()
     log.info("worker %s ready", ctx.name)

@@ -23,7 +23,7 @@ import psutil
 from siliconbench.jobs import JobSpec
 from siliconbench.results import JobResult, failed
 
-from . import thermal
+from . import roofline, thermal
 from .blas import child_blas_env
 
 STDERR_TAIL_CHARS = 4000
@@ -82,6 +82,8 @@ def run_job(
     except thermal.ThermalRefused as exc:
         return failed(job.job_id, str(exc), started_at=datetime.now(timezone.utc),
                       extra={"thermal": {"mode": job.thermal, "refused": True}})
+    if job.workload == "generate":
+        roofline.probed_gbs()  # cached a day; measured here, never in the job's own process
     result = _run_child(job, models_dir, python=python, timeout_s=timeout_s, on_event=on_event)
     result.extra["thermal"] = thermal.after_job(gate, read_thermal)
     return result

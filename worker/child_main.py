@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import sys
 import threading
 import time
@@ -20,9 +19,10 @@ from pathlib import Path
 import psutil
 
 from siliconbench.jobs import JobSpec
+from siliconbench.manifest import ModelCatalog
 from siliconbench.results import Environment, JobResult, JobStatus
 
-from . import platform
+from . import platform, roofline
 from .engines import get_engine
 from .environment import host_facts
 from .serving.server import kill_live_groups
@@ -30,8 +30,7 @@ from .workloads import generate, run_workload
 
 
 def _rss_peak_bytes() -> int:
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)  # Linux reports KiB, macOS bytes
+    return platform.current().own_peak_rss_bytes()
 
 
 def _rss_now_bytes() -> int:
@@ -111,6 +110,11 @@ def _run(emit) -> int:
     samples = generate.run(engine, job, on_rep=lambda r, warm: emit("repetition", index=r, warmup=warm))
     desc = engine.describe()
     env = Environment(**host_facts(), **desc)
+    ceiling = roofline.bound(ModelCatalog(models_dir).get(job.model), path, job.n_depth, job.n_prompt, job.n_gen,
+                             engine.dtypes().get("kv_cache", "f16"), env.chip, env.host_details.get("gpu_cores"))
+    for s in samples:
+        if (pct := roofline.bandwidth_pct(s.values["decode_tps"], ceiling)) is not None:
+            s.values["decode_bandwidth_pct"] = pct
     vocab = engine.vocab_size()
     prompt_digest = generate.prompt_ids_digest(engine, job)
     engine.close()
@@ -119,7 +123,8 @@ def _run(emit) -> int:
         peak_memory_bytes=_rss_peak_bytes(), baseline_memory_bytes=baseline,
         peak_footprint_bytes=platform.current().lifetime_max_phys_footprint(os.getpid()),
         baseline_footprint_bytes=baseline_footprint, samples=samples,
-        environment=env, extra={"n_ctx": n_ctx, "vocab_size": vocab, "prompt_ids_sha256": prompt_digest},
+        environment=env, extra={"n_ctx": n_ctx, "vocab_size": vocab, "prompt_ids_sha256": prompt_digest,
+                                "roofline": ceiling},
     )
     emit("result", result=json.loads(result.model_dump_json()))
     return 0

@@ -23,7 +23,7 @@ if not version[0]:
 FILTERS = [("sweeps", "Sweep"), ("hosts", "Host"), ("chips", "Chip"), ("models", "Model"),
            ("quants", "Quantization"), ("engines", "Engine"), ("engine_versions", "Engine version"),
            ("workloads", "Workload"), ("n_prompt", "Prompt tokens"), ("n_gen", "Generated tokens"),
-           ("n_depth", "Depth (tokens)")]
+           ("n_depth", "Depth (tokens)"), ("mac_models", "Mac model"), ("gpu_cores", "GPU cores")]
 with st.sidebar:
     st.header("Filters")
     st.caption("Empty means any.")

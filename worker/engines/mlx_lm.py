@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import platform
 from .base import Engine
 
 
@@ -154,14 +155,16 @@ class MlxEngine(Engine):
                 "tokens": float(caches[0].offset) if caches else 0.0}
 
     def repetition_memory(self) -> dict[str, float]:
-        return {"mlx_peak_memory_bytes": float(self.mx.get_peak_memory())}
+        mx = self.mx
+        return {"mlx_peak_memory_bytes": float(mx.get_peak_memory()), "mlx_active_memory_bytes":
+                float(mx.get_active_memory()), "mlx_cache_memory_bytes": float(mx.get_cache_memory())}
 
     def describe(self) -> dict:
         import mlx.core as mx  # the engine: optional, imported by the job that runs it
 
         dev = mx.default_device()
         backend = "Metal" if "gpu" in str(dev).lower() else "CPU"
-        blas = os.environ.get("SILICONBENCH_MLX_BLAS", "bundled" if os.uname().sysname == "Linux" else "Accelerate")
+        blas = os.environ.get("SILICONBENCH_MLX_BLAS", "bundled" if platform.current().name == "Linux" else "Accelerate")
         return {
             "packages": {"mlx": version("mlx"), "mlx-lm": version("mlx-lm")},
             # device_info: on Metal the GPU architecture (e.g. applegpu_g15s), device name, memory size and

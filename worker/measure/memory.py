@@ -1,16 +1,18 @@
 """Memory of other processes: RSS of a process tree sampled on a thread, and the kernel's own peaks.
 
 Sampling is portable but can miss a peak shorter than its interval; on Linux the kernel keeps an exact
-per-process high-water mark (VmHWM), which `reset_hwm` / `read_hwm` use as a cross-check.
+per-process high-water mark (VmHWM), which `reset_hwm` / `read_hwm` use as a cross-check (through the
+platform seam: None on Darwin).
 """
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 
 import psutil
+
+from .. import platform
 
 
 def tree(pid: int) -> list[psutil.Process]:
@@ -42,38 +44,24 @@ def rss_of(pids: list[int]) -> int:
 
 
 def pss_of(pids: list[int]) -> int | None:
-    """Proportional set size summed (Linux only: shared pages split between their users)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    return _sum([psutil.Process(p) for p in pids if psutil.pid_exists(p)], "pss")
+    """Proportional set size summed (shared pages split between their users); None where the OS has none."""
+    values = [platform.current().pss(p) for p in pids if psutil.pid_exists(p)]
+    return None if any(v is None for v in values) else sum(values)
 
 
 def reset_hwm(pids: list[int]) -> bool:
-    """Reset each process's peak RSS (Linux >= 4.0: write 5 to clear_refs); False where that is impossible."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        for pid in pids:
-            with open(f"/proc/{pid}/clear_refs", "w") as f:
-                f.write("5")
-    except OSError:
-        return False
-    return True
+    """Reset each process's kernel-kept peak RSS; False where that is impossible (not Linux, not ours)."""
+    return all([platform.current().reset_peak_rss(pid) for pid in pids])
 
 
 def read_hwm(pids: list[int]) -> int | None:
-    """Sum of the processes' VmHWM (peak RSS since the last reset), or None off Linux."""
-    if not sys.platform.startswith("linux"):
-        return None
+    """Sum of the processes' peak RSS since the last reset (VmHWM), or None where the OS keeps none."""
     total = 0
     for pid in pids:
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        total += int(line.split()[1]) * 1024
-        except OSError:
+        peak = platform.current().peak_rss(pid)
+        if peak is None:
             return None
+        total += peak
     return total
 
 

@@ -17,6 +17,8 @@ Common to every platform:
   when the OS does not say), plus the raw figures they were read from.
 - ``phys_footprint(pid)`` / ``lifetime_max_phys_footprint(pid)``: the bytes macOS charges a process (Metal
   allocations in unified memory included), now and at its peak; None on Linux, where RSS is the figure.
+- ``own_peak_rss_bytes()``; ``reset_peak_rss(pid)`` / ``peak_rss(pid)`` (Linux's VmHWM, reset through
+  clear_refs) and ``pss(pid)``: False / None on Darwin, which has phys_footprint instead.
 - ``can_evict`` / ``evict_file(path)``: drop a file's clean pages from the page cache, unprivileged
   (Linux: posix_fadvise DONTNEED; Darwin: msync MS_INVALIDATE on a shared mapping).
 """
@@ -26,6 +28,8 @@ from __future__ import annotations
 import sys
 from functools import lru_cache
 from typing import Protocol
+
+from siliconbench.settings import data_dir
 
 from .darwin import Darwin
 from .linux import Linux
@@ -46,6 +50,14 @@ class Platform(Protocol):
 
     def phys_footprint(self, pid: int) -> int | None: ...
 
+    def own_peak_rss_bytes(self) -> int: ...
+
+    def reset_peak_rss(self, pid: int) -> bool: ...
+
+    def peak_rss(self, pid: int) -> int | None: ...
+
+    def pss(self, pid: int) -> int | None: ...
+
     def lifetime_max_phys_footprint(self, pid: int) -> int | None: ...
 
 
@@ -57,7 +69,7 @@ class UnsupportedPlatform(RuntimeError):
 def current() -> Platform:
     """This OS's platform object, chosen once per process."""
     if sys.platform == "darwin":
-        return Darwin()
+        return Darwin(gpu_cache=data_dir() / "gpu_facts.json")
     if sys.platform.startswith("linux"):
         return Linux()
     raise UnsupportedPlatform(f"no platform module for {sys.platform!r}: siliconbench runs on Darwin and Linux")

@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import re
+import resource
 import socket
 import subprocess
 from functools import lru_cache
@@ -169,8 +170,10 @@ class Darwin:
 
     name = "Darwin"
 
-    def __init__(self, commands: Commands | None = None):
+    def __init__(self, commands: Commands | None = None, gpu_cache=None):
         self.commands = commands or Commands()
+        # ioreg + system_profiler take about a second: the GPU facts are read once per boot, not per job
+        self.gpu_cache = gpu_cache
 
     def sysctl(self, name: str) -> str:
         return self.commands.run(["sysctl", "-n", name]).strip()
@@ -202,7 +205,22 @@ class Darwin:
 
     def gpu(self) -> dict:
         """GPU model, cores and Metal entry. The core count comes from the IO registry (what binned chips
-        differ in), else from system_profiler's sppci_cores."""
+        differ in), else from system_profiler's sppci_cores. Kept in ``gpu_cache`` (a file) until the next boot."""
+        boot = psutil.boot_time()
+        if self.gpu_cache is not None:
+            try:
+                cached = json.loads(self.gpu_cache.read_text())
+                if cached.pop("boot") == boot:
+                    return cached
+            except (OSError, ValueError, KeyError):
+                pass
+        facts = self._read_gpu()
+        if self.gpu_cache is not None:
+            self.gpu_cache.parent.mkdir(parents=True, exist_ok=True)
+            self.gpu_cache.write_text(json.dumps({**facts, "boot": boot}))
+        return facts
+
+    def _read_gpu(self) -> dict:
         registry = parse_ioreg(self.commands.run(["ioreg", "-rc", "AGXAccelerator", "-d", "1"]))
         shown = parse_displays(self.commands.run(["system_profiler", "SPDisplaysDataType", "-json"]))
         cores = registry.get("gpu-core-count")
@@ -264,6 +282,19 @@ class Darwin:
                 libc.munmap(addr, size)
         finally:
             os.close(fd)
+
+    def own_peak_rss_bytes(self) -> int:
+        """This process's peak RSS: getrusage's ru_maxrss, which macOS reports in bytes."""
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+    def reset_peak_rss(self, pid: int) -> bool:
+        return False  # no clear_refs: the footprint's interval peak is the Darwin counterpart
+
+    def peak_rss(self, pid: int) -> int | None:
+        return None
+
+    def pss(self, pid: int) -> int | None:
+        return None  # no proportional set size on macOS
 
     def rusage(self, pid: int) -> RusageInfoV4 | None:
         """proc_pid_rusage(pid, RUSAGE_INFO_V4); None when the process is gone or not ours to read."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import resource
 import socket
 from pathlib import Path
 
@@ -34,6 +35,33 @@ class Linux:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
+
+    def own_peak_rss_bytes(self) -> int:
+        """This process's peak RSS: getrusage's ru_maxrss, which Linux reports in KiB."""
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+    def reset_peak_rss(self, pid: int) -> bool:
+        """Reset a process's VmHWM (Linux >= 4.0: write 5 to clear_refs); False where that is refused."""
+        try:
+            (self.root / f"proc/{pid}/clear_refs").write_text("5")
+        except OSError:
+            return False
+        return True
+
+    def peak_rss(self, pid: int) -> int | None:
+        """A process's VmHWM (peak RSS since start or the last reset), in bytes; None if it cannot be read."""
+        status = self._read(f"proc/{pid}/status")
+        for line in (status or "").splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+        return None
+
+    def pss(self, pid: int) -> int | None:
+        """Proportional set size: shared pages split between the processes that map them."""
+        try:
+            return int(psutil.Process(pid).memory_full_info().pss)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return None
 
     def phys_footprint(self, pid: int) -> int | None:
         """Darwin's accounting only: Linux has RSS, VmHWM and PSS instead (worker/measure/memory.py)."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import resource
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +13,7 @@ from siliconbench.errors import WorkloadError
 from siliconbench.jobs import JobSpec
 from siliconbench.results import Sample
 
+from .. import platform
 from ..engines import Engine, get_engine
 from ..models.tokenizer import CORPUS_PATH
 
@@ -80,8 +79,7 @@ def done(ctx: Context, r: int, warm: bool) -> None:
 
 
 def rss_peak_bytes() -> int:
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)  # Linux reports KiB, macOS bytes
+    return platform.current().own_peak_rss_bytes()
 
 
 def rss_now_bytes() -> int:
