@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
@@ -16,6 +17,7 @@ from siliconbench.errors import UserError
 from siliconbench.queues import MAX_JOB_TIMEOUT_S
 from siliconbench.spec import load_sweep
 from storage.database import require_current, session_scope
+from storage.outages import run_forever
 
 from worker.service.spec import DEFAULT_STOP_TIMEOUT_S
 
@@ -238,10 +240,14 @@ def reconcile(loop: bool = typer.Option(False, "--loop", help="Keep reconciling 
     from coordinator.reconcile import reconcile as do_reconcile  # verb-local
 
     s, broker = _fleet_settings()
-    while True:
+
+    def once() -> None:
         counts = do_reconcile(s.database_url, broker)
         if any(counts.values()) or not loop:
             console.print(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in counts.items()))
-        if not loop:
-            return
-        time.sleep(every)
+
+    if not loop:
+        return once()
+    # A broker restart or a database cut is waited out (one line when it starts, one when it ends), never fatal.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    run_forever(once, every, name="reconcile", log=logging.getLogger("siliconbench.reconcile"))

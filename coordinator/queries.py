@@ -25,7 +25,7 @@ from sqlalchemy import Float, String, case, cast, false, func, literal, or_, sel
 from sqlalchemy.orm import Session
 
 from storage.store import load_stored
-from storage.tables import Job, Result, SampleRow, Sweep
+from storage.tables import Job, JobAttempt, Result, SampleRow, Sweep
 
 from .export import ENGINE_PACKAGE, load_records
 
@@ -248,7 +248,21 @@ def result_detail(session: Session, job_id: str) -> dict | None:
     record = load_records(session, job_ids=[job_id])[0]
     samples = [{"repetition": x.repetition, "warmup": x.warmup, **x.values} for x in s.result.samples]
     return {"record": record, "samples": samples, "engine_options": s.job.engine_options, "job": s.job.model_dump(),
-            "extra": s.result.extra, "wall_s": s.result.wall_s, "worker": s.worker}
+            "extra": s.result.extra, "wall_s": s.result.wall_s, "worker": s.worker,
+            "attempts": attempts(session, job_id, s.result)}
+
+
+def attempts(session: Session, job_id: str, result) -> list[dict]:
+    """Every attempt of the job, in order: those that ended without the result (job_attempts, with their
+    cause) and the one that produced it."""
+    rows = [{"attempt": a.attempt, "worker": a.worker, "started_at": a.started_at, "ended_at": a.ended_at,
+             "cause": a.cause} for a in session.scalars(select(JobAttempt).where(JobAttempt.job_id == job_id)
+                                                         .order_by(JobAttempt.attempt))]
+    job = session.get(Job, job_id)
+    final = {"attempt": job.attempts if job else None, "worker": job.worker if job else None,
+             "started_at": result.started_at, "ended_at": result.finished_at,
+             "cause": "ok" if result.status == "ok" else f"failed: {result.error}"}
+    return rows + [final]
 
 
 def active_sweeps(session: Session) -> list[str]:

@@ -1,5 +1,6 @@
-"""The reconciler: put back jobs whose worker died (lease expired) or whose message vanished (Redis
-restarted without persistence), and fail a job with its reason after MAX_ATTEMPTS.
+"""The reconciler: put back jobs whose worker died (lease expired: an interruption, not one of the job's
+attempts) or whose message vanished (Redis restarted without persistence), and fail a job with its reason
+once its own attempts or its interruptions run out (storage.jobstate).
 
 Safe to run anywhere and as often as wanted: re-enqueueing a job that still has a message only adds a
 duplicate, which the claim refuses.
@@ -14,10 +15,10 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from siliconbench.jobs import JobSpec
-from siliconbench.queues import MAX_ATTEMPTS
+from siliconbench.queues import MAX_INTERRUPTIONS
 from siliconbench.results import failed
 
-from storage import broker, store
+from storage import broker, jobstate, store
 from storage.database import session_scope
 from storage.tables import Job, Sweep, utcnow
 
@@ -39,19 +40,24 @@ def _collect(session: Session, broker_url: str, grace_s: float) -> tuple[dict[st
     counts = {"lease_expired": 0, "message_lost": 0, "gave_up": 0}
     to_send: list[tuple[str, str, str]] = []
 
-    expired = session.execute(select(Job.id, Job.attempts, Job.worker, Job.queue, Job.spec)
+    expired = session.execute(select(Job.id, Job.attempts, Job.interruptions, Job.worker, Job.queue, Job.spec)
                               .where(Job.status == "running", Job.lease_expires_at < now)).all()
-    for job_id, attempts, worker, queue, spec in expired:
-        reason = f"lease expired on worker {worker} (it died or lost the database)"
-        if attempts >= MAX_ATTEMPTS:
-            store.save_result(session, JobSpec.model_validate(spec), failed(job_id, f"gave up after {attempts} attempts; last: {reason}"))
+    for job_id, attempts, interruptions, worker, queue, spec in expired:
+        # The worker is gone, not the job's fault: an interruption, not one of its attempts (jobstate).
+        reason = f"interrupted: lease expired on worker {worker} (it died or lost the database)"
+        res = session.execute(update(Job).where(Job.id == job_id, Job.status == "running", Job.lease_expires_at < now)
+                              .values(status="queued", lease_expires_at=None, error=reason, enqueued_at=now,
+                                      interruptions=Job.interruptions + 1))
+        if res.rowcount != 1:
+            continue  # renewed or finished meanwhile
+        jobstate.end_attempt(session, job_id, reason)
+        if interruptions + 1 >= MAX_INTERRUPTIONS:
+            why = jobstate.gave_up_reason(attempts, interruptions + 1)
+            store.save_result(session, JobSpec.model_validate(spec), failed(job_id, f"{why}; last: {reason}"))
             counts["gave_up"] += 1
             continue
-        res = session.execute(update(Job).where(Job.id == job_id, Job.status == "running", Job.lease_expires_at < now)
-                              .values(status="queued", lease_expires_at=None, error=reason, enqueued_at=now))
-        if res.rowcount == 1:
-            to_send.append((job_id, queue, f"r{time.time_ns()}"))
-            counts["lease_expired"] += 1
+        to_send.append((job_id, queue, f"r{time.time_ns()}"))
+        counts["lease_expired"] += 1
 
     stale = session.execute(select(Job.id, Job.queue).where(Job.status == "queued", Job.queue.is_not(None),
                                                             Job.enqueued_at < now - timedelta(seconds=grace_s))).all()

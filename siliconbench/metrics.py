@@ -218,6 +218,12 @@ WORKLOAD_DEFS = [
         "counted as in aggregate_output_tps).",
     ),
     Metric(
+        "server_peak_footprint_bytes", "bytes", "lower", "repetition",
+        "macOS only: the peak of the server process tree's summed phys_footprint, sampled with "
+        "server_peak_rss_bytes (Metal allocations in unified memory included, clean mapped GGUF pages not): "
+        "what the server costs a Mac.",
+    ),
+    Metric(
         "server_peak_rss_bytes", "bytes", "lower", "repetition",
         "Peak over one burst of the summed RSS of the server's process tree, sampled every "
         "params.memory_interval_ms (10 ms by default) from the burst's first request to its last stream end. "
@@ -288,6 +294,12 @@ WORKLOAD_DEFS = [
         "mp_total_pss_bytes", "bytes", "lower", "repetition",
         "Linux only: the sum of the processes' proportional set size at the same moment, which counts a page "
         "shared by k processes 1/k in each: the memory the K processes take together.",
+    ),
+    Metric(
+        "mp_total_footprint_bytes", "bytes", "lower", "repetition",
+        "macOS only: the sum of the processes' phys_footprint at the same moment (Metal memory included), plus "
+        "the model file's pages resident in the page cache (mincore), counted once: no footprint holds clean "
+        "mapped file pages. The Darwin counterpart of mp_total_pss_bytes.",
     ),
 ]
 _DEFS += WORKLOAD_DEFS

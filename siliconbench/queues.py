@@ -20,8 +20,11 @@ VISIBILITY_TIMEOUT_S = MAX_JOB_TIMEOUT_S + 1800
 # How long a claimed job's lease lasts without renewal; the worker renews it every third of that.
 # SILICONBENCH_LEASE_S shortens it (tests of crash recovery); it must be the same on every machine.
 LEASE_S = float(os.environ.get("SILICONBENCH_LEASE_S", 30))
-# A job is failed with its reason after this many attempts (claims), whatever killed them.
+# A job is failed with its reason after this many of its own failed attempts (crashes, timeouts retried).
 MAX_ATTEMPTS = 3
+# Claims that ended because the worker died or lost the database (its lease expired) are not the job's
+# failures: they have their own, larger bound, which still stops a job that really takes its worker down.
+MAX_INTERRUPTIONS = 10
 # Heartbeats: written every HEARTBEAT_S; a host is online while its last one is younger than ONLINE_S.
 HEARTBEAT_S = 5
 ONLINE_S = 20

@@ -3,7 +3,10 @@
 Celery over Redis delivers at least once and sometimes twice; these transitions make that harmless:
 a worker may only run a job it claimed, a claim succeeds only for a queued job or one whose lease
 expired, and the result is written once (store.save_result). A job is failed with its reason once
-it has been claimed MAX_ATTEMPTS times.
+MAX_ATTEMPTS of its own attempts failed (a crash, retried), or once its worker was lost under it
+MAX_INTERRUPTIONS times (a lease that expired: the worker died or lost the database, which is not the
+job's failure unless it keeps happening). Every attempt that ended without the result is a job_attempts
+row with its cause.
 """
 
 from __future__ import annotations
@@ -16,17 +19,17 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from siliconbench.jobs import JobSpec
-from siliconbench.queues import LEASE_S, MAX_ATTEMPTS
+from siliconbench.queues import LEASE_S, MAX_ATTEMPTS, MAX_INTERRUPTIONS
 from siliconbench.results import failed
 
 from . import store
-from .tables import Job, utcnow
+from .tables import Job, JobAttempt, utcnow
 
 
 @dataclass
 class Claim:
     job: JobSpec | None
-    attempt: int = 0
+    attempt: int = 0  # the job's own attempt number: claims less interruptions
     refused: str | None = None  # why no work is to be done (duplicate, done, cancelled, gave up)
 
 
@@ -53,10 +56,11 @@ def _claim_statement():
     now = bindparam("now", type_=c.started_at.type)
     claimable = or_(c.status == "queued", and_(c.status == "running", c.lease_expires_at < now))
     mine = or_(c.target_host.is_(None), c.target_host == bindparam("worker"))
-    return (update(_JOBS).where(c.id == bindparam("job_id"), claimable, mine, c.attempts < MAX_ATTEMPTS)
+    left = and_(c.attempts - c.interruptions < MAX_ATTEMPTS, c.interruptions < MAX_INTERRUPTIONS)
+    return (update(_JOBS).where(c.id == bindparam("job_id"), claimable, mine, left)
             .values(status="running", worker=bindparam("worker"), host=bindparam("host"), attempts=c.attempts + 1,
                     started_at=now, lease_expires_at=bindparam("expires", type_=c.lease_expires_at.type))
-            .returning(c.spec, c.attempts))
+            .returning(c.spec, c.attempts, c.interruptions))
 
 
 _CLAIM = _claim_statement()  # built once: a claim costs its round trip, not statement construction
@@ -73,20 +77,20 @@ def try_claim(session: Session, job_id: str, *, worker: str, host: str, lease_s:
                                        expires=now + timedelta(seconds=lease_s))).first()
     if got is None:
         return None
-    return Claim(JobSpec.model_validate(got.spec), attempt=got.attempts)
+    return Claim(JobSpec.model_validate(got.spec), attempt=got.attempts - got.interruptions)
 
 
 def _refusal(session: Session, job_id: str, *, worker: str, host: str, claimable) -> Claim:
-    row = session.execute(select(Job.status, Job.attempts, Job.worker, Job.target_host, Job.error, Job.spec)
-                          .where(Job.id == job_id)).first()
+    row = session.execute(select(Job.status, Job.attempts, Job.interruptions, Job.worker, Job.target_host, Job.error,
+                                 Job.spec).where(Job.id == job_id)).first()
     if row is None:
         return Claim(None, refused=f"unknown job {job_id}")
     if row.target_host and row.target_host != worker:
         return Claim(None, refused=f"job is pinned to {row.target_host}")
-    if row.attempts >= MAX_ATTEMPTS:
+    if row.attempts - row.interruptions >= MAX_ATTEMPTS or row.interruptions >= MAX_INTERRUPTIONS:
         # Out of attempts and still claimable: record the failure once (the UPDATE is the lock).
         if session.execute(update(Job).where(Job.id == job_id, claimable).values(status="running")).rowcount == 1:
-            reason = f"gave up after {row.attempts} attempts" + (f"; last: {row.error}" if row.error else "")
+            reason = gave_up_reason(row.attempts, row.interruptions) + (f"; last: {row.error}" if row.error else "")
             store.save_result(session, JobSpec.model_validate(row.spec), failed(job_id, reason), host=host, worker=worker)
             return Claim(None, refused=reason)
     return Claim(None, refused=f"job is {row.status}" + (f" on {row.worker}" if row.worker else ""))
@@ -99,10 +103,31 @@ def renew(session: Session, job_id: str, *, worker: str, lease_s: float = LEASE_
     return res.rowcount == 1
 
 
+def gave_up_reason(attempts: int, interruptions: int) -> str:
+    own = attempts - interruptions
+    if interruptions >= MAX_INTERRUPTIONS:
+        return (f"gave up: its worker was lost {interruptions} times while running it (a job that takes its "
+                f"worker down?), after {own} attempt(s) of its own")
+    return f"gave up after {own} attempts" + (f" ({interruptions} more interrupted by a lost worker)" if interruptions else "")
+
+
+def end_attempt(session: Session, job_id: str, cause: str) -> None:
+    """Record how the job's current claim ended (before it is requeued or failed); once per claim."""
+    row = session.execute(select(Job.attempts, Job.worker, Job.host, Job.started_at).where(Job.id == job_id)).first()
+    if row is None or row.attempts == 0:
+        return
+    if session.get(JobAttempt, (job_id, row.attempts)) is None:
+        session.add(JobAttempt(job_id=job_id, attempt=row.attempts, worker=row.worker, host=row.host,
+                               started_at=row.started_at, ended_at=utcnow(), cause=cause))
+        session.flush()
+
+
 def requeue(session: Session, job_id: str, reason: str) -> bool:
     """Put a running job back to queued (a crash worth another attempt); the caller re-enqueues it."""
     res = session.execute(update(Job).where(Job.id == job_id, Job.status == "running")
                           .values(status="queued", lease_expires_at=None, error=reason, enqueued_at=utcnow()))
+    if res.rowcount == 1:
+        end_attempt(session, job_id, reason)
     return res.rowcount == 1
 
 

@@ -118,6 +118,23 @@ class Job(Base):
     target_host: Mapped[str | None] = mapped_column(String)
     queue: Mapped[str | None] = mapped_column(String)
     enqueued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Claims of ``attempts`` that ended with the worker gone (lease expired), not by the job itself (0005).
+    interruptions: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+
+
+class JobAttempt(Base):
+    """An attempt that did not produce the job's result: how it ended (a crash retried, the worker gone).
+    The attempt that did is the result itself; a job that ran once cleanly has no rows here."""
+
+    __tablename__ = "job_attempts"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    attempt: Mapped[int] = mapped_column(Integer, primary_key=True)  # the claim's number (jobs.attempts)
+    worker: Mapped[str | None] = mapped_column(String)
+    host: Mapped[str | None] = mapped_column(String)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    ended_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    cause: Mapped[str] = mapped_column(Text)  # "crash: ..." (counts) or "interrupted: ..." (does not)
 
 
 class Result(Base):

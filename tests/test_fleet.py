@@ -6,24 +6,32 @@ restarted without persistence, PostgreSQL cut away from a worker, pickle and mal
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
+import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import psycopg
 import pytest
 import redis
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from coordinator import fleet
 from coordinator.reconcile import reconcile
+from siliconbench.jobs import expand
+from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import parse_sweep
 from storage import database, store
-from storage.tables import Job, Result
+from storage.tables import Job, Result, utcnow
+from worker.redis_transport import malformed
 
 from .conftest import PG_ADMIN_URL, SMALL
-from .fleet_harness import RedisServer, TcpCut, WorkerProc, wait_for
+from .fleet_harness import ROOT, RedisServer, TcpCut, WorkerProc, wait_for
 
 EXTRA = "tiny-llama-extra"
 LEASE_S = "4"  # short leases so a dead worker's job comes back within seconds
@@ -221,6 +229,44 @@ def test_pickle_and_malformed_messages_are_refused(models_dir, pg_url, broker_ur
     assert results_of(pg_url, sid)[0]["status"] == "ok"
 
 
+def _envelope(body: str, **props) -> bytes:
+    return json.dumps({"body": body, "content-encoding": "utf-8", "content-type": "application/json",
+                       "headers": {"task": "siliconbench.run_job", "id": uuid.uuid4().hex, "lang": "py"},
+                       "properties": {"body_encoding": "base64", "delivery_tag": uuid.uuid4().hex,
+                                      "delivery_info": {"exchange": "", "routing_key": "host.mac-a"}, **props}}).encode()
+
+
+# What kombu could not decode before worker/redis_transport.py (the worker died on each), and more of the kind.
+UNDECODABLE = {
+    "not JSON": b"\xff\xfe\x00 {not json",
+    "a JSON list": b'["0123456789abcdef", {}]',
+    "a JSON string": b'"secret-payload-string"',
+    "a JSON number": b"42",
+    "an envelope without properties": json.dumps({"body": "e30=", "headers": {}}).encode(),
+    "a body that is not base64": _envelope("!!! not base64 !!!"),
+    "delivery_info that is not an object": _envelope("e30=", delivery_info="nope"),
+    "a huge item": b'{"body": "' + b"A" * (2 << 20) + b'"}',
+}
+
+
+def test_items_kombu_cannot_decode_are_parked_and_the_same_worker_goes_on(models_dir, pg_url, broker_url, workers):
+    w = workers("mac-a", models_dir)
+    r = redis.Redis.from_url(broker_url)
+    for item in UNDECODABLE.values():
+        r.lpush("host.mac-a", item)  # straight onto the worker's own queue, as a hostile client would
+    wait_for(lambda: r.llen("host.mac-a") == 0, 30, what="the worker to pop every item")
+    sid, _ = fleet.submit_sweep(sweep(engines=["llama.cpp"]), database_url=pg_url, broker_url=broker_url)
+    wait_done(pg_url, sid)
+    assert w.alive() and results_of(pg_url, sid)[0]["status"] == "ok"  # the same process ran the next real job
+    parked = [json.loads(x) for x in r.lrange("siliconbench.dead-letter", 0, -1)]
+    assert sorted(p["reason"].split(",")[0] for p in parked) == sorted(
+        malformed(item).split(",")[0] for item in UNDECODABLE.values())
+    assert all(p["queue"] == "host.mac-a" and len(p["head"]) <= 4096 for p in parked)
+    logs = w.logs()
+    assert logs.count("dropped a malformed message from queue host.mac-a") == len(UNDECODABLE)
+    assert "secret-payload-string" not in logs and "Unrecoverable error" not in logs
+
+
 def test_job_that_always_crashes_fails_after_bounded_attempts(models_dir, pg_url, broker_url, workers):
     w = workers("mac-a", models_dir, env={"SILICONBENCH_FAULT": "crash"})
     sid, _ = fleet.submit_sweep(sweep(engines=["llama.cpp"]), database_url=pg_url, broker_url=broker_url)
@@ -246,3 +292,57 @@ def test_cancel_stops_what_has_not_started(models_dir, pg_url, broker_url, worke
     assert cancelled == n and total + sum(c.get("cancelled", 0) for h, c in prog.items() if h != "mac-a") == 8
     with database.session_scope(pg_url) as s:
         assert store.sweep_progress(s, sid).get("cancelled") == n
+
+
+def _ghost_job(pg_url, models_dir) -> str:
+    """A queued job whose message is nowhere (no worker consumes host.ghost): the reconciler must resend it."""
+    spec = sweep(engines=["llama.cpp"])
+    job = expand(spec, ModelCatalog(models_dir))[0]
+    with database.session_scope(pg_url) as s:
+        store.create_sweep(s, job.sweep_id, spec, [job])
+    _make_stale(pg_url, job.job_id)
+    return job.job_id
+
+
+def _make_stale(pg_url: str, job_id: str) -> None:
+    with database.session_scope(pg_url) as s:
+        s.execute(update(Job).where(Job.id == job_id).values(status="queued", queue="host.ghost",
+                                                             enqueued_at=utcnow() - timedelta(minutes=5)))
+
+
+def test_reconcile_loop_outlives_the_broker_and_the_database(models_dir, pg_url, tmp_path):
+    """`siliconbench reconcile --loop` as a real process: its private Redis killed by PID and restarted, its
+    PostgreSQL cut and restored; it logs one line per outage and per recovery and still resends lost jobs."""
+    rs, cut = RedisServer().start(), TcpCut(database.normalize_url(pg_url).port or 5432)
+    proxied = database.normalize_url(pg_url).set(host="127.0.0.1", port=cut.port).render_as_string(hide_password=False)
+    log_path = tmp_path / "reconcile.log"
+    job_id = _ghost_job(pg_url, models_dir)
+    r = redis.Redis.from_url(rs.url)
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "cli.main", "reconcile", "--loop", "--every", "0.5"],
+                                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                env={**os.environ, "SILICONBENCH_BROKER_URL": rs.url, "SILICONBENCH_DATABASE_URL": proxied})
+    try:
+        wait_for(lambda: r.llen("host.ghost") == 1, 30, what="the lost job resent")
+        rs.kill9()
+        wait_for(lambda: "the broker (Redis) is unreachable" in log_path.read_text(), 30, what="the outage logged")
+        time.sleep(2)
+        assert proc.poll() is None
+        rs.start()  # same port, empty: the resent message is gone with it
+        wait_for(lambda: "reachable again" in log_path.read_text(), 90, what="the recovery logged")
+        cut.cut()
+        wait_for(lambda: "the database is unreachable" in log_path.read_text(), 30, what="the database outage logged")
+        time.sleep(2)
+        assert proc.poll() is None
+        cut.restore()
+        wait_for(lambda: log_path.read_text().count("reachable again") == 2, 90, what="the second recovery")
+        r.delete("host.ghost")
+        _make_stale(pg_url, job_id)
+        wait_for(lambda: r.llen("host.ghost") == 1, 30, what="the reconciler still resending after both outages")
+        text = log_path.read_text()
+        assert text.count("is unreachable") == 2 and "Traceback" not in text
+    finally:
+        proc.kill()  # by the PID this test started
+        proc.wait()
+        rs.stop()
+        cut.close()

@@ -36,9 +36,11 @@ def _required(var: str) -> str:
 
 
 app = Celery("siliconbench-worker")
+# kombu's Redis transport, but a queue item it cannot decode is parked, not fatal (worker/redis_transport.py).
+WORKER_TRANSPORT = {"broker_transport": "worker.redis_transport:Transport"}
 # Configured from the environment `siliconbench worker` prepared; importing this module alone needs nothing.
 if os.environ.get("SILICONBENCH_BROKER_URL"):
-    app.conf.update(celery_settings(os.environ["SILICONBENCH_BROKER_URL"]))
+    app.conf.update(celery_settings(os.environ["SILICONBENCH_BROKER_URL"]), **WORKER_TRANSPORT)
 
 _ctx: WorkerContext | None = None
 _heartbeat: Heartbeat | None = None
@@ -115,7 +117,7 @@ def _on_shutdown(sender=None, **_):
 
 def start(argv_extra: list[str] | None = None) -> None:
     """Register the host, then run the Celery worker on its queues (blocks until stopped)."""
-    app.conf.update(celery_settings(_required("SILICONBENCH_BROKER_URL")))
+    app.conf.update(celery_settings(_required("SILICONBENCH_BROKER_URL")), **WORKER_TRANSPORT)
     ctx = context()
     queues = register(ctx.database_url, ctx.name, ctx.models_dir)
     # Extra queues to consume, e.g. the plumbing benchmark's (SILICONBENCH_WORKER_EXTRA_QUEUES=a,b).

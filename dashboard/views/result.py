@@ -64,6 +64,12 @@ c4.metric("Thermal", "throttled" if heat.get("throttled") else
 if heat.get("throttled"):
     st.warning(f"The host was throttled when this job began or ended: {heat.get('start')} → {heat.get('end')}")
 
+if len(d["attempts"]) > 1:
+    st.subheader("Attempts")
+    st.caption("How each attempt ended: a crash counts against the job's attempts; a lost worker (interrupted) "
+               "does not, up to its own larger bound.")
+    st.dataframe(pd.DataFrame(d["attempts"]), hide_index=True, key="attempts_table")
+
 st.subheader("Raw samples")
 if d["samples"]:
     st.caption("Every repetition as measured; warmup repetitions are kept, flagged, and excluded from aggregates.")

@@ -43,6 +43,13 @@ def rss_of(pids: list[int]) -> int:
     return _sum([psutil.Process(p) for p in pids if psutil.pid_exists(p)], "rss")
 
 
+def footprint_of(pids: list[int]) -> int | None:
+    """Summed phys_footprint (Darwin: what macOS charges each process, Metal memory included, clean mapped
+    file pages not); None where the OS has no such figure (Linux)."""
+    values = [platform.current().phys_footprint(p) for p in pids if psutil.pid_exists(p)]
+    return None if not values or any(v is None for v in values) else sum(values)
+
+
 def pss_of(pids: list[int]) -> int | None:
     """Proportional set size summed (shared pages split between their users); None where the OS has none."""
     values = [platform.current().pss(p) for p in pids if psutil.pid_exists(p)]
@@ -66,11 +73,13 @@ def read_hwm(pids: list[int]) -> int | None:
 
 
 class PeakSampler:
-    """Samples the RSS of ``pid``'s process tree every ``interval_s`` on a thread; ``stop()`` returns the peak."""
+    """Samples the RSS of ``pid``'s process tree every ``interval_s`` on a thread; ``stop()`` returns the peak.
+    On Darwin the tree's summed phys_footprint is sampled alongside (``footprint_peak``; None elsewhere)."""
 
     def __init__(self, pid: int, interval_s: float):
         self.pid, self.interval_s = pid, interval_s
         self.peak = 0
+        self.footprint_peak: int | None = None
         self.samples = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -82,6 +91,9 @@ class PeakSampler:
             if self.samples % 50 == 0:  # children may appear (worker threads are not processes, forks are)
                 procs = tree(self.pid) or procs
             self.peak = max(self.peak, _sum(procs, "rss"))
+            fp = footprint_of([p.pid for p in procs])
+            if fp is not None:
+                self.footprint_peak = max(self.footprint_peak or 0, fp)
             self.samples += 1
             next_t += self.interval_s
             self._stop.wait(max(0.0, next_t - time.perf_counter()))

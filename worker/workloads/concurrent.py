@@ -100,7 +100,8 @@ def run(ctx: Context) -> Outcome:
             span = max((x.t_end for x in good), default=0.0) - min(x.t_sent for x in results)
             log.add({"aggregate_output_tps": sum(x.n_tokens for x in good) / span if good else 0.0,
                      "request_errors": len(results) - len(good), "server_peak_rss_bytes": sampler.peak,
-                     "server_hwm_rss_bytes": hwm}, warmup=warm)
+                     "server_hwm_rss_bytes": hwm, "server_peak_footprint_bytes": sampler.footprint_peak},
+                    warmup=warm)
             errors = [x.error for x in results if not x.ok]
             ctx.emit("burst", index=r, errors=errors[:3], samples=sampler.samples, **seen)
             done(ctx, r, warm)

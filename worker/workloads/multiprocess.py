@@ -18,7 +18,9 @@ from pathlib import Path
 from siliconbench.errors import WorkloadError
 
 from ..engines import get_engine
-from ..measure.memory import pss_of, rss_of
+from .. import roofline
+from ..measure import pagecache
+from ..measure.memory import footprint_of, pss_of, rss_of
 from .common import Context, Outcome, SampleLog, done, engine_for, repetitions
 from .generate import synthetic_tokens
 
@@ -75,12 +77,14 @@ def run(ctx: Context) -> Outcome:
             for pr in procs:
                 pr.send({"cmd": "decode"})
             spans = [pr.recv() for pr in procs]
-            total_rss, total_pss = rss_of(pids), pss_of(pids)
+            total_rss, total_pss, footprint = rss_of(pids), pss_of(pids), footprint_of(pids)
+            if footprint is not None:  # clean mapped model pages are in no footprint: counted once, here
+                footprint += int(pagecache.resident_fraction(ctx.artifact) * roofline.weight_bytes(ctx.artifact))
             for s in spans:
                 log.add({"mp_process_decode_tps": job.n_gen / (s["t1"] - s["t0"])}, warmup=warm)
             wall = max(s["t1"] for s in spans) - min(s["t0"] for s in spans)
             log.add({"mp_aggregate_decode_tps": k * job.n_gen / wall, "mp_total_rss_bytes": total_rss,
-                     "mp_total_pss_bytes": total_pss}, warmup=warm)
+                     "mp_total_pss_bytes": total_pss, "mp_total_footprint_bytes": footprint}, warmup=warm)
             done(ctx, r, warm)
     finally:
         for pr in procs:
