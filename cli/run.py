@@ -12,6 +12,19 @@ from siliconbench.spec import load_sweep
 from .common import EXIT_FAILED_JOBS, console, database, settings, user_errors
 
 
+def _recover(url: str, models_dir: Path) -> None:
+    """Embedded sweeps of this host whose process stopped before their end: on_interrupt applied first."""
+    from embedded.recover import recover  # verb-local
+    from embedded.run import run_jobs  # verb-local
+    from worker.envs import interpreters  # verb-local
+
+    for r in recover(url):
+        console.print(f"[yellow]sweep {r.sweep_id}[/] was interrupted ({r.owner} stopped): "
+                      f"{len(r.jobs)} unfinished job(s) " + ("run again now" if r.policy == "rerun" else "failed"))
+        if r.policy == "rerun":
+            run_jobs(r.sweep_id, r.jobs, interpreters(r.jobs), database_url=url, models_dir=models_dir)
+
+
 @user_errors
 def run(
     sweep: Path = typer.Argument(..., help="Sweep spec (YAML)"),
@@ -35,6 +48,7 @@ def run(
         console.print(f"{len(jobs)} jobs")
         return
     url = database(s)
+    _recover(url, s.resolved_models_dir)
     reps = sum(j.warmup + j.repetitions for j in jobs)
     failures = 0
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import streamlit as st
 
 from coordinator import fleet, queries
-
+from dashboard import runner
 from siliconbench.errors import UserError
 from siliconbench.settings import Settings, load_settings
 from storage import store
@@ -27,6 +27,7 @@ def settings() -> Settings:
 @st.cache_resource(show_spinner=False)
 def _migrated(url: str) -> str:
     ready(url)  # as the CLI: SQLite (the embedded database) migrates itself, PostgreSQL must be current
+    runner.recover(url, settings().resolved_models_dir)  # sweeps a stopped dashboard left half-done
     return url
 
 

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coordinator import fleet
-from embedded import run as embedded
-
+from embedded import recover as recovery, run as embedded
 from siliconbench.errors import UserError
 from siliconbench.jobs import JobSpec
 from siliconbench.spec import SweepSpec
 from storage import store
 from storage.database import session_scope
+from worker.envs import interpreters
 
 STARTUP_WAIT_S = 30  # until run_sweep has stored the sweep, so the list shows it at once
 
@@ -108,6 +108,27 @@ def start(spec: SweepSpec, jobs: list[JobSpec], *, database_url: str, models_dir
     while run.alive and not _exists(database_url, sweep_id) and time.monotonic() < deadline:
         time.sleep(0.05)
     return run
+
+
+def recover(database_url: str, models_dir: Path) -> list:
+    """At start: embedded sweeps of this host whose process stopped (a dashboard restart) get their
+    on_interrupt; the ``rerun`` ones run again here in the background, one after another."""
+    found = recovery.recover(database_url)
+    again = [r for r in found if r.policy == "rerun" and r.jobs]
+    if again:
+        def target() -> None:
+            for r in again:
+                try:
+                    embedded.run_jobs(r.sweep_id, r.jobs, interpreters(r.jobs), database_url=database_url,
+                                      models_dir=models_dir)
+                except Exception as exc:  # a rerun that cannot start is visible, not silent
+                    _runs[r.sweep_id].error = f"{type(exc).__name__}: {exc}"
+        thread = threading.Thread(target=target, name="sweep-recovery", daemon=True)
+        with _lock:  # one thread for them all: a new sweep waits for it, as for any running one
+            for r in again:
+                _runs[r.sweep_id] = Run(r.sweep_id, len(r.jobs), thread=thread)
+        thread.start()
+    return found
 
 
 def cancel(database_url: str, sweep_id: str, broker_url: str | None = None) -> int:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
+import psutil
+
 from siliconbench.jobs import JobSpec, expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.results import JobResult
@@ -43,9 +45,23 @@ def run_sweep(
     """Store the sweep, run its jobs one at a time in fresh child processes, store each result."""
     pythons = interpreters(jobs, install=spec.install_versions)  # (engine, version) -> interpreter
     sweep_id = jobs[0].sweep_id
-    host = host_facts()["hostname"]
     with session_scope(database_url) as s:
         store.create_sweep(s, sweep_id, spec, jobs)
+        store.set_owner(s, sweep_id, owner_tag())
+    return run_jobs(sweep_id, jobs, pythons, database_url=database_url, models_dir=models_dir,
+                    on_event=on_event, on_done=on_done)
+
+
+def owner_tag() -> str:
+    """Who runs an embedded sweep: this host and process (its start time tells a reused pid apart)."""
+    me = psutil.Process()
+    return f"embedded {host_facts()['hostname']} pid {me.pid} at {me.create_time():.3f}"
+
+
+def run_jobs(sweep_id: str, jobs: list[JobSpec], pythons: dict, *, database_url: str, models_dir: Path,
+             on_event: EventCallback | None = None, on_done: JobCallback | None = None) -> str:
+    """Run the stored sweep's jobs that are not final yet, in order, storing each result."""
+    host = host_facts()["hostname"]
     for job in jobs:
         with session_scope(database_url) as s:
             if not store.mark_running(s, job.job_id, host=host, worker="embedded"):

@@ -82,6 +82,8 @@ def spec_digest(spec: SweepSpec) -> str:
         data.pop("full_dtype", None)  # likewise sweeps that leave level full to the platform
     if (data.get("thermal"), data.get("thermal_timeout_s")) == ("wait", 600.0):
         data.pop("thermal", None), data.pop("thermal_timeout_s", None)  # and the default thermal gate
+    if data.get("on_interrupt") == "fail":
+        data.pop("on_interrupt")
     return digest(data, 12)
 
 

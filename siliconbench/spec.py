@@ -121,6 +121,10 @@ class SweepSpec(Strict):
         "then run and mark the result), only record the state, or refuse the job while the host is throttled. "
         "Thermal state and power are recorded at job start and end in every mode; delay_s stays the cooldown")
     thermal_timeout_s: Annotated[float, Field(ge=0)] = 600.0
+    on_interrupt: Literal["fail", "rerun"] = Field(
+        "fail", description="Embedded runs (no broker): when the process running the sweep (the dashboard, "
+        "`siliconbench run`) stopped before its end, the next one to start on this host fails the unfinished "
+        "jobs with that reason, or runs them again")
     seed: int = 0
     timeout_s: PositiveInt = Field(900, description="Hard limit for one job's child process")
     max_jobs: PositiveInt = DEFAULT_MAX_JOBS

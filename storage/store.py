@@ -95,6 +95,11 @@ def _copy_jobs(session: Session, jobs: list[JobSpec]) -> None:
                             j.model_sha256, "queued", 0, j.host, now))
 
 
+def set_owner(session: Session, sweep_id: str, owner: str | None) -> None:
+    """Record the process that runs an embedded sweep (None: the fleet's workers do)."""
+    session.execute(update(Sweep).where(Sweep.id == sweep_id).values(owner=owner))
+
+
 def mark_running(session: Session, job_id: str, host: str | None, worker: str | None,
                  lease_s: float | None = None) -> bool:
     """Record that ``worker`` on ``host`` started the job; False if the job has a final status already."""

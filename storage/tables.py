@@ -79,6 +79,8 @@ class Sweep(Base):
     created_at: Mapped[datetime] = _created()
     status: Mapped[str] = mapped_column(String, default="queued", server_default="queued")
     n_jobs: Mapped[int] = mapped_column(Integer)
+    # The process running an embedded sweep ("embedded HOST pid PID at CREATE_TIME"); None for the fleet's (0005).
+    owner: Mapped[str | None] = mapped_column(String)
 
 
 class Job(Base):

@@ -1,5 +1,6 @@
 """results: Darwin's phys_footprint peak and baseline, and whether the job ran throttled; jobs: interruptions
-(claims ended by the worker's death, not counted as the job's attempts) and job_attempts (how each ended)
+(claims ended by the worker's death, not counted as the job's attempts) and job_attempts (how each ended);
+sweeps: owner (the process running an embedded sweep)
 
 Revision ID: 0005
 Revises: 0004
@@ -20,6 +21,8 @@ def upgrade() -> None:
         batch.add_column(sa.Column("peak_footprint_bytes", sa.BigInteger(), nullable=True))
         batch.add_column(sa.Column("baseline_footprint_bytes", sa.BigInteger(), nullable=True))
         batch.add_column(sa.Column("throttled", sa.Boolean(), nullable=True))
+    with op.batch_alter_table("sweeps") as batch:
+        batch.add_column(sa.Column("owner", sa.String(), nullable=True))
     with op.batch_alter_table("jobs") as batch:
         batch.add_column(sa.Column("interruptions", sa.Integer(), server_default="0", nullable=False))
     op.create_table(
@@ -40,6 +43,8 @@ def downgrade() -> None:
     op.drop_table("job_attempts")
     with op.batch_alter_table("jobs") as batch:
         batch.drop_column("interruptions")
+    with op.batch_alter_table("sweeps") as batch:
+        batch.drop_column("owner")
     with op.batch_alter_table("results") as batch:
         batch.drop_column("throttled")
         batch.drop_column("baseline_footprint_bytes")

@@ -1,0 +1,78 @@
+"""Nothing left half-done by a restart: embedded sweeps whose process stopped before their end.
+
+An embedded sweep (the dashboard's background runner, `siliconbench run`) records its owner, this host and
+process. A sweep still queued or running whose owner process is gone is orphaned: no one will finish its
+jobs. The next dashboard or `siliconbench run` to start on the same host (only it can tell a live pid from a
+dead one) applies the sweep's ``on_interrupt``: ``fail`` stores each unfinished job as failed with the reason,
+``rerun`` puts them back to queued and hands them to the caller to run again, under the caller's ownership.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import psutil
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from siliconbench.jobs import JobSpec
+from siliconbench.results import failed
+from siliconbench.spec import SweepSpec
+from storage import store
+from storage.database import session_scope
+from storage.tables import Job, Sweep
+from worker.environment import host_facts
+
+from .run import owner_tag
+
+OWNER = re.compile(r"^embedded (?P<host>\S+) pid (?P<pid>\d+) at (?P<created>[\d.]+)$")
+
+
+@dataclass
+class Interrupted:
+    sweep_id: str
+    owner: str
+    policy: str
+    jobs: list[JobSpec]  # unfinished, in run order: failed ("fail") or queued again ("rerun")
+    spec: SweepSpec
+
+
+def alive(owner: str) -> bool:
+    m = OWNER.match(owner or "")
+    if not m:
+        return True  # not an embedded owner we can judge: leave it alone
+    try:
+        return abs(psutil.Process(int(m["pid"])).create_time() - float(m["created"])) < 0.5
+    except psutil.NoSuchProcess:
+        return False
+
+
+def orphaned(session: Session, hostname: str) -> list[Sweep]:
+    rows = session.scalars(select(Sweep).where(Sweep.status.in_(("queued", "running")),
+                                               Sweep.owner.like(f"embedded {hostname} pid %"))).all()
+    return [s for s in rows if not alive(s.owner)]
+
+
+def recover(database_url: str) -> list[Interrupted]:
+    """Apply on_interrupt to every orphaned embedded sweep of this host; the ``rerun`` ones come back with
+    their jobs queued again and owned by this process, for the caller to run (``run.run_jobs``)."""
+    out = []
+    with session_scope(database_url) as s:
+        for sweep in orphaned(s, host_facts()["hostname"]):
+            spec = SweepSpec.model_validate(sweep.spec)
+            rows = s.execute(select(Job.spec).where(Job.sweep_id == sweep.id, Job.status.in_(("queued", "running")))
+                             .order_by(Job.idx)).scalars().all()
+            jobs = [JobSpec.model_validate(r) for r in rows]
+            if spec.on_interrupt == "rerun":
+                s.execute(update(Job).where(Job.sweep_id == sweep.id, Job.status == "running")
+                          .values(status="queued", error=f"interrupted: {sweep.owner} stopped"))
+                store.set_owner(s, sweep.id, owner_tag())
+            else:
+                reason = (f"interrupted: the process that ran this embedded sweep ({sweep.owner}) stopped before "
+                          "this job finished (on_interrupt: fail; use on_interrupt: rerun to run it again)")
+                for job in jobs:
+                    store.save_result(s, job, failed(job.job_id, reason))
+                store.refresh_sweep_status(s, sweep.id)
+            out.append(Interrupted(sweep.id, sweep.owner, spec.on_interrupt, jobs, spec))
+    return out
