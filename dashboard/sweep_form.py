@@ -22,7 +22,7 @@ from storage.database import session_scope
 from worker.engines import installed_engines  # package metadata only: imports no engine
 
 FIELDS = ("name", "models", "engines", "quantizations", "prompt_tokens", "gen_tokens", "depth", "repetitions",
-          "processes", "warmup", "hosts", "placement")
+          "processes", "warmup", "hosts", "placement", "on_interrupt")
 LENGTHS = ("prompt_tokens", "gen_tokens", "depth")
 
 
@@ -58,6 +58,8 @@ def data_from_form(v: dict) -> dict:
         data["hosts"] = list(v["hosts"])
     if v.get("placement"):
         data["placement"] = v["placement"]
+    if v.get("on_interrupt"):
+        data["on_interrupt"] = v["on_interrupt"]
     return data
 
 

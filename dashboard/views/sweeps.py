@@ -30,7 +30,8 @@ if not model_names:
 
 for key, value in {"sw_name": "sweep", "sw_models": model_names[:1], "sw_engines": list(ENGINES),
                    "sw_quants": ["full"], "sw_prompt_tokens": "512", "sw_gen_tokens": "128", "sw_depth": "0",
-                   "sw_reps": 5, "sw_procs": 1, "sw_warmup": 1, "sw_hosts": [], "sw_placement": "any", "sw_yaml": ""}.items():
+                   "sw_reps": 5, "sw_procs": 1, "sw_warmup": 1, "sw_hosts": [], "sw_placement": "any", "sw_yaml": "",
+                   "sw_on_interrupt": "fail"}.items():
     ss.setdefault(key, value)
 
 
@@ -46,7 +47,8 @@ def _preview_form() -> None:
     values = {n: ss[f"sw_{n}"] for n in sf.LENGTHS} | {
         "name": ss.sw_name, "models": ss.sw_models, "engines": ss.sw_engines, "quantizations": ss.sw_quants,
         "repetitions": ss.sw_reps, "processes": ss.sw_procs, "warmup": ss.sw_warmup,
-        "hosts": ss.sw_hosts if fleet_mode else [], "placement": ss.sw_placement if fleet_mode else None}
+        "hosts": ss.sw_hosts if fleet_mode else [], "placement": ss.sw_placement if fleet_mode else None,
+        "on_interrupt": None if fleet_mode else ss.sw_on_interrupt}
     ss.sw_source = "form"
     _set_preview(lambda: sf.parse_sweep(sf.data_from_form(values)))
 
@@ -116,6 +118,9 @@ with form_tab, st.form("sweep_form", border=False):
         st.radio("Placement", ["any", "each"], key="sw_placement", horizontal=True, disabled=not fleet_mode,
                  help="any: once, on any fitting host; each: on every selected host")
         error_at("placement")
+    st.radio("If the dashboard stops mid-sweep", ["fail", "rerun"], key="sw_on_interrupt", horizontal=True,
+             disabled=fleet_mode, help="At its next start, the unfinished jobs are failed with that reason, or run "
+             "again (embedded sweeps only: the fleet's workers hand a lost job on by themselves)")
     st.form_submit_button("Preview", type="primary", on_click=_preview_form)
 
 with yaml_tab:
