@@ -26,8 +26,8 @@ import typer
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from coordinator import database as db  # noqa: E402
-from coordinator import fleet, queries, store  # noqa: E402
+from coordinator import fleet, queries  # noqa: E402
+from storage import database as db, store  # noqa: E402
 from storage.database import session_scope  # noqa: E402
 from siliconbench.jobs import JobSpec, digest  # noqa: E402
 from siliconbench.results import Environment  # noqa: E402

@@ -133,3 +133,10 @@ def test_nothing_outside_dashboard_imports_streamlit():
         if any(n.split(".")[0] in DASHBOARD for n, _ in imported_names(p)):
             offenders.append(str(rel))
     assert not offenders
+
+
+@pytest.mark.parametrize("script", sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py") if p.stem != "__init__"))
+def test_benchmark_scripts_import(script):
+    """The benchmarks follow the layers too: each imports (its heavy work runs only under __main__)."""
+    out = subprocess.run([sys.executable, "-c", f"import benchmarks.{script}"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
