@@ -99,7 +99,7 @@ class LlamaCppEngine(Engine):
     def load(self, path: Path, options: dict, n_ctx: int) -> None:
         import llama_cpp  # the engine: optional, imported by the job that runs it
 
-        self.lib, self.np = llama_cpp, np
+        self.lib = llama_cpp
         n_batch = int(options.get("n_batch", 2048))
         # llama-bench's default: the physical (performance) cores, for decode and batch alike.
         threads = int(options.get("threads") or performance_cores())
@@ -158,7 +158,6 @@ class LlamaCppEngine(Engine):
 
     def token_nll(self, tokens: list[int], first: int = 0) -> list[float]:
         """NLL of tokens[first + 1:], each predicted from all of ``tokens`` before it, from an empty cache."""
-        np = self.np
         self.reset()
         self._eval(tokens[:-1])  # position i's logits predict token i + 1
         n = len(tokens) - 1
@@ -216,14 +215,14 @@ class LlamaCppEngine(Engine):
         return self.lib.llama_get_logits_ith(self.ctx, -1)
 
     def first_token(self, logits) -> int:
-        return int(self.np.ctypeslib.as_array(logits, shape=(self.n_vocab,)).argmax())
+        return int(np.ctypeslib.as_array(logits, shape=(self.n_vocab,)).argmax())
 
     def decode(self, token: int, n: int) -> int:
         """n steps of llama-bench's test_gen loop (the preallocated one-token batch, llama_decode,
         llama_synchronize), plus what llama-bench skips: a greedy argmax over the step's logits on the host
         (numpy over llama.cpp's own logits buffer, no copy) to choose the next token."""
         lib, one, ctx = self.lib, self._one, self.ctx
-        as_array, n_vocab = self.np.ctypeslib.as_array, self.n_vocab
+        as_array, n_vocab = np.ctypeslib.as_array, self.n_vocab
         pos = lib.llama_memory_seq_pos_max(lib.llama_get_memory(ctx), 0) + 1
         for _ in range(n):
             one.token[0], one.pos[0] = token, pos

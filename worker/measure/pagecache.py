@@ -52,13 +52,23 @@ def _resident_pages(path: Path) -> tuple[int, int]:
         os.close(fd)
 
 
-def resident_fraction(path: Path) -> float:
-    """Fraction of the artifact's file pages now in the page cache (mapping a file does not read it)."""
+def _resident_totals(path: Path) -> tuple[int, int]:
     res = tot = 0
     for f in files_of(path):
         r, t = _resident_pages(f)
         res, tot = res + r, tot + t
+    return res, tot
+
+
+def resident_fraction(path: Path) -> float:
+    """Fraction of the artifact's file pages now in the page cache (mapping a file does not read it)."""
+    res, tot = _resident_totals(path)
     return res / tot if tot else 1.0
+
+
+def resident_bytes(path: Path) -> int:
+    """Bytes of the artifact's files now in the page cache (whole pages)."""
+    return _resident_totals(path)[0] * mmap.PAGESIZE
 
 
 def can_evict() -> bool:

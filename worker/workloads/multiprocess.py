@@ -18,7 +18,6 @@ from pathlib import Path
 from siliconbench.errors import WorkloadError
 
 from ..engines import get_engine
-from .. import roofline
 from ..measure import pagecache
 from ..measure.memory import footprint_of, pss_of, rss_of
 from .common import Context, Outcome, SampleLog, done, engine_for, repetitions
@@ -79,7 +78,7 @@ def run(ctx: Context) -> Outcome:
             spans = [pr.recv() for pr in procs]
             total_rss, total_pss, footprint = rss_of(pids), pss_of(pids), footprint_of(pids)
             if footprint is not None:  # clean mapped model pages are in no footprint: counted once, here
-                footprint += int(pagecache.resident_fraction(ctx.artifact) * roofline.weight_bytes(ctx.artifact))
+                footprint += pagecache.resident_bytes(ctx.artifact)
             for s in spans:
                 log.add({"mp_process_decode_tps": job.n_gen / (s["t1"] - s["t0"])}, warmup=warm)
             wall = max(s["t1"] for s in spans) - min(s["t0"] for s in spans)
