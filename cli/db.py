@@ -1,14 +1,22 @@
-"""`siliconbench db ...`: migrations (alembic is the only thing that creates tables)."""
+"""`siliconbench db ...`: migrations (alembic is the only thing that creates tables) and least-privilege logins."""
 
 from __future__ import annotations
 
+import os
+
 import typer
 
-from storage.database import current_revision, downgrade as do_downgrade, upgrade as do_upgrade
+from siliconbench.errors import UserError
+from storage.database import current_revision, downgrade as do_downgrade, require_current, upgrade as do_upgrade
+from storage.roles import create_login, login_for
 
 from .common import console, settings, user_errors
 
-app = typer.Typer(help="Database schema migrations.", no_args_is_help=True)
+app = typer.Typer(help="Database schema migrations and least-privilege logins.", no_args_is_help=True)
+_ADDRESS = typer.Option(None, "--address", help="The database server's address as that machine reaches it "
+                                                "(default: the one in SILICONBENCH_DATABASE_URL)")
+_PASSWORD_ENV = typer.Option(None, "--password-env", help="Take the password from this environment variable "
+                                                          "(default: a new random one)")
 
 
 @app.command()
@@ -34,3 +42,49 @@ def downgrade(revision: str = typer.Argument(..., help="Target revision, e.g. ba
 def current() -> None:
     """Print the database's current revision."""
     console.print(current_revision(settings().resolved_database_url) or "empty (run `siliconbench db upgrade`)")
+
+
+def _password(var: str | None) -> str | None:
+    if var is None:
+        return None
+    if not os.environ.get(var):
+        raise UserError("--password-env", f"the environment variable {var} is not set or empty.")
+    return os.environ[var]
+
+
+@app.command("worker-role")
+@user_errors
+def worker_role(
+    host: str = typer.Argument(..., help="The worker's name (`siliconbench worker --name`); the login acts only as it"),
+    login: str = typer.Option(None, "--login", help="Login name (default: sbw_HOST)"),
+    address: str = _ADDRESS,
+    password_env: str = _PASSWORD_ENV,
+) -> None:
+    """Create (or re-key) a worker login for HOST and print the database URL to give that Mac.
+
+    The login can register and heartbeat HOST, claim jobs, and write results of jobs it holds; it cannot
+    create, alter, drop or delete anything, nor act as another host (migration 0006)."""
+    url = settings().resolved_database_url
+    require_current(url)
+    made = create_login(url, "worker", login or login_for(host), host=host, password=_password(password_env),
+                        address=address)
+    console.print(f"worker login [bold]{made.login}[/] may act as host [bold]{host}[/]. On that Mac:", highlight=False)
+    print(f"siliconbench worker --name {host} --database '{made.rendered()}' --broker BROKER_URL")
+
+
+@app.command("coordinator-role")
+@user_errors
+def coordinator_role(
+    name: str = typer.Argument(..., help="A name for this login's user (the dashboard, the reconciler)"),
+    login: str = typer.Option(None, "--login", help="Login name (default: sbc_NAME)"),
+    address: str = _ADDRESS,
+    password_env: str = _PASSWORD_ENV,
+) -> None:
+    """Create (or re-key) a coordinator login: reads and writes every table's rows, but no DDL; print its URL."""
+    url = settings().resolved_database_url
+    require_current(url)
+    made = create_login(url, "coordinator", login or login_for(name, "coordinator"), password=_password(password_env),
+                        address=address)
+    console.print(f"coordinator login [bold]{made.login}[/]: SILICONBENCH_DATABASE_URL for the dashboard, "
+                  "submit and the reconciler:", highlight=False)
+    print(made.rendered())

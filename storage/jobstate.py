@@ -89,7 +89,9 @@ def _refusal(session: Session, job_id: str, *, worker: str, host: str, claimable
         return Claim(None, refused=f"job is pinned to {row.target_host}")
     if row.attempts - row.interruptions >= MAX_ATTEMPTS or row.interruptions >= MAX_INTERRUPTIONS:
         # Out of attempts and still claimable: record the failure once (the UPDATE is the lock).
-        if session.execute(update(Job).where(Job.id == job_id, claimable).values(status="running")).rowcount == 1:
+        # Taken as ours (worker, host) first: a worker login may write the failure only of a job it holds.
+        took = update(Job).where(Job.id == job_id, claimable).values(status="running", worker=worker, host=host)
+        if session.execute(took).rowcount == 1:
             reason = gave_up_reason(row.attempts, row.interruptions) + (f"; last: {row.error}" if row.error else "")
             store.save_result(session, JobSpec.model_validate(row.spec), failed(job_id, reason), host=host, worker=worker)
             return Claim(None, refused=reason)

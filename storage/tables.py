@@ -200,6 +200,16 @@ class Host(Base):
     registered_at: Mapped[datetime] = _created()
 
 
+class WorkerLogin(Base):
+    """A worker's database login and the one host it may act as (0006; row-level security reads it, storage.roles)."""
+
+    __tablename__ = "worker_logins"
+
+    login: Mapped[str] = mapped_column(String, primary_key=True)
+    host: Mapped[str] = mapped_column(String)
+    created_at: Mapped[datetime] = _created()
+
+
 FINDING_STATUSES = ("open", "confirming", "confirmed", "not_confirmed", "dismissed")
 FINDING_VERDICTS = ("regression", "improvement")
 

@@ -11,9 +11,12 @@ import logging
 import os
 from pathlib import Path
 
+from sqlalchemy.exc import ProgrammingError
+
 from siliconbench.jobs import JobSpec
 from siliconbench.results import JobResult
 from storage.database import session_scope
+from storage.roles import refused_by_rules
 from storage.store import save_result
 
 log = logging.getLogger(__name__)
@@ -41,9 +44,15 @@ class Spool:
         n = 0
         for path in self.pending():
             data = json.loads(path.read_text())
-            with session_scope(database_url) as s:
-                save_result(s, JobSpec.model_validate(data["job"]), JobResult.model_validate(data["result"]),
-                            host=data["host"], worker=data["worker"])
+            try:
+                with session_scope(database_url) as s:
+                    save_result(s, JobSpec.model_validate(data["job"]), JobResult.model_validate(data["result"]),
+                                host=data["host"], worker=data["worker"])
+            except ProgrammingError as exc:
+                if not refused_by_rules(exc):
+                    raise
+                # The job went to another worker while the database was away; that worker records it.
+                log.warning("spooled result of job %s dropped: the job is no longer this worker's", path.stem)
             path.unlink()
             n += 1
         if n:
