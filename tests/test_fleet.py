@@ -26,7 +26,7 @@ from coordinator.reconcile import reconcile
 from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import parse_sweep
-from storage import database, store
+from storage import database, roles, store
 from storage.tables import Job, Result, utcnow
 from worker.redis_transport import malformed
 
@@ -71,14 +71,22 @@ def models_a(models_dir, tmp_path_factory) -> Path:
     return d
 
 
+def worker_login(pg_url: str, name: str, database_url: str | None = None) -> str:
+    """The worker's own least-privilege login (as `siliconbench db worker-role NAME` makes it), on ``database_url``
+    (e.g. a TcpCut in front of the same database) or ``pg_url``: every fleet test's worker runs on one."""
+    login = roles.create_login(pg_url, "worker", roles.login_for(name), host=name)
+    target = database.normalize_url(database_url or pg_url)
+    return target.set(username=login.url.username, password=login.url.password).render_as_string(hide_password=False)
+
+
 @pytest.fixture
 def workers(tmp_path, pg_url, broker_url):
     started: list[WorkerProc] = []
 
     def start(name: str, models: Path, *, broker: str | None = None, database_url: str | None = None, **kw) -> WorkerProc:
         env = {"SILICONBENCH_LEASE_S": LEASE_S, **kw.pop("env", {})}
-        w = WorkerProc(name, broker=broker or broker_url, database=database_url or pg_url, models_dir=models,
-                       log_dir=tmp_path, env=env, **kw)
+        w = WorkerProc(name, broker=broker or broker_url, database=worker_login(pg_url, name, database_url),
+                       models_dir=models, log_dir=tmp_path, env=env, **kw)
         started.append(w)
         return w.wait_ready()
 
