@@ -1,7 +1,10 @@
 """What the service's own bookkeeping costs: 10,000 no-engine jobs through the real stack, side by
 side with a raw Celery no-op task on the same Redis.
 
-    python benchmarks/plumbing.py [--jobs 10000] [--workers 2]
+    python benchmarks/plumbing.py [--jobs 10000] [--workers 2] [--login worker|owner]
+
+Workers run on their own least-privilege logins (`--login worker`, as a fleet should: row-level security on
+every claim and result write), or on the database owner's (`--login owner`, the cost without it).
 
 Needs PostgreSQL and Redis on 127.0.0.1 (a fresh database and Redis db 7 are used and removed).
 Prints: time to expand + store + enqueue, end-to-end jobs/s, dispatch latency p50/p99 (enqueue to
@@ -30,12 +33,13 @@ BROKER = "redis://127.0.0.1:6379/7"
 ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
-def main(jobs: int = 10_000, workers: int = 2, timeout_s: float = 900) -> None:
+def main(jobs: int = 10_000, workers: int = 2, timeout_s: float = 900,
+         login: str = typer.Option("worker", help="worker: each worker on its own worker login; owner: the owner's")) -> None:
     import psycopg
     import redis
     from sqlalchemy import select
 
-    from storage import broker, database, jobstate, store
+    from storage import broker, database, jobstate, roles, store
     from storage.tables import Job
     from fleet_harness import WorkerProc, wait_for
     from siliconbench.jobs import JobSpec, digest
@@ -58,7 +62,11 @@ def main(jobs: int = 10_000, workers: int = 2, timeout_s: float = 900) -> None:
     procs: list = []
     try:
         for i in range(workers):
-            procs.append(WorkerProc(f"plumb-{i}", broker=BROKER, database=url, models_dir=models, log_dir=log_dir, env=env))
+            worker_url = url
+            if login == "worker":
+                worker_url = roles.create_login(url, "worker", roles.login_for(f"plumb-{i}"), host=f"plumb-{i}").rendered()
+            procs.append(WorkerProc(f"plumb-{i}", broker=BROKER, database=worker_url, models_dir=models, log_dir=log_dir,
+                                    env=env))
         for p in procs:
             p.wait_ready()
 
@@ -130,7 +138,7 @@ def main(jobs: int = 10_000, workers: int = 2, timeout_s: float = 900) -> None:
             c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         r.flushdb()
 
-    t = Table(title=f"plumbing: {jobs:,} no-engine jobs, {workers} worker processes, {os.cpu_count()} cores")
+    t = Table(title=f"plumbing: {jobs:,} no-engine jobs, {workers} worker processes, {os.cpu_count()} cores, {login} login")
     for col in ("measure", "siliconbench", "raw Celery no-op", "ratio / target"):
         t.add_column(col, justify="right")
     t.add_row("expand (s)", f"{t_expand:.2f}", "", "")
