@@ -24,7 +24,7 @@ import pytest
 from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import parse_sweep
-from storage import database
+from storage import database, roles
 from worker.service import envfile, install, launchd, make_spec, prevent_sleep, sleep_method, systemd, uninstall
 from worker.service.spec import DEFAULT_STOP_TIMEOUT_S, LABEL, UNIT_NAME
 
@@ -342,6 +342,12 @@ def test_doctor_all_fine_with_real_broker_and_database(home, models_dir, fresh_p
     assert got["database"][0] == "ok" and "schema at" in got["database"][1]
     assert got["service"][0] == "info" and got["sleep"][0] in ("ok", "info") and "thermal" in got
     assert not any(status == "FAIL" for status, _ in got.values())
+    assert got["login"][0] == "info" and "not a worker login" in got["login"][1]
+    # On the Mac's own worker login (`siliconbench db worker-role mini-1`), doctor says which host it may act as.
+    env["SILICONBENCH_DATABASE_URL"] = roles.create_login(fresh_pg, "worker", "sbw_mini_1", host="mini-1").rendered()
+    r = cli("doctor", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert lines_of(r.stdout)["login"] == ("ok", "sbw_mini_1, a worker login bound to host 'mini-1'")
 
 
 def test_doctor_says_what_to_fix(home, models_dir, tmp_path):

@@ -22,11 +22,13 @@ import redis
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine
 from sqlalchemy.exc import DBAPIError, NoSuchModuleError
+from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
 from siliconbench.errors import UserError
 from siliconbench.manifest import ModelCatalog
 from storage.database import head_revision, normalize_url, shown
+from storage.roles import identity
 
 from .engines import installed_engines
 from .environment import host_facts
@@ -277,6 +279,7 @@ def check_database(url: str | None, timeout_s: float) -> list[Check]:
     try:
         with engine.connect() as conn:
             current = MigrationContext.configure(conn).get_current_revision()
+            login = _login_check(conn) if current == head_revision() else []
     except DBAPIError as exc:
         said = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
         return [Check("database", Status.fail, f"{where} unreachable within {timeout_s:g} s: {said}",
@@ -292,7 +295,21 @@ def check_database(url: str | None, timeout_s: float) -> list[Check]:
         return [Check("database", Status.fail,
                       f"{where} is at schema revision {current}, this siliconbench needs {head}",
                       "upgrade siliconbench here, or run `siliconbench db upgrade` there: both at one revision")]
-    return [Check("database", Status.ok, f"{where} answers, schema at {head}")]
+    return [Check("database", Status.ok, f"{where} answers, schema at {head}"), *login]
+
+
+def _login_check(conn) -> list[Check]:
+    with Session(bind=conn) as s:
+        who = identity(s)
+    if who is None:
+        return []
+    if who.worker_role:
+        return [Check("login", Status.ok if who.host else Status.fail,
+                      f"{who.login}, a worker login bound to host {who.host!r}" if who.host else
+                      f"{who.login} is a worker login with no host bound to it in this database",
+                      "" if who.host else "on the coordinator: `siliconbench db worker-role HOST`")]
+    return [Check("login", Status.info, f"{who.login} is not a worker login: it may change every table",
+                  "give this Mac its own: `siliconbench db worker-role HOST` on the coordinator, and use its URL")]
 
 
 def run_checks(*, broker_url: str | None, database_url: str | None, models_dir: Path,
