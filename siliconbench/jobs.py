@@ -155,7 +155,8 @@ def expand(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str | None = None,
                             f"for engines {', '.join(spec.engines)}.", m.quant_names())
         for wi, w in enumerate(spec.workloads):
             if w.kind != "generate":  # the other kinds expand through siliconbench.workloads
-                jobs += _workload_jobs(spec, catalog, sweep_id, mi, m, resolved, wi, w, start=len(jobs))
+                jobs += _workload_jobs(spec, catalog, sweep_id, mi, m, resolved, wi, w, start=len(jobs),
+                                       full_dtype=full_dtype)
                 continue
             for n_prompt, n_gen, depth in itertools.product(w.prompt_tokens, w.gen_tokens, w.depth):
                 if depth + n_prompt + n_gen > m.n_ctx:
@@ -215,14 +216,17 @@ def interleave(group: list[JobSpec], processes: int, versions: dict[str, list[st
 
 
 def _workload_jobs(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str, mi: int, m, resolved: dict,
-                   wi: int, w, start: int) -> list[JobSpec]:
+                   wi: int, w, start: int, full_dtype: str | None = None) -> list[JobSpec]:
     """Jobs of one non-generate workload on one model and quantization, engines alternating per configuration."""
     jobs: list[JobSpec] = []
     opts = spec.engine_options
+    to_full = w.kind == "swap" and w.to_quant.lower() == "full"
+    full = full_dtype_of(spec, catalog, full_dtype) if to_full else None
     for cfg in configs(w, wi, m, catalog, list(spec.engines)):
         for engine in spec.engines:
             art = resolved[engine]
-            params = engine_params(w, wi, cfg, engine, m.name, art, catalog) if art else None
+            params = engine_params(w, wi, cfg, engine, m.name, art, catalog, full=full,
+                                   engines=tuple(spec.engines)) if art else None
             if params is None:  # no artifact for this engine, or the configuration does not apply to it
                 continue
             rel = catalog.artifact_path(m.name, art, field=f"models[{mi}]").relative_to(catalog.models_dir)

@@ -177,15 +177,22 @@ def configs(w, wi: int, m: ModelManifest, catalog: ModelCatalog, engines: list[s
     raise AssertionError(f"no expansion for workload kind {w.kind!r}")
 
 
-def engine_params(w, wi: int, cfg: Config, engine: str, model: str, art, catalog: ModelCatalog) -> dict | None:
-    """The job's params on ``engine`` with artifact ``art``, or None when the configuration does not apply."""
+def engine_params(w, wi: int, cfg: Config, engine: str, model: str, art, catalog: ModelCatalog,
+                  full: tuple[str, bool] | None = None, engines: tuple[str, ...] = ()) -> dict | None:
+    """The job's params on ``engine`` with artifact ``art``, or None when the configuration does not apply.
+
+    ``full`` is the expansion's (dtype, exact) for level ``full`` (jobs.full_dtype_of): a swap to ``full`` takes
+    B from the same matched pair as the sweep's own ``full`` (F32 with f32 here, F16 with f16 on a Mac)."""
     if w.kind != "swap":
         return cfg.params
     if engine != "llama.cpp":  # mmap is llama.cpp's setting: MLX runs once, with mmap recorded as None
         if cfg.params["mmap"] != w.mmap[0]:
             return None
     target = catalog.get(cfg.params["to_model"], field=f"workloads[{wi}].to_model")
-    b = target.artifact_for(engine, cfg.params["to_quant"])
+    if full is not None and cfg.params["to_quant"].lower() == "full":
+        b = target.full_pair(engines or (engine,), full[0], exact=full[1]).get(engine)
+    else:
+        b = target.artifact_for(engine, cfg.params["to_quant"])
     if b is None or (target.name == model and b.path == art.path):
         return None  # no B for this engine, or B is the model already loaded
     rel = catalog.artifact_path(target.name, b, field=f"workloads[{wi}].to_model").relative_to(catalog.models_dir)

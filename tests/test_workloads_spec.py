@@ -19,7 +19,7 @@ from siliconbench.spec import load_sweep, parse_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 FORMATS = {  # quant -> (format, level)
-    "F16": ("gguf", "full"), "Q8_0": ("gguf", "q8"), "Q4_K_M": ("gguf", "q4"), "Q4_1": ("gguf", "q4"),
+    "F16": ("gguf", "full"), "F32": ("gguf", "full"), "f16": ("mlx", "full"), "Q8_0": ("gguf", "q8"), "Q4_K_M": ("gguf", "q4"), "Q4_1": ("gguf", "q4"),
     "f32": ("mlx", "full"), "8bit": ("mlx", "q8"), "4bit": ("mlx", "q4"),
 }
 
@@ -90,6 +90,18 @@ def test_swap_resolves_b_per_engine_and_mmap_only_for_llama_cpp(catalog):
     assert jobs[0].params["to_artifact"] == "m1/gguf/Q4_K_M" and jobs[1].params["to_artifact"] == "m1/mlx/4bit"
     other = expand(sweep({"kind": "swap", "to_model": "smollm2-135m", "to_quant": "Q4_1"}, engines=["llama.cpp"]), catalog)
     assert {j.params["to_artifact"] for j in other} == {"smollm2-135m/gguf/Q4_1"}
+
+
+def test_a_swap_to_full_takes_b_from_the_matched_pair(tmp_path):
+    """B of a swap to level full is the sweep's own pair (one weight dtype for both engines), not the first
+    full artifact in manifest order (F16 here, beside MLX f32)."""
+    (tmp_path / "m1").mkdir()
+    write_manifest(tmp_path / "m1", manifest("m1", 4096, ["F16", "F32", "Q4_K_M", "f16", "f32", "4bit"]))
+    catalog = ModelCatalog(tmp_path)
+    for dtype, pair in (("f32", {"F32", "f32"}), ("f16", {"F16", "f16"})):
+        jobs = expand(sweep({"kind": "swap", "to_quant": "full", "cache": ["cold"], "mmap": [True]},
+                            quantizations=["q4"], full_dtype=dtype), catalog)
+        assert {j.params["to_quant"] for j in jobs} == pair, dtype
 
 
 @pytest.mark.parametrize("workload, field, needle", [

@@ -21,7 +21,7 @@ from ..engines import get_engine
 from ..measure import pagecache
 from ..measure.memory import footprint_of, pss_of, rss_of
 from .common import Context, Outcome, SampleLog, done, engine_for, repetitions
-from .generate import synthetic_tokens
+from .generate import rep_seed, synthetic_tokens
 
 
 class Proc:
@@ -70,7 +70,7 @@ def run(ctx: Context) -> Outcome:
         ctx.emit("processes", pids=pids)  # in this job's process group: the runner's kill takes them too
         for r, warm in repetitions(ctx):
             for i, pr in enumerate(procs):  # a different prompt per process and repetition
-                pr.send({"cmd": "prefill", "seed": (job.seed * 100_003 + r) * 64 + i})
+                pr.send({"cmd": "prefill", "seed": rep_seed(job, r) * 64 + i})
             for pr in procs:
                 pr.recv()
             for pr in procs:

@@ -16,7 +16,7 @@ from siliconbench.errors import WorkloadError
 
 from ..measure import pagecache
 from .common import Context, Outcome, SampleLog, done, engine_for, repetitions, rss_now_bytes
-from .generate import synthetic_tokens
+from .generate import rep_seed, synthetic_tokens
 
 # A "cold" swap with more of B's pages resident than this after eviction is refused, not stored as cold.
 COLD_MAX_RESIDENT = 0.10
@@ -57,7 +57,7 @@ def run(ctx: Context) -> Outcome:
     log = SampleLog()
     a_load_s = []
     for r, warm in repetitions(ctx):
-        seed = job.seed * 100_003 + r
+        seed = rep_seed(job, r)
         t = time.perf_counter()
         a = _load(ctx, a_path, n_ctx)
         a_load_s.append(time.perf_counter() - t)
