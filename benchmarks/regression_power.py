@@ -22,6 +22,8 @@ Reported per metric (prefill tok/s, decode tok/s, TTFT), A/A called a regression
       the other side's (A/A), and the baseline's process meets that round's B (A/B). Many comparisons
       that keep the protocol's pairing in time; they share processes, so they are resolution, not
       independent evidence.
+- sequential (coordinator/sequential.py), on the same splits: looks at 5, 10, 15 processes a side in the
+  window's round order, stopping at the first decisive one; with the mean processes a side it needed.
 Spread inside a process and between processes is printed too: it is why processes are the unit.
 """
 
@@ -45,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from coordinator.compare import DEFAULT_METRICS  # noqa: E402
+from coordinator.sequential import LOOKS, decide  # noqa: E402
 from coordinator.significance import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, Verdict, compare_processes  # noqa: E402
 from siliconbench.jobs import expand  # noqa: E402
 from siliconbench.manifest import ModelCatalog  # noqa: E402
@@ -188,6 +191,7 @@ def evaluate(data: dict, processes: int, console: Console) -> dict:
         blk_aa = sum(verdict(A[s], A2[s], metric) == reg for s in blocks)
         blk_ab = sum(verdict(X[s], B[s], metric) == reg for s in blocks for X in (A, A2))
         draw_aa = draw_ab = 0
+        seq = {"aa": [0, 0], "ab": [0, 0]}  # [regressions called, processes a side used] over the draws
         for _ in range(DRAWS):
             s = rng.randrange(n - processes + 1)
             left, right = [], []
@@ -197,6 +201,11 @@ def evaluate(data: dict, processes: int, console: Console) -> dict:
                 right.append(pair[1])
             draw_aa += verdict(left, right, metric) == reg
             draw_ab += verdict(left, B[s:s + processes], metric) == reg
+            if processes >= LOOKS[-1]:  # the same draw, judged by the sequential design (its looks in round order)
+                for key, other in (("aa", right), ("ab", B[s:s + processes])):
+                    d = decide([x[metric] for x in left], [x[metric] for x in other], metric)
+                    seq[key][0] += d.verdict == reg
+                    seq[key][1] += d.processes
         inside, between = spread(A + A2, metric)
         ratio = statistics.median(statistics.median(b[metric]) for b in B) / \
             statistics.median(statistics.median(a[metric]) for a in A + A2)
@@ -206,12 +215,19 @@ def evaluate(data: dict, processes: int, console: Console) -> dict:
         table.add_row("", f"now: {processes} processes a side, disjoint blocks", rate_cell(blk_aa, len(blocks)),
                       rate_cell(blk_ab, 2 * len(blocks)))
         table.add_row("", f"now: {processes} processes a side, {DRAWS} random splits", rate_cell(draw_aa, DRAWS, False),
-                      rate_cell(draw_ab, DRAWS, False), end_section=True)
+                      rate_cell(draw_ab, DRAWS, False), end_section=processes < LOOKS[-1])
+        if processes >= LOOKS[-1]:
+            avg = {k: v[1] / DRAWS for k, v in seq.items()}
+            table.add_row("", f"sequential: looks at {', '.join(map(str, LOOKS))} a side, the same splits; mean "
+                              f"processes a side {avg['aa']:.1f} (A/A) / {avg['ab']:.1f} (A/B)",
+                          rate_cell(seq["aa"][0], DRAWS, False), rate_cell(seq["ab"][0], DRAWS, False), end_section=True)
         figures["metrics"][metric] = {
             "cv_inside_process": inside, "cv_between_processes": between, "b_over_a": ratio,
             "before": {"aa": [before_aa, n], "ab": [before_ab, 2 * n]},
             "blocks": {"aa": [blk_aa, len(blocks)], "ab": [blk_ab, 2 * len(blocks)]},
-            "draws": {"aa": [draw_aa, DRAWS], "ab": [draw_ab, DRAWS]}}
+            "draws": {"aa": [draw_aa, DRAWS], "ab": [draw_ab, DRAWS]},
+            "sequential": {"looks": list(LOOKS), "aa": [seq["aa"][0], DRAWS], "ab": [seq["ab"][0], DRAWS],
+                           "mean_processes_aa": seq["aa"][1] / DRAWS, "mean_processes_ab": seq["ab"][1] / DRAWS}}
     console.print(table)
     if data.get("others_cpu_share") is not None:
         console.print(f"Other processes used {data['others_cpu_share']:.0%} of this machine's CPU time during the "
