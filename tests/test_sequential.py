@@ -24,7 +24,7 @@ def processes(n: int, level: float, cv: float, rng: random.Random, reps: int = 5
 def test_alpha_is_spent_over_the_looks_and_sums_to_alpha():
     alphas = look_alphas()
     assert sum(alphas) == pytest.approx(DEFAULT_ALPHA)
-    assert alphas == sorted(alphas, reverse=True)  # Pocock-type: the early looks are not starved
+    assert alphas == sorted(alphas)  # most is kept for the last look, where a noisy series needs it
     assert alphas[0] > 2 / 252  # 5 a side (min p = 2 / C(10, 5)) can reach the first look's alpha at all
 
 
@@ -39,7 +39,6 @@ def test_a_quiet_a_a_is_settled_as_no_change_early_and_a_noisy_one_runs_on():
     rng = random.Random(2)
     quiet = decide(processes(15, 100, 0.005, rng), processes(15, 100, 0.005, rng), "decode_tps")
     assert (quiet.verdict, quiet.processes, quiet.decided) == (Verdict.no_change, LOOKS[0], True)
-    assert 0.97 < quiet.comparison.ci_low and quiet.comparison.ci_high < 1.03
     noisy = decide(processes(15, 100, 0.06, rng), processes(15, 100, 0.06, rng), "decode_tps")
     assert noisy.processes > LOOKS[0] and noisy.decided
 
