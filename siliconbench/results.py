@@ -10,6 +10,8 @@ from pydantic import BaseModel, Field
 from .aggregate import Summary, summarize
 from .jobs import JobSpec, digest
 
+ENGINE_PACKAGE = {"llama.cpp": "llama-cpp-python", "mlx": "mlx-lm"}  # whose version is "the engine's version"
+
 
 class JobStatus(str, Enum):
     queued = "queued"
@@ -42,6 +44,10 @@ class Environment(BaseModel):
     dtypes: dict[str, str] = Field(
         default_factory=dict, description="weights (the artifact's storage type: F16, Q4_K_M, f32, 4bit ...), "
         "activations (the compute dtype) and kv_cache, as the engine ran them; part of the identity")
+
+    def engine_version(self, engine: str) -> str | None:
+        """The version of the engine's package (llama-cpp-python, mlx-lm) this result ran with."""
+        return self.packages.get(ENGINE_PACKAGE.get(engine, ""))
 
     def identity(self) -> dict:
         """Fields that can move a number: results differing in any are never pooled."""

@@ -26,7 +26,8 @@ from siliconbench.jobs import JobSpec
 from siliconbench.results import Environment, JobResult, JobStatus, Sample
 from siliconbench.spec import SweepSpec
 
-from .tables import JOB_STATUSES, RESULT_STATUSES, Job, Result, SampleRow, Sweep, utcnow
+from .summaries import summary_rows
+from .tables import JOB_STATUSES, RESULT_STATUSES, Job, Result, ResultSummary, SampleRow, Sweep, utcnow
 
 CHUNK = 500  # ids per IN (...) list
 
@@ -150,9 +151,11 @@ def save_result(session: Session, job: JobSpec, result: JobResult, host: str | N
         hostname=env.hostname if env else None,
         chip=env.chip if env else None, identity_hash=result.identity_hash(job),
         environment=env.model_dump(mode="json") if env else None, extra=result.extra, created_at=utcnow(),
+        engine_version=env.engine_version(job.engine) if env else None,
     )
     rows = [dict(repetition=s.repetition, warmup=s.warmup, metric=m, value=float(v))
             for s in result.samples for m, v in s.values.items() if v is not None and math.isfinite(v)]
+    summaries = summary_rows(rows)  # of exactly the stored samples
     changes = dict(status=status, finished_at=result.finished_at, error=result.error, lease_expires_at=None)
     if result.started_at is not None:
         changes["started_at"] = result.started_at
@@ -163,7 +166,7 @@ def save_result(session: Session, job: JobSpec, result: JobResult, host: str | N
     dialect = session.get_bind().dialect.name
     try:
         if dialect == "postgresql":
-            return _save_in_one_statement(session, values, rows, changes)
+            return _save_in_one_statement(session, values, rows, summaries, changes)
         inserted = _insert_ignoring_duplicate(session, values)
     except IntegrityError as exc:
         raise UnknownJob(f"job {job.job_id} ({job.label()}) of sweep {job.sweep_id!r} is not in the database: "
@@ -172,16 +175,20 @@ def save_result(session: Session, job: JobSpec, result: JobResult, host: str | N
         return False
     if rows:
         session.execute(insert(SampleRow.__table__), [dict(job_id=job.job_id, **r) for r in rows])  # one executemany
+        if summaries:  # none when every sample is a warmup
+            session.execute(insert(ResultSummary.__table__), [dict(job_id=job.job_id, **r) for r in summaries])
     session.execute(update(Job.__table__).where(Job.id == job.job_id).values(**changes))
     return True
 
 
-def _save_in_one_statement(session: Session, values: dict, rows: list[dict], changes: dict) -> bool:
-    """PostgreSQL: result row, samples and the job's final status in one statement (one round trip).
+def _save_in_one_statement(session: Session, values: dict, rows: list[dict], summaries: list[dict],
+                           changes: dict) -> bool:
+    """PostgreSQL: result row, samples, their summaries and the job's final status in one statement.
 
     WITH ins AS (INSERT INTO results ... ON CONFLICT (job_id) DO NOTHING RETURNING job_id),
          upd AS (UPDATE jobs SET ... FROM ins WHERE jobs.id = ins.job_id),
-         smp AS (INSERT INTO samples ... SELECT ins.job_id, v.* FROM ins, (VALUES ...) v)
+         smp AS (INSERT INTO samples ... SELECT ins.job_id, v.* FROM ins, (VALUES ...) v),
+         sry AS (INSERT INTO result_summaries ... SELECT ins.job_id, s.* FROM ins, (VALUES ...) s)
     SELECT job_id FROM ins
 
     The samples and the status are written only if this statement's insert took (a duplicate or the
@@ -192,10 +199,20 @@ def _save_in_one_statement(session: Session, values: dict, rows: list[dict], cha
     params = {f"r_{k}": v for k, v in values.items()}
     params.update({f"j_{k}": v for k, v in changes.items()})
     if rows:
-        stmt = _save_statement(tuple(values), tuple(changes), _samples_values(rows))
+        stmt = _save_statement(tuple(values), tuple(changes), _samples_values(rows),
+                               _summaries_values(summaries) if summaries else None)
     else:
         stmt = _save_statement_cached(tuple(values), tuple(changes))
     return session.execute(stmt, params).scalar() is not None
+
+
+def _summaries_values(summaries: list[dict]):
+    return values_clause(column("metric", String), column("n", Integer), column("mean", Float),
+                         column("median", Float), column("var", Float), column("min", Float), column("max", Float),
+                         name="s").data([tuple(r[c] for c in _SUMMARY_COLUMNS) for r in summaries])
+
+
+_SUMMARY_COLUMNS = ("metric", "n", "mean", "median", "var", "min", "max")
 
 
 def _samples_values(rows: list[dict]):
@@ -206,10 +223,10 @@ def _samples_values(rows: list[dict]):
 
 @lru_cache(maxsize=32)
 def _save_statement_cached(value_keys: tuple[str, ...], change_keys: tuple[str, ...]):
-    return _save_statement(value_keys, change_keys, None)
+    return _save_statement(value_keys, change_keys, None, None)
 
 
-def _save_statement(value_keys: tuple[str, ...], change_keys: tuple[str, ...], samples):
+def _save_statement(value_keys: tuple[str, ...], change_keys: tuple[str, ...], samples, summaries):
     results, jobs = Result.__table__, Job.__table__
     ins = (postgresql.insert(results)
            .values({k: bindparam(f"r_{k}", type_=results.c[k].type) for k in value_keys})
@@ -225,6 +242,10 @@ def _save_statement(value_keys: tuple[str, ...], change_keys: tuple[str, ...], s
                    .select_from(ins).join(v, literal_true()).order_by(v.c.ord))
         ctes.append(insert(SampleRow.__table__).from_select(
             ["job_id", "repetition", "warmup", "metric", "value"], smp_sel).cte("smp"))
+    if summaries is not None:
+        sry_sel = select(ins.c.job_id, *(summaries.c[c] for c in _SUMMARY_COLUMNS)).select_from(ins).join(
+            summaries, literal_true())
+        ctes.append(insert(ResultSummary.__table__).from_select(["job_id", *_SUMMARY_COLUMNS], sry_sel).cte("sry"))
     return select(ins.c.job_id).add_cte(*ctes)
 
 

@@ -146,6 +146,10 @@ class Result(Base):
     __table_args__ = (
         CheckConstraint(_in("status", RESULT_STATUSES), name="status"),
         Index("ix_results_identity_hash", "identity_hash"),
+        # The Compare page's first pass: newest identities among ok results, read from the index alone (0007).
+        Index("ix_results_status_identity_hash_created_at", "status", "identity_hash", "created_at"),
+        Index("ix_results_created_at", "created_at"),  # the Result page's picker, newest first
+        Index("ix_results_engine_version", "engine_version"),
     )
 
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
@@ -167,6 +171,8 @@ class Result(Base):
     environment: Mapped[dict | None] = mapped_column(JSON(none_as_null=True))
     extra: Mapped[dict] = mapped_column(JSON, default=dict)
     created_at: Mapped[datetime] = _created()
+    # The engine package's version from the environment, kept as a column so filters need not parse JSON (0007).
+    engine_version: Mapped[str | None] = mapped_column(String)
 
 
 class SampleRow(Base):
@@ -181,6 +187,22 @@ class SampleRow(Base):
     warmup: Mapped[bool] = mapped_column(Boolean)
     metric: Mapped[str] = mapped_column(String)
     value: Mapped[float] = mapped_column(Float)
+
+
+class ResultSummary(Base):
+    """One result's aggregate of one metric over its measured samples (warmups excluded), written with the
+    result by ``siliconbench.aggregate.summarize`` (0007). The raw samples stay the source of truth."""
+
+    __tablename__ = "result_summaries"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("results.job_id", ondelete="CASCADE"), primary_key=True)
+    metric: Mapped[str] = mapped_column(String, primary_key=True)
+    n: Mapped[int] = mapped_column(Integer)
+    mean: Mapped[float] = mapped_column(Float)
+    median: Mapped[float] = mapped_column(Float)
+    var: Mapped[float] = mapped_column(Float)  # sample variance (n - 1), 0 for one sample: summarize's stddev squared
+    min: Mapped[float] = mapped_column(Float)
+    max: Mapped[float] = mapped_column(Float)
 
 
 class Host(Base):

@@ -25,7 +25,8 @@ from storage import database as db, store
 from storage.tables import Base, Job, Result, SampleRow, Sweep
 
 ROOT = Path(__file__).resolve().parent.parent
-TABLES = {"sweeps", "jobs", "results", "samples", "hosts", "findings", "job_attempts", "worker_logins"}
+TABLES = {"sweeps", "jobs", "results", "samples", "hosts", "findings", "job_attempts", "worker_logins",
+          "result_summaries"}
 PG_ADMIN_URL = os.environ.get("SILICONBENCH_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 T0 = datetime(2026, 12, 1, 9, 30, 0, 123456, tzinfo=timezone.utc)
 
@@ -133,7 +134,7 @@ def test_migrations_up_down_up(empty_url):
     assert {i["name"] for i in insp.get_indexes("jobs")} >= {"ix_jobs_sweep_id_idx", "ix_jobs_status",
                                                             "ix_jobs_model_engine_quant"}
     assert {i["name"] for i in insp.get_indexes("samples")} == {"ix_samples_job_id_metric"}
-    assert {i["name"] for i in insp.get_indexes("results")} == {"ix_results_identity_hash"}
+    assert {i["name"] for i in insp.get_indexes("results")} == {i.name for i in Result.__table__.indexes}
 
     # The migration and the models describe the same schema (autogenerate would produce nothing).
     from alembic.autogenerate import compare_metadata

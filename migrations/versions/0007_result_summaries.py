@@ -1,0 +1,77 @@
+"""result_summaries: each result's per-metric aggregate (n, mean, median, var, min, max over its measured
+samples), written with the result and backfilled here for results stored before; results.engine_version
+(the engine package's version, read once from the environment JSON); indexes for the dashboard's filters
+
+The backfill computes every summary with siliconbench.aggregate.summarize (storage.summaries.backfill),
+the same code that writes them for new results. Workers may insert summaries of jobs they hold, as samples.
+
+Revision ID: 0007
+Revises: 0006
+"""
+from typing import Sequence, Union
+
+from alembic import op
+import sqlalchemy as sa
+
+from storage.summaries import backfill
+
+revision: str = "0007"
+down_revision: Union[str, Sequence[str], None] = "0006"
+branch_labels: Union[str, Sequence[str], None] = None
+depends_on: Union[str, Sequence[str], None] = None
+
+WORKER, COORDINATOR = "siliconbench_worker", "siliconbench_coordinator"
+HOLDS = "EXISTS (SELECT 1 FROM jobs j WHERE j.id = job_id AND j.worker = siliconbench_worker_host())"  # as 0006
+PACKAGES = {"llama.cpp": "llama-cpp-python", "mlx": "mlx-lm"}  # = siliconbench.results.ENGINE_PACKAGE today
+
+
+def _engine_version_sql(dialect: str) -> str:
+    def pkg(name: str) -> str:
+        if dialect == "postgresql":
+            return f"(environment::json -> 'packages' ->> '{name}')"
+        return f"json_extract(environment, '$.packages.\"{name}\"')"
+    whens = " ".join(f"WHEN '{e}' THEN {pkg(p)}" for e, p in PACKAGES.items())
+    return (f"UPDATE results SET engine_version = (SELECT CASE jobs.engine {whens} END FROM jobs "
+            f"WHERE jobs.id = results.job_id) WHERE environment IS NOT NULL")
+
+
+def upgrade() -> None:
+    dialect = op.get_bind().dialect.name
+    op.create_table(
+        "result_summaries",
+        sa.Column("job_id", sa.String(), nullable=False),
+        sa.Column("metric", sa.String(), nullable=False),
+        sa.Column("n", sa.Integer(), nullable=False),
+        sa.Column("mean", sa.Float(), nullable=False),
+        sa.Column("median", sa.Float(), nullable=False),
+        sa.Column("var", sa.Float(), nullable=False),
+        sa.Column("min", sa.Float(), nullable=False),
+        sa.Column("max", sa.Float(), nullable=False),
+        sa.ForeignKeyConstraint(["job_id"], ["results.job_id"], name=op.f("fk_result_summaries_job_id_results"),
+                                ondelete="CASCADE"),
+        sa.PrimaryKeyConstraint("job_id", "metric", name=op.f("pk_result_summaries")),
+    )
+    with op.batch_alter_table("results") as batch:
+        batch.add_column(sa.Column("engine_version", sa.String(), nullable=True))
+    op.execute(_engine_version_sql(dialect))
+    op.create_index("ix_results_status_identity_hash_created_at", "results", ["status", "identity_hash", "created_at"])
+    op.create_index("ix_results_created_at", "results", ["created_at"])
+    op.create_index("ix_results_engine_version", "results", ["engine_version"])
+    backfill(op.get_bind())
+    if dialect == "postgresql":
+        op.execute(f"GRANT SELECT, INSERT ON result_summaries TO {WORKER}")
+        op.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON result_summaries TO {COORDINATOR}")
+        op.execute("ALTER TABLE result_summaries ENABLE ROW LEVEL SECURITY")
+        op.execute(f"CREATE POLICY coordinator_all ON result_summaries TO {COORDINATOR} USING (true) WITH CHECK (true)")
+        op.execute(f"CREATE POLICY worker_select ON result_summaries FOR SELECT TO {WORKER} USING (true)")
+        op.execute(f"CREATE POLICY worker_insert ON result_summaries FOR INSERT TO {WORKER} WITH CHECK ({HOLDS})")
+    op.execute("ANALYZE results, result_summaries" if dialect == "postgresql" else "ANALYZE")
+
+
+def downgrade() -> None:
+    op.drop_index("ix_results_engine_version", table_name="results")
+    op.drop_index("ix_results_created_at", table_name="results")
+    op.drop_index("ix_results_status_identity_hash_created_at", table_name="results")
+    with op.batch_alter_table("results") as batch:
+        batch.drop_column("engine_version")
+    op.drop_table("result_summaries")
