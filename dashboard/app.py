@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from dashboard import access
+
 st.set_page_config(page_title="siliconbench", layout="wide")
 
 pages = [  # paths relative to this script, as Streamlit resolves them
@@ -18,4 +20,6 @@ pages = [  # paths relative to this script, as Streamlit resolves them
     st.Page("views/result.py", title="Result detail", url_path="result"),
     st.Page("views/regressions.py", title="Regressions", url_path="regressions"),
 ]
-st.navigation(pages).run()
+nav = st.navigation(pages)
+access.sidebar()  # under the page links: log in or out, where writing needs a login
+nav.run()

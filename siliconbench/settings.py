@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from pydantic import Field, ValidationError
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import UserError
@@ -30,6 +30,17 @@ class Settings(BaseSettings):
     broker_url: str | None = Field(None, description="Redis URL of the Celery broker. Unset: sweeps run in-process.")
     spool_dir: Path | None = Field(None, description="Where a worker keeps results it could not write yet.")
     max_jobs: int = Field(10_000, gt=0, description="Default limit on a sweep's matrix size")
+    # Dashboard login (OpenID Connect through Streamlit's st.login); siliconbench.dashboard_access has the rule.
+    oidc_metadata_url: str | None = Field(
+        None, description="The provider's discovery document (https://issuer/.well-known/openid-configuration).")
+    oidc_client_id: str | None = Field(None, description="The dashboard's client id at the OpenID provider.")
+    oidc_client_secret: SecretStr | None = Field(None, description="The dashboard's client secret at the provider.")
+    oidc_redirect_uri: str | None = Field(
+        None, description="Where the provider sends the browser back: the dashboard's URL + /oauth2callback.")
+    oidc_cookie_secret: SecretStr | None = Field(
+        None, description="Signs the login cookie. Unset: a random one per start (logins end at a restart).")
+    dashboard_read_only: bool = Field(
+        False, description="Offer no write action (submit, cancel, scan, confirm) to anyone, logged in or not.")
 
     @property
     def resolved_database_url(self) -> str:

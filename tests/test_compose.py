@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from siliconbench.dashboard_access import Writes, check_serving
+from siliconbench.settings import Settings
+
 from .conftest import in_ci
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,3 +69,13 @@ def test_missing_password_is_an_error_naming_it():
     out = subprocess.run([*cmd, "-f", str(ROOT / "compose.yaml"), "config"], capture_output=True, text=True, env=env,
                          cwd=ROOT)
     assert out.returncode != 0 and "PASSWORD" in out.stderr
+
+
+def test_dashboard_is_read_only_unless_a_login_is_configured(config):
+    """It listens beyond loopback in its container: without SILICONBENCH_OIDC_* it may serve results only."""
+    svc = config["services"]["dashboard"]
+    env = svc["environment"]
+    assert "postgres:5432" in env["SILICONBENCH_DATABASE_URL"] and "SILICONBENCH_OIDC_CLIENT_SECRET" in env
+    host = svc["command"][svc["command"].index("--host") + 1]
+    fields = {k.removeprefix("SILICONBENCH_").lower(): v for k, v in env.items() if k.startswith("SILICONBENCH_")}
+    assert check_serving(host, Settings(**fields)) is Writes.READ_ONLY

@@ -45,6 +45,7 @@ def url(request, tmp_path, monkeypatch, models_dir):
     monkeypatch.setenv("SILICONBENCH_MODELS_DIR", str(models_dir))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     monkeypatch.delenv("SILICONBENCH_BROKER_URL", raising=False)
+    st.config.set_option("server.address", "127.0.0.1")  # AppTest binds nothing: as served on loopback, no login
     st.cache_data.clear()
     st.cache_resource.clear()
     yield u
@@ -394,7 +395,7 @@ def test_cli_dashboard_serves_on_loopback_headless():
     from cli.dashboard import streamlit_argv
 
     argv = streamlit_argv("127.0.0.1", 8501)
-    assert argv[1:4] == ["-m", "streamlit", "run"] and argv[4].endswith("dashboard/app.py")
+    assert argv[1:4] == ["-m", "streamlit", "run"] and argv[4].endswith("dashboard/serve.py")
     opts = dict(zip(argv[5::2], argv[6::2]))
     assert opts["--server.address"] == "127.0.0.1" and opts["--server.port"] == "8501"
     assert opts["--server.headless"] == "true" and opts["--browser.gatherUsageStats"] == "false"

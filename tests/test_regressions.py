@@ -165,6 +165,7 @@ def test_regressions_page_shows_findings_history_and_confirms(url, models_dir, t
     history(url, models_dir)
     monkeypatch.setenv("SILICONBENCH_DATABASE_URL", url)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    st.config.set_option("server.address", "127.0.0.1")  # AppTest binds nothing: as served on loopback, no login
     st.cache_data.clear()
     st.cache_resource.clear()
     at = AppTest.from_file(PAGE, default_timeout=60).run()

@@ -15,7 +15,7 @@ import streamlit as st
 from coordinator.compare import DEFAULT_ALPHA, DEFAULT_METRICS, DEFAULT_MIN_EFFECT
 from coordinator.history import load_points
 from coordinator.regressions import find_steps, get_finding, history_points, list_findings, save_findings
-from dashboard import data
+from dashboard import access, data
 from embedded.confirm import DEFAULT_ROUNDS, start_background
 from siliconbench.metrics import METRICS
 from storage.database import session_scope
@@ -43,12 +43,15 @@ def _scan(metrics: list[str], min_effect: float, alpha: float) -> int:
     return len(steps)
 
 
+can_write = access.may_write()  # scanning records findings, confirming runs a sweep
 with st.expander("Scan the history", expanded=False):
     c1, c2, c3 = st.columns([3, 1, 1])
     metrics = c1.multiselect("Metrics", list(METRICS), default=list(DEFAULT_METRICS), key="rg_metrics")
     min_effect = c2.number_input("Min effect", 0.0, 0.5, DEFAULT_MIN_EFFECT, 0.01, key="rg_min_effect")
     alpha = c3.number_input("Alpha", 0.001, 0.2, DEFAULT_ALPHA, 0.01, format="%.3f", key="rg_alpha")
-    if st.button("Scan for change points", key="rg_scan"):
+    if not can_write:
+        access.explain("record findings (the scan) or confirm one")
+    elif st.button("Scan for change points", key="rg_scan"):
         with data.user_errors():
             n = _scan(metrics, min_effect, alpha)
         st.success(f"{n} steps passed the test; new ones were recorded as findings.")
@@ -111,6 +114,8 @@ with c2:
         st.info("A confirmation sweep is running; reload to see its result.")
     elif f["host"] and f["host"] != here:
         st.caption(f"Measured on {f['host']}; only that host can confirm it (this is {here}).")
+    elif not can_write:
+        access.explain("confirm this finding")
     elif st.button(f"Confirm (A/B/A/B × {DEFAULT_ROUNDS} on this host)", key="rg_confirm"):
         with data.user_errors(), session_scope(url) as s:
             get_finding(s, chosen)
