@@ -69,7 +69,13 @@ def worker_role(
     made = create_login(url, "worker", login or login_for(host), host=host, password=_password(password_env),
                         address=address)
     console.print(f"worker login [bold]{made.login}[/] may act as host [bold]{host}[/]. On that Mac:", highlight=False)
-    print(f"siliconbench worker --name {host} --database '{made.rendered()}' --broker BROKER_URL")
+    print(f"siliconbench worker --name {host} --database '{_shown(made, password_env)}' --broker BROKER_URL")
+
+
+def _shown(made, password_env: str | None) -> str:
+    """The URL to hand over: with a new password in full (printed once, nowhere else to learn it); with one taken
+    from the environment, masked (its owner has it, and logs such as a compose one-shot's keep what is printed)."""
+    return made.url.render_as_string(hide_password=True) if password_env else made.rendered()
 
 
 @app.command("coordinator-role")
@@ -87,4 +93,4 @@ def coordinator_role(
                         address=address)
     console.print(f"coordinator login [bold]{made.login}[/]: SILICONBENCH_DATABASE_URL for the dashboard, "
                   "submit and the reconciler:", highlight=False)
-    print(made.rendered())
+    print(_shown(made, password_env))

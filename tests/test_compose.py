@@ -34,7 +34,8 @@ def config() -> dict:
         if in_ci():
             pytest.fail("neither `docker compose` nor `docker-compose` is installed (.ci/run installs docker-compose)")
         pytest.skip("no docker compose client")
-    env = {**os.environ, "POSTGRES_PASSWORD": "pw-from-env", "REDIS_PASSWORD": "redis-pw-from-env"}
+    env = {**os.environ, "POSTGRES_PASSWORD": "pw-from-env", "REDIS_PASSWORD": "redis-pw-from-env",
+           "COORDINATOR_PASSWORD": "coord-pw-from-env"}
     env.pop("SILICONBENCH_BIND", None)
     out = subprocess.run([*cmd, "-f", str(ROOT / "compose.yaml"), "config"], capture_output=True, text=True, env=env, cwd=ROOT)
     assert out.returncode == 0, out.stderr
@@ -79,3 +80,15 @@ def test_dashboard_is_read_only_unless_a_login_is_configured(config):
     host = svc["command"][svc["command"].index("--host") + 1]
     fields = {k.removeprefix("SILICONBENCH_").lower(): v for k, v in env.items() if k.startswith("SILICONBENCH_")}
     assert check_serving(host, Settings(**fields)) is Writes.READ_ONLY
+
+
+def test_only_the_one_shots_use_the_owners_login(config):
+    """Least privilege: the long-running services connect as the coordinator's login (no DDL)."""
+    services = config["services"]
+    assert services["login"]["command"] == ["db", "coordinator-role", "compose", "--password-env", "COORDINATOR_PASSWORD"]
+    for name in ("migrate", "login"):
+        assert services[name]["environment"]["SILICONBENCH_DATABASE_URL"].startswith("postgresql://siliconbench:")
+    for name in ("reconciler", "dashboard"):
+        url = services[name]["environment"]["SILICONBENCH_DATABASE_URL"]
+        assert url == "postgresql://sbc_compose:coord-pw-from-env@postgres:5432/siliconbench", name
+        assert "login" in services[name]["depends_on"]

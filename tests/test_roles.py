@@ -111,6 +111,12 @@ def test_db_worker_role_prints_a_url_that_works_and_a_coordinator_login_has_no_d
         who = roles.identity(s)
     assert (who.login, who.worker_role, who.host) == ("sbw_mini_9", True, "mini-9")
 
+    keyed = subprocess.run([sys.executable, "-m", "cli.main", "db", "worker-role", "mini-9", "--password-env", "PW"],
+                           cwd=ROOT, env={**env, "PW": "s3cret-from-env"}, capture_output=True, text=True, check=True)
+    assert "sbw_mini_9:***@" in keyed.stdout and "s3cret-from-env" not in keyed.stdout  # its owner has it already
+    with _raw(given.replace(given.split(":")[2].split("@")[0], "s3cret-from-env")) as c:  # re-keyed, same login
+        assert c.execute("SELECT current_user").fetchone()[0] == "sbw_mini_9"
+
     bad = subprocess.run([sys.executable, "-m", "cli.main", "db", "worker-role", "mini-9", "--login", "Bad-Name"],
                          cwd=ROOT, env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and "--login" in bad.stderr
