@@ -1,12 +1,19 @@
 """How fast are the dashboard's queries on a big database? 1,000,000 samples in a fresh PostgreSQL database.
 
     python benchmarks/dashboard_queries.py [--admin-url postgresql://postgres@127.0.0.1:5432/postgres]
-                                           [--samples 1000000] [--runs 30] [--keep]
+                                           [--samples 1000000] [--runs 30] [--keep] [--database NAME]
+                                           [--plans FILE]
 
 Creates a database, migrates it, seeds a fleet's worth of sweeps with COPY (12 hosts, 4 models, both
 engines, 3 quantizations, 3 prompt lengths x 2 depths, 5 repetitions + 1 warmup, ~2% failed jobs), then
 times every query each page runs on a cache miss (the pages cache results until a new result arrives)
 and prints p50/p95 per query. Target: p95 < 300 ms. The database is dropped afterwards unless --keep.
+The seed writes the per-result summaries the way migration 0007 backfills them (storage.summaries).
+
+--database NAME times an existing database (one kept with --keep; migrated to head first, which backfills
+the summaries of one seeded before 0007) instead of seeding a new one. After the timings it prints each
+query's plan summary from EXPLAIN (ANALYZE, BUFFERS): the top node, the indexes used and any sequential
+scan; --plans FILE writes the full plans.
 """
 
 from __future__ import annotations
@@ -26,8 +33,9 @@ import typer
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import _plans  # noqa: E402
 from coordinator import fleet, queries  # noqa: E402
-from storage import database as db, store  # noqa: E402
+from storage import database as db, store, summaries  # noqa: E402
 from storage.database import session_scope  # noqa: E402
 from siliconbench.jobs import JobSpec, digest  # noqa: E402
 from siliconbench.results import Environment  # noqa: E402
@@ -40,6 +48,7 @@ METRICS = {"llama.cpp": ["prefill_tps", "decode_tps", "ttft_ms", "engine_prefill
 CHIPS = ["Apple M1", "Apple M2 Pro", "Apple M2 Ultra", "Apple M3 Max", "Apple M4", "Apple M4 Pro"]
 PROMPTS, DEPTHS, REPS, WARMUP = (128, 512, 2048), (0, 2048), 5, 1
 T0 = datetime(2026, 6, 1, tzinfo=timezone.utc)
+SWEEPS_SHOWN = 200  # = dashboard.data.SWEEPS_SHOWN (not imported: it would pull in Streamlit)
 
 
 def environment(host: int, engine: str, new: bool) -> Environment:
@@ -98,12 +107,13 @@ def seed(url: str, n_samples: int) -> dict:
                               "ok" if ok else "failed", 1, f"mac-{host:02d}.local", f"w{host:02d}", when, when, when))
         with cur.copy("COPY results (job_id, status, error, stderr_tail, started_at, finished_at, wall_s, load_s, "
                       "peak_memory_bytes, baseline_memory_bytes, hostname, chip, identity_hash, environment, extra, "
-                      "created_at) FROM STDIN") as cp:
+                      "created_at, engine_version) FROM STDIN") as cp:
             for j, _, env, when, ok in jobs:
                 cp.write_row((j.job_id, "ok" if ok else "failed", None if ok else "engine error: out of memory",
                               None if ok else "error: out of memory\n", when, when, rnd.uniform(5, 60), 0.4,
                               rnd.randint(2**29, 2**33), 2**26, env.hostname, env.chip,
-                              digest({"job": j.key(), "env": env.identity()}), env.model_dump_json(), "{}", when))
+                              digest({"job": j.key(), "env": env.identity()}), env.model_dump_json(), "{}", when,
+                              env.engine_version(j.engine)))
         with cur.copy("COPY hosts (name, hostname, chip, memory_bytes, os, info, engines, models, online, "
                       "last_heartbeat, current_job_id) FROM STDIN") as cp:
             for h in range(12):
@@ -115,12 +125,30 @@ def seed(url: str, n_samples: int) -> dict:
         with cur.copy("COPY samples (job_id, repetition, warmup, metric, value) FROM STDIN") as cp:
             for row in samples:
                 cp.write_row(row)
+    with session_scope(url) as session:  # the summaries, as save_result writes them (and 0007 backfills them)
+        summaries.backfill(session.connection())
     with psycopg.connect(**info, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")  # as autovacuum would after a bulk load: statistics, visibility map
     j0 = jobs[-1][0]
     return {"sweeps": len(sweeps), "jobs": len(jobs), "samples": len(samples), "latest": sweeps[-1][0],
             "model": j0.model, "host": f"mac-{jobs[-1][1]:02d}.local", "job": j0.job_id,
             "plan": [x[0] for x in jobs[-72:]]}
+
+
+def existing(url: str) -> dict:
+    """What the timed queries filter on, read back from a database seeded before (--database)."""
+    from sqlalchemy import func, select
+
+    from siliconbench.jobs import JobSpec as Spec
+    from storage.tables import Job, SampleRow, Sweep
+
+    with session_scope(url) as x:
+        latest = store.latest_sweep_id(x)
+        specs = list(x.execute(select(Job.spec, Job.host).order_by(Job.created_at.desc(), Job.idx.desc()).limit(72)))
+        plan = [Spec.model_validate(spec) for spec, _ in reversed(specs)]
+        n = {t.__tablename__: x.scalar(select(func.count()).select_from(t)) for t in (Sweep, Job, SampleRow)}
+    return {"sweeps": n["sweeps"], "jobs": n["jobs"], "samples": n["samples"], "latest": latest,
+            "model": plan[-1].model, "host": specs[0][1], "job": plan[-1].job_id, "plan": plan}
 
 
 def timed(fn, runs: int) -> tuple[float, float]:
@@ -135,22 +163,31 @@ def timed(fn, runs: int) -> tuple[float, float]:
 
 def main(admin_url: str = typer.Option(os.environ.get("SILICONBENCH_TEST_PG_URL",
                                                       "postgresql://postgres@127.0.0.1:5432/postgres")),
-         samples: int = 1_000_000, runs: int = 30, keep: bool = False) -> None:
+         samples: int = 1_000_000, runs: int = 30, keep: bool = False,
+         database: str = typer.Option(None, help="Time this existing database (migrated to head) instead of seeding"),
+         plans: Path = typer.Option(None, help="Write every query's full EXPLAIN (ANALYZE, BUFFERS) plans here")) -> None:
     import psycopg
 
     admin = db.normalize_url(admin_url)
-    name = f"siliconbench_dashbench_{os.getpid()}"
+    name = database or f"siliconbench_dashbench_{os.getpid()}"
+    keep = keep or database is not None  # never drop a database this run did not create
     info = dict(host=admin.host, port=admin.port or 5432, user=admin.username, password=admin.password,
                 dbname=admin.database, autocommit=True)
-    with psycopg.connect(**info) as c:
-        c.execute(f'CREATE DATABASE "{name}"')
+    if database is None:
+        with psycopg.connect(**info) as c:
+            c.execute(f'CREATE DATABASE "{name}"')
     url = admin.set(database=name).render_as_string(hide_password=False)
     try:
-        db.upgrade(url)
         t0 = time.perf_counter()
-        s = seed(url, samples)
-        print(f"seeded {s['samples']:,} samples, {s['jobs']:,} jobs, {s['sweeps']} sweeps in "
-              f"{time.perf_counter() - t0:.1f} s (revision {db.current_revision(url)})")
+        db.upgrade(url)
+        if database is None:
+            s = seed(url, samples)
+            print(f"seeded {s['samples']:,} samples, {s['jobs']:,} jobs, {s['sweeps']} sweeps in "
+                  f"{time.perf_counter() - t0:.1f} s (revision {db.current_revision(url)})")
+        else:
+            s = existing(url)
+            print(f"database {name}: {s['samples']:,} samples, {s['jobs']:,} jobs, {s['sweeps']} sweeps "
+                  f"(revision {db.current_revision(url)}, migrated in {time.perf_counter() - t0:.1f} s)")
         F = queries.Filters
         latest, one_host = F(sweeps=(s["latest"],)), F(models=(s["model"],), hosts=(s["host"],))
         all_hosts = F(models=(s["model"],))
@@ -162,7 +199,7 @@ def main(admin_url: str = typer.Option(os.environ.get("SILICONBENCH_TEST_PG_URL"
             queries.raw_samples(x, latest, "prefill_tps", identities=latest_ids), queries.failed_results(x, latest)
 
         def sweeps_view(x):  # is anything live, the list, and a preview's estimate
-            queries.active_sweeps(x), store.list_sweeps(x), queries.estimate_duration(x, s["plan"])
+            queries.active_sweeps(x), store.list_sweeps(x, limit=SWEEPS_SHOWN), queries.estimate_duration(x, s["plan"])
 
         def result_view(x):
             queries.data_version(x), queries.recent_results(x), queries.result_detail(x, s["job"])
@@ -179,7 +216,7 @@ def main(admin_url: str = typer.Option(os.environ.get("SILICONBENCH_TEST_PG_URL"
             "compare: series (1 model, all hosts, v0.3.36)": lambda x: queries.series(
                 x, F(models=(s["model"],), engine_versions=("0.3.36",))),
             f"compare: series (no filter: newest {queries.MAX_SERIES})": lambda x: queries.series(x, F()),
-            "sweeps: list_sweeps": lambda x: store.list_sweeps(x),
+            f"sweeps: list_sweeps (newest {SWEEPS_SHOWN} + live)": lambda x: store.list_sweeps(x, limit=SWEEPS_SHOWN),
             "sweeps: estimate_duration (72-job plan)": lambda x: queries.estimate_duration(x, s["plan"]),
             "fleet: list_hosts": lambda x: fleet.list_hosts(x),
             "result: recent_results": lambda x: queries.recent_results(x),
@@ -196,6 +233,21 @@ def main(admin_url: str = typer.Option(os.environ.get("SILICONBENCH_TEST_PG_URL"
                 p50, p95 = timed(lambda: fn(session), runs)
                 flag = "" if p95 < 300 else "  over 300 ms"
                 print(f"{label:<50} {p50:>8.1f} {p95:>8.1f}{flag}")
+        print("\nplans (EXPLAIN ANALYZE, BUFFERS) of each query's statements:")
+        full = []
+        with session_scope(url) as session:
+            for label, fn in cases.items():
+                if label.startswith("PAGE"):
+                    continue  # a page is the queries above
+                with _plans.capture(session) as sent:
+                    fn(session)
+                for i, (statement, params) in enumerate(sent):
+                    plan = _plans.explain(session, statement, params)
+                    print(f"  {label} [{i + 1}/{len(sent)}]: {_plans.summary(plan)}")
+                    full.append({"query": label, "statement": statement, "plan": plan})
+        if plans:
+            plans.write_text(json.dumps(full, indent=1, default=str))
+            print(f"full plans in {plans}")
     finally:
         db.dispose(url)
         if not keep:

@@ -7,7 +7,9 @@ import os
 import typer
 
 from siliconbench.errors import UserError
-from storage.database import current_revision, downgrade as do_downgrade, require_current, upgrade as do_upgrade
+from storage.database import (current_revision, downgrade as do_downgrade, require_current, session_scope,
+                              upgrade as do_upgrade)
+from storage.retention import prune_samples
 from storage.roles import create_login, login_for
 
 from .common import console, settings, user_errors
@@ -44,12 +46,36 @@ def current() -> None:
     console.print(current_revision(settings().resolved_database_url) or "empty (run `siliconbench db upgrade`)")
 
 
+@app.command()
+@user_errors
+def prune(days: float = typer.Option(None, "--days", min=0, help="Keep this many days of raw samples "
+                                     "(default: SILICONBENCH_KEEP_SAMPLES_DAYS)")) -> None:
+    """Delete raw samples older than the retention whose summaries are stored; results and evidence stay."""
+    cfg = settings()
+    days = cfg.keep_samples_days if days is None else days
+    if days is None:
+        console.print("nothing pruned: SILICONBENCH_KEEP_SAMPLES_DAYS is unset (keep raw samples forever); "
+                      "set it or pass --days.")
+        return
+    url = cfg.resolved_database_url
+    require_current(url)
+    with session_scope(url) as session:
+        n = prune_samples(session, days)
+    console.print(f"deleted {n:,} raw samples of results older than {days:g} days (their summaries stay)")
+
+
 def _password(var: str | None) -> str | None:
     if var is None:
         return None
     if not os.environ.get(var):
         raise UserError("--password-env", f"the environment variable {var} is not set or empty.")
     return os.environ[var]
+
+
+def _shown(made, password_env: str | None) -> str:
+    """The URL to hand over: with a new password in full (printed once, nowhere else to learn it); with one taken
+    from the environment, masked (its owner has it, and logs such as a compose one-shot's keep what is printed)."""
+    return made.url.render_as_string(hide_password=True) if password_env else made.rendered()
 
 
 @app.command("worker-role")
@@ -70,12 +96,6 @@ def worker_role(
                         address=address)
     console.print(f"worker login [bold]{made.login}[/] may act as host [bold]{host}[/]. On that Mac:", highlight=False)
     print(f"siliconbench worker --name {host} --database '{_shown(made, password_env)}' --broker BROKER_URL")
-
-
-def _shown(made, password_env: str | None) -> str:
-    """The URL to hand over: with a new password in full (printed once, nowhere else to learn it); with one taken
-    from the environment, masked (its owner has it, and logs such as a compose one-shot's keep what is printed)."""
-    return made.url.render_as_string(hide_password=True) if password_env else made.rendered()
 
 
 @app.command("coordinator-role")

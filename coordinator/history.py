@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 
 from packaging.version import InvalidVersion, Version
+from sqlalchemy import exists, select as select_  # history.select picks points; this one builds SQL
 from sqlalchemy.orm import Session
 
 from siliconbench.aggregate import summarize
@@ -28,6 +29,7 @@ from siliconbench.metrics import METRICS
 from siliconbench.results import JobResult
 
 from storage.store import load_stored
+from storage.tables import Job, ResultSummary, SampleRow
 
 ENGINE_PACKAGE = {"llama.cpp": "llama-cpp-python", "mlx": "mlx-lm"}
 PREFILL_LIKE = ("prefill_tps", "engine_prefill_tps", "ttft_ms")
@@ -125,9 +127,19 @@ def to_point(job: JobSpec, result: JobResult, host: str | None = None, created_a
 
 
 def load_points(session: Session, sweep_id: str | None = None) -> list[Point]:
-    """Every successful stored result as a point (or one sweep's)."""
-    return [to_point(s.job, s.result, s.host, s.created_at) for s in load_stored(session, sweep_id)
-            if s.result.status == "ok"]
+    """Every successful stored result as a point (or one sweep's). A result whose raw samples were pruned
+    (storage.retention) keeps its place through its summaries: each metric's median, as a reported value."""
+    points = [to_point(s.job, s.result, s.host, s.created_at) for s in load_stored(session, sweep_id)
+              if s.result.status == "ok"]
+    rs = ResultSummary
+    q = select_(rs.job_id, rs.metric, rs.median).where(~exists().where(SampleRow.job_id == rs.job_id))
+    if sweep_id is not None:
+        q = q.join(Job, Job.id == rs.job_id).where(Job.sweep_id == sweep_id)
+    by_id = {p.job_id: p for p in points}
+    for job_id, metric, median in session.execute(q):
+        if job_id in by_id:
+            by_id[job_id].reported.setdefault(metric, median)
+    return points
 
 
 # -------------------------------------------------------------------------------------------- series

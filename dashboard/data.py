@@ -87,10 +87,13 @@ def result_detail(url: str, version: tuple, job_id: str) -> dict | None:
         return queries.result_detail(s, job_id)
 
 
+SWEEPS_SHOWN = 200  # the Sweeps page lists the newest (and every live one), not all of history
+
+
 def sweeps(url: str) -> list[dict]:
     """Not cached: progress must be live."""
     with session_scope(url) as s:
-        return store.list_sweeps(s)
+        return store.list_sweeps(s, limit=SWEEPS_SHOWN)
 
 
 def active_sweeps(url: str) -> list[str]:

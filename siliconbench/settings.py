@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     broker_url: str | None = Field(None, description="Redis URL of the Celery broker. Unset: sweeps run in-process.")
     spool_dir: Path | None = Field(None, description="Where a worker keeps results it could not write yet.")
     max_jobs: int = Field(10_000, gt=0, description="Default limit on a sweep's matrix size")
+    keep_samples_days: float | None = Field(
+        None, ge=0, description="`siliconbench db prune` deletes raw samples of results older than this many days "
+        "once their summaries are stored (never a result, nor a finding's evidence). Unset: keep them forever.")
     # Dashboard login (OpenID Connect through Streamlit's st.login); siliconbench.dashboard_access has the rule.
     oidc_metadata_url: str | None = Field(
         None, description="The provider's discovery document (https://issuer/.well-known/openid-configuration).")

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from datetime import datetime, timedelta
 
-from sqlalchemy import (Boolean, Float, Integer, String, bindparam, column, func, insert, select, true as literal_true,
-                        update, values as values_clause)
+from sqlalchemy import (Boolean, Float, Integer, String, bindparam, column, func, insert, or_, select,
+                        true as literal_true, update, values as values_clause)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -302,22 +302,34 @@ def latest_sweep_id(session: Session) -> str | None:
     return session.scalar(select(Sweep.id).order_by(Sweep.created_at.desc(), Sweep.id.desc()).limit(1))
 
 
-def _counts(session: Session, sweep_id: str | None = None) -> dict[str, dict[str, int]]:
+def _counts(session: Session, sweep_id: str | None = None, sweep_ids=None) -> dict[str, dict[str, int]]:
     q = select(Job.sweep_id, Job.status, func.count()).group_by(Job.sweep_id, Job.status)
     if sweep_id is not None:
         q = q.where(Job.sweep_id == sweep_id)
+    if sweep_ids is not None:
+        q = q.where(Job.sweep_id.in_(sweep_ids))
     out: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(JOB_STATUSES, 0))
     for sid, status, n in session.execute(q):
         out[sid][status] = n
     return out
 
 
-def list_sweeps(session: Session) -> list[dict]:
-    """Every sweep, newest first: id, name, status, n_jobs, created_at, and job counts by status."""
-    counts = _counts(session)
+def list_sweeps(session: Session, limit: int | None = None) -> list[dict]:
+    """Sweeps newest first: id, name, status, n_jobs, created_at, and job counts by status.
+
+    With ``limit``: the newest ``limit`` sweeps and every queued or running one, counting only their jobs
+    (a page's list costs the same after a year of history).
+    """
     q = select(Sweep.id, Sweep.name, Sweep.status, Sweep.n_jobs, Sweep.created_at).order_by(
         Sweep.created_at.desc(), Sweep.id.desc())
-    return [dict(r, jobs=counts[r["id"]]) for r in session.execute(q).mappings()]
+    if limit is None:
+        rows, counts = session.execute(q).mappings().all(), _counts(session)
+    else:
+        newest = select(Sweep.id).order_by(Sweep.created_at.desc(), Sweep.id.desc()).limit(limit)
+        rows = session.execute(q.where(or_(Sweep.id.in_(newest.scalar_subquery()),
+                                           Sweep.status.in_(("queued", "running"))))).mappings().all()
+        counts = _counts(session, sweep_ids=[r["id"] for r in rows])
+    return [dict(r, jobs=counts[r["id"]]) for r in rows]
 
 
 def sweep_progress(session: Session, sweep_id: str) -> dict[str, int]:

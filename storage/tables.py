@@ -91,6 +91,9 @@ class Job(Base):
         Index("ix_jobs_status", "status"),
         Index("ix_jobs_model_engine_quant", "model", "engine", "quant"),
         Index("ix_jobs_status_lease", "status", "lease_expires_at"),
+        # The duration estimate: the newest jobs of one configuration, read backwards from the index (0007).
+        Index("ix_jobs_duration_key", "model", "engine", "quant", "n_prompt", "n_gen", "n_depth", "created_at"),
+        Index("ix_jobs_model_engine_created_at", "model", "engine", "created_at"),
     )
 
     id: Mapped[str] = mapped_column(String, primary_key=True)

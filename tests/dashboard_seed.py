@@ -93,3 +93,22 @@ def seed(url: str) -> dict:
                    models=[{"name": MODEL, "artifacts": []}], online=True,
                    last_heartbeat=now - timedelta(hours=2), current_job_id=None))
     return {"sweeps": sweeps, "failed_job": failed_id}
+
+
+def seed_results(url: str, prefill: list[list[float]]) -> list[str]:
+    """Results of one identity (studio, llama.cpp, 128 tokens), one sweep each, with these measured prefill
+    samples (and a warmup); returns their job ids."""
+    ids = []
+    for run, values in enumerate(prefill):
+        sid = f"pooled{run}-studio"
+        j = job(sid, 0, "llama.cpp", 128)
+        with session_scope(url) as s:
+            store.create_sweep(s, sid, SweepSpec(name=f"pooled{run}", models=[MODEL], repetitions=len(values)), [j])
+        samples = [Sample(repetition=0, warmup=True, values={"prefill_tps": 1e6})] + [
+            Sample(repetition=rep, warmup=False, values={"prefill_tps": v}) for rep, v in enumerate(values, start=1)]
+        r = result(j, "studio", 0).model_copy(update={"samples": samples})
+        with session_scope(url) as s:
+            store.mark_running(s, j.job_id, host=HOSTS["studio"][0], worker="studio")
+            store.save_result(s, j, r, host=HOSTS["studio"][0], worker="studio")
+        ids.append(j.job_id)
+    return ids

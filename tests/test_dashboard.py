@@ -22,9 +22,9 @@ from coordinator import queries
 from dashboard import runner
 from siliconbench.aggregate import summarize
 from storage import database as db, store
-from storage.tables import Job, Result, Sweep
+from storage.tables import Job, Result, ResultSummary, Sweep
 
-from .dashboard_seed import MODEL, prefill_values, seed
+from .dashboard_seed import MODEL, prefill_values, seed, seed_results
 
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
 TIMEOUT_S = 60
@@ -92,17 +92,24 @@ def count(url: str, model) -> int:
 # ------------------------------------------------------------------------------- SQL equals summarize
 
 def test_sql_aggregates_equal_summarize(seeded):
+    """A series pools its results' summaries: count, mean, min, max and the variance exactly as summarize over
+    the pooled samples; the median is the median of the results' medians (coordinator.series' definition:
+    the exact median when a series has one result)."""
     metrics = queries.SAMPLE_METRICS + queries.JOB_METRICS + ("mlx_peak_memory_bytes",)
     with db.session_scope(seeded["url"]) as s:
         rows, total = queries.series(s, metrics=metrics)
         stored = store.load_stored(s)
     pooled: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    medians: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for x in stored:
         if x.result.status != "ok":
             continue
         k = x.result.identity_hash(x.job)
         for m in metrics:
-            pooled[k][m] += x.result.measured(m) if m not in queries.JOB_METRICS else [getattr(x.result, m)]
+            values = x.result.measured(m) if m not in queries.JOB_METRICS else [getattr(x.result, m)]
+            pooled[k][m] += values
+            if values and m not in queries.JOB_METRICS:
+                medians[k][m].append(summarize(values).median)
     assert total == len(rows) == len(pooled) == 7
     checked = 0
     for r in rows:
@@ -112,7 +119,9 @@ def test_sql_aggregates_equal_summarize(seeded):
             if want is None:
                 assert got is None
                 continue
-            for f in ("mean", "median", "stddev", "min", "max"):
+            median = want.median if m in queries.JOB_METRICS else summarize(medians[r["identity_hash"]][m]).median
+            assert got["median"] == pytest.approx(median, rel=1e-9, abs=1e-9), (r["identity_hash"], m)
+            for f in ("mean", "stddev", "min", "max"):
                 assert got[f] == pytest.approx(getattr(want, f), rel=1e-9, abs=1e-9), (r["identity_hash"], m, f)
             assert got["count"] == want.count
             checked += 1
@@ -123,6 +132,35 @@ def test_sql_aggregates_equal_summarize(seeded):
     # 5 GiB values one byte apart: the two-pass variance keeps them exact.
     mlx = next(r for r in rows if r["engine"] == "mlx" and r["hostname"] == "mbp-m4.local")
     assert mlx["metrics"]["mlx_peak_memory_bytes"]["stddev"] == pytest.approx(1.0, rel=1e-9)
+
+
+def test_stored_summaries_equal_summarize_per_result(seeded):
+    """The summaries save_result wrote beside the samples are summarize's, per result and metric."""
+    with db.session_scope(seeded["url"]) as s:
+        stored = {(r.job_id, r.metric): r for r in s.scalars(select(ResultSummary))}
+        results = store.load_stored(s)
+    want = {}
+    for x in results:
+        for m in {m for smp in x.result.samples for m in smp.values}:
+            if (w := x.result.summary(m)) is not None:
+                want[(x.job.job_id, m)] = w
+    assert set(stored) == set(want) and len(want) > 30
+    for key, w in want.items():
+        got = stored[key]
+        assert (got.n, got.median, got.min, got.max) == (w.count, w.median, w.min, w.max), key
+        assert got.mean == pytest.approx(w.mean, rel=1e-12) and got.var == pytest.approx(w.stddev ** 2, rel=1e-12)
+
+
+def test_series_median_of_several_results_is_the_median_of_their_medians(url):
+    """Three results of one identity whose pooled median (2.0) differs from the median of medians (10.0)."""
+    seed_results(url, [[1.0, 2.0, 3.0], [10.0, 11.0, 12.0], [0.0, 0.5, 100.0]])
+    with db.session_scope(url) as s:
+        (row,), _ = queries.series(s, metrics=("prefill_tps",))
+    got = row["metrics"]["prefill_tps"]
+    pooled = summarize([1.0, 2.0, 3.0, 10.0, 11.0, 12.0, 0.0, 0.5, 100.0])
+    assert got["median"] == summarize([2.0, 11.0, 0.5]).median == 2.0 != pooled.median
+    assert got["mean"] == pytest.approx(pooled.mean) and got["stddev"] == pytest.approx(pooled.stddev)
+    assert (got["min"], got["max"], got["count"]) == (0.0, 100.0, 9)
 
 
 def test_series_limit_reports_the_total(seeded):

@@ -57,6 +57,9 @@ def upgrade() -> None:
     op.create_index("ix_results_status_identity_hash_created_at", "results", ["status", "identity_hash", "created_at"])
     op.create_index("ix_results_created_at", "results", ["created_at"])
     op.create_index("ix_results_engine_version", "results", ["engine_version"])
+    op.create_index("ix_jobs_duration_key", "jobs", ["model", "engine", "quant", "n_prompt", "n_gen", "n_depth",
+                                                     "created_at"])
+    op.create_index("ix_jobs_model_engine_created_at", "jobs", ["model", "engine", "created_at"])
     backfill(op.get_bind())
     if dialect == "postgresql":
         op.execute(f"GRANT SELECT, INSERT ON result_summaries TO {WORKER}")
@@ -65,10 +68,12 @@ def upgrade() -> None:
         op.execute(f"CREATE POLICY coordinator_all ON result_summaries TO {COORDINATOR} USING (true) WITH CHECK (true)")
         op.execute(f"CREATE POLICY worker_select ON result_summaries FOR SELECT TO {WORKER} USING (true)")
         op.execute(f"CREATE POLICY worker_insert ON result_summaries FOR INSERT TO {WORKER} WITH CHECK ({HOLDS})")
-    op.execute("ANALYZE results, result_summaries" if dialect == "postgresql" else "ANALYZE")
+    op.execute("ANALYZE jobs, results, result_summaries" if dialect == "postgresql" else "ANALYZE")
 
 
 def downgrade() -> None:
+    op.drop_index("ix_jobs_model_engine_created_at", table_name="jobs")
+    op.drop_index("ix_jobs_duration_key", table_name="jobs")
     op.drop_index("ix_results_engine_version", table_name="results")
     op.drop_index("ix_results_created_at", table_name="results")
     op.drop_index("ix_results_status_identity_hash_created_at", table_name="results")
