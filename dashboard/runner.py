@@ -3,10 +3,14 @@
 One at a time, in a background thread of the dashboard's server process, so the page stays live and
 the user can navigate away; two sweeps at once on one machine would disturb each other's timings.
 Cancel marks the queued jobs cancelled (``coordinator.fleet.cancel``) and stops after the running job.
+A database outage pauses the sweep: each write waits (storage.outages, one log line each way) for up to
+DB_PATIENCE_S; past that the sweep stops, and its unfinished jobs are failed with the reason once the
+database answers again. The runner itself never dies of it: the next sweep runs.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -19,9 +23,12 @@ from siliconbench.jobs import JobSpec
 from siliconbench.spec import SweepSpec
 from storage import store
 from storage.database import session_scope
+from storage.outages import OUTAGES, Outage, call_through, first_line
 from worker.envs import interpreters
 
 STARTUP_WAIT_S = 30  # until run_sweep has stored the sweep, so the list shows it at once
+DB_PATIENCE_S = 900.0  # how long one write waits for the database before the sweep is given up
+OUTAGE = Outage("dashboard runner", logging.getLogger("siliconbench.dashboard"))
 
 
 class _Cancelled(Exception):
@@ -89,9 +96,13 @@ def start(spec: SweepSpec, jobs: list[JobSpec], *, database_url: str, models_dir
     def target() -> None:
         try:
             embedded.run_sweep(spec, jobs, database_url=database_url, models_dir=models_dir,
-                               on_event=on_event, on_done=on_done)
+                               on_event=on_event, on_done=on_done, through=_through)
         except _Cancelled:
             pass
+        except OUTAGES as exc:  # past DB_PATIENCE_S: give the sweep up, recorded once the database is back
+            run.error = (f"stopped: the database was unreachable for more than {DB_PATIENCE_S:.0f} s "
+                         f"({first_line(exc)})")
+            call_through(lambda: _fail_unfinished(database_url, sweep_id, run.error), OUTAGE)  # waits for it
         except Exception as exc:  # shown on the Sweeps page; the thread must not die silently
             run.error = f"{type(exc).__name__}: {exc}"
         finally:
@@ -110,6 +121,19 @@ def start(spec: SweepSpec, jobs: list[JobSpec], *, database_url: str, models_dir
     return run
 
 
+def _through(fn):
+    """One write of a sweep, waiting out a database outage for up to DB_PATIENCE_S."""
+    return call_through(fn, OUTAGE, patience_s=DB_PATIENCE_S)
+
+
+def _fail_unfinished(database_url: str, sweep_id: str, reason: str) -> None:
+    with session_scope(database_url) as s:
+        try:
+            recovery.fail_unfinished(s, sweep_id, reason)
+        except UserError:
+            pass  # the outage came before the sweep was stored: nothing to fail
+
+
 def recover(database_url: str, models_dir: Path) -> list:
     """At start: embedded sweeps of this host whose process stopped (a dashboard restart) get their
     on_interrupt; the ``rerun`` ones run again here in the background, one after another."""
@@ -120,7 +144,7 @@ def recover(database_url: str, models_dir: Path) -> list:
             for r in again:
                 try:
                     embedded.run_jobs(r.sweep_id, r.jobs, interpreters(r.jobs), database_url=database_url,
-                                      models_dir=models_dir)
+                                      models_dir=models_dir, through=_through)
                 except Exception as exc:  # a rerun that cannot start is visible, not silent
                     _runs[r.sweep_id].error = f"{type(exc).__name__}: {exc}"
         thread = threading.Thread(target=target, name="sweep-recovery", daemon=True)

@@ -61,9 +61,7 @@ def recover(database_url: str) -> list[Interrupted]:
     with session_scope(database_url) as s:
         for sweep in orphaned(s, host_facts()["hostname"]):
             spec = SweepSpec.model_validate(sweep.spec)
-            rows = s.execute(select(Job.spec).where(Job.sweep_id == sweep.id, Job.status.in_(("queued", "running")))
-                             .order_by(Job.idx)).scalars().all()
-            jobs = [JobSpec.model_validate(r) for r in rows]
+            jobs = unfinished(s, sweep.id)
             if spec.on_interrupt == "rerun":
                 s.execute(update(Job).where(Job.sweep_id == sweep.id, Job.status == "running")
                           .values(status="queued", error=f"interrupted: {sweep.owner} stopped"))
@@ -71,8 +69,20 @@ def recover(database_url: str) -> list[Interrupted]:
             else:
                 reason = (f"interrupted: the process that ran this embedded sweep ({sweep.owner}) stopped before "
                           "this job finished (on_interrupt: fail; use on_interrupt: rerun to run it again)")
-                for job in jobs:
-                    store.save_result(s, job, failed(job.job_id, reason))
-                store.refresh_sweep_status(s, sweep.id)
+                fail_unfinished(s, sweep.id, reason)
             out.append(Interrupted(sweep.id, sweep.owner, spec.on_interrupt, jobs, spec))
     return out
+
+
+def unfinished(session: Session, sweep_id: str) -> list[JobSpec]:
+    """The sweep's jobs still queued or running, in run order."""
+    rows = session.scalars(select(Job.spec).where(Job.sweep_id == sweep_id, Job.status.in_(("queued", "running")))
+                           .order_by(Job.idx)).all()
+    return [JobSpec.model_validate(r) for r in rows]
+
+
+def fail_unfinished(session: Session, sweep_id: str, reason: str) -> None:
+    """Store each unfinished job of the sweep as failed with ``reason``; the sweep is then done."""
+    for job in unfinished(session, sweep_id):
+        store.save_result(session, job, failed(job.job_id, reason))
+    store.refresh_sweep_status(session, sweep_id)

@@ -7,7 +7,7 @@ child-process runner (which imports no engine in this process), and the store's 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypeVar
 
 import psutil
 
@@ -23,6 +23,9 @@ from worker.envs import interpreters
 
 JobCallback = Callable[[JobSpec, JobResult], None]
 EventCallback = Callable[[JobSpec, dict], None]
+T = TypeVar("T")
+# How each database write is made: at once (the default), or retried through an outage (the dashboard's runner).
+Through = Callable[[Callable[[], T]], T]
 
 
 def plan(spec: SweepSpec, models_dir: Path, sweep_id: str | None = None) -> list[JobSpec]:
@@ -41,6 +44,7 @@ def run_sweep(
     models_dir: Path,
     on_event: EventCallback | None = None,
     on_done: JobCallback | None = None,
+    through: Through | None = None,
 ) -> str:
     """Store the sweep, run its jobs one at a time in fresh child processes, store each result."""
     pythons = interpreters(jobs, install=spec.install_versions)  # (engine, version) -> interpreter
@@ -49,7 +53,7 @@ def run_sweep(
         store.create_sweep(s, sweep_id, spec, jobs)
         store.set_owner(s, sweep_id, owner_tag())
     return run_jobs(sweep_id, jobs, pythons, database_url=database_url, models_dir=models_dir,
-                    on_event=on_event, on_done=on_done)
+                    on_event=on_event, on_done=on_done, through=through)
 
 
 def owner_tag() -> str:
@@ -59,19 +63,30 @@ def owner_tag() -> str:
 
 
 def run_jobs(sweep_id: str, jobs: list[JobSpec], pythons: dict, *, database_url: str, models_dir: Path,
-             on_event: EventCallback | None = None, on_done: JobCallback | None = None) -> str:
-    """Run the stored sweep's jobs that are not final yet, in order, storing each result."""
+             on_event: EventCallback | None = None, on_done: JobCallback | None = None,
+             through: Through | None = None) -> str:
+    """Run the stored sweep's jobs that are not final yet, in order, storing each result.
+
+    Each write is one transaction made by ``through`` (default: at once), which may retry it while the
+    database is away: the job's result waits in memory meanwhile (mark_running and save_result are
+    idempotent, so a write retried after a commit whose reply was lost does no harm).
+    """
     host = host_facts()["hostname"]
+    write = through or (lambda fn: fn())
+
+    def in_session(fn):
+        def once():
+            with session_scope(database_url) as s:
+                return fn(s)
+        return write(once)
+
     for job in jobs:
-        with session_scope(database_url) as s:
-            if not store.mark_running(s, job.job_id, host=host, worker="embedded"):
-                continue  # cancelled (from the dashboard) before it started
+        if not in_session(lambda s: store.mark_running(s, job.job_id, host=host, worker="embedded")):
+            continue  # cancelled (from the dashboard) before it started
         result = run_job(job, models_dir, python=pythons.get((job.engine, job.engine_version)),
                          on_event=(lambda e, j=job: on_event(j, e)) if on_event else None)
-        with session_scope(database_url) as s:
-            store.save_result(s, job, result, host=host, worker="embedded")
+        in_session(lambda s: store.save_result(s, job, result, host=host, worker="embedded"))
         if on_done:
             on_done(job, result)
-    with session_scope(database_url) as s:
-        store.refresh_sweep_status(s, sweep_id)
+    in_session(lambda s: store.refresh_sweep_status(s, sweep_id))
     return sweep_id

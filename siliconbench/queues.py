@@ -56,6 +56,10 @@ def celery_settings(broker_url: str) -> dict:
         "worker_concurrency": 1,
         "broker_transport_options": {"visibility_timeout": VISIBILITY_TIMEOUT_S},
         "broker_connection_retry_on_startup": True,
+        # Retry a lost broker forever: Celery's default (100 retries, 2..30 s apart) ends a worker ~49 min
+        # into an outage. Only the worker's consumer reads it; a producer's publish has its own policy.
+        "broker_connection_retry": True,
+        "broker_connection_max_retries": None,
         # Off: a network blip must not cancel a running benchmark (it would never come back).
         "worker_cancel_long_running_tasks_on_connection_loss": False,
         "task_default_queue": "default",

@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import socket
+import time
 import uuid
 from functools import lru_cache
 
@@ -110,8 +111,13 @@ def enqueue(broker_url: str, items: list[tuple[str, str, int | str]]) -> None:
     pipe.execute()
 
 
-def waiting_job_ids(broker_url: str, queues: list[str]) -> set[str]:
-    """Job ids that have a message in a Redis queue or in the unacked set (reserved by a worker)."""
+def waiting_job_ids(broker_url: str, queues: list[str], reserved_within_s: float | None = None) -> set[str]:
+    """Job ids that have a message in a Redis queue or in the unacked set (reserved by a worker).
+
+    With ``reserved_within_s``, only reservations that recent count: kombu keeps a message a worker took in
+    ``unacked`` until it is acked, and one taken by a worker killed before its claim stays there for the whole
+    visibility timeout (hours). Its time of reservation is in ``unacked_index`` (kombu's QoS.append).
+    """
     r = redis.Redis.from_url(broker_url)
     found: set[str] = set()
 
@@ -129,7 +135,12 @@ def waiting_job_ids(broker_url: str, queues: list[str]) -> set[str]:
     for q in set(queues):
         for raw in r.lrange(q, 0, -1):
             add(raw)
-    for raw in r.hvals("unacked"):
+    if reserved_within_s is None:
+        reserved = r.hvals("unacked")
+    else:
+        recent = r.zrangebyscore("unacked_index", time.time() - reserved_within_s, "+inf")
+        reserved = [raw for raw in (r.hmget("unacked", recent) if recent else []) if raw is not None]
+    for raw in reserved:
         add(raw)
     return found
 

@@ -1,15 +1,17 @@
-"""Loops that outlive their dependencies: a step run forever, the broker or the database allowed to go away.
+"""Processes that outlive their dependencies: the broker or the database allowed to go away.
 
-An outage (the broker or the database unreachable) is logged once when it starts and once when it ends;
-in between the step is retried with capped exponential backoff, and the loop never exits on it. Any
-other exception is a bug in the step: logged with its traceback, and the loop goes on at its pace.
+An outage (the broker or the database unreachable) is logged once when it starts and once when it ends
+(``Outage``); in between, work is retried with capped exponential backoff: a step run forever
+(``run_forever``: the reconciler loop) or one call retried until it goes through (``call_through``: the
+worker's claims, the dashboard runner's writes). Any other exception is a bug, never taken for an outage.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from typing import Callable
+from typing import Callable, TypeVar
 
 import redis
 from sqlalchemy import exc as sa_exc
@@ -18,32 +20,86 @@ from sqlalchemy import exc as sa_exc
 OUTAGES = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, sa_exc.OperationalError,
            sa_exc.InterfaceError, ConnectionError, TimeoutError)
 MAX_BACKOFF_S = 60.0
+T = TypeVar("T")
 
 
 def what_is_down(err: BaseException) -> str:
     return "the broker (Redis)" if isinstance(err, redis.exceptions.RedisError) else "the database"
 
 
+def first_line(err: BaseException | str) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+
+
+class Outage:
+    """The outages of one process part: one line when one starts, one when it ends, nothing in between.
+
+    Thread-safe: a worker's heartbeat, lease keeper and job thread all report to the same one, so a
+    database cut is one line, not one per thread and retry.
+    """
+
+    def __init__(self, name: str, log: logging.Logger, clock: Callable[[], float] = time.monotonic):
+        self.name, self.log, self.clock = name, log, clock
+        self.what: str | None = None  # what is down now; None while all is well
+        self.since = 0.0
+        self._lock = threading.Lock()
+
+    def down(self, err: BaseException | str, what: str | None = None, note: str = "retrying") -> bool:
+        """Report a failed attempt; True (and one log line) only for the first of an outage."""
+        with self._lock:
+            if self.what is not None:
+                return False
+            self.what, self.since = what or what_is_down(err), self.clock()
+        self.log.warning("%s: %s is unreachable (%s); %s", self.name, self.what, first_line(err), note)
+        return True
+
+    def up(self) -> float | None:
+        """Report a success; ends the outage (one log line) if there was one, returning its length."""
+        with self._lock:
+            if self.what is None:
+                return None
+            what, lasted, self.what = self.what, self.clock() - self.since, None
+        self.log.warning("%s: %s is reachable again after %.0f s", self.name, what, lasted)
+        return lasted
+
+
 def run_forever(step: Callable[[], object], every_s: float, *, name: str, log: logging.Logger,
                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
                 max_backoff_s: float = MAX_BACKOFF_S, stop: Callable[[], bool] = lambda: False) -> None:
     """Call ``step`` every ``every_s`` until ``stop()``; survive outages as the module says."""
-    down_since: float | None = None
+    outage = Outage(name, log, clock)
     backoff = every_s
     while not stop():
         try:
             step()
         except OUTAGES as err:
-            if down_since is None:
-                down_since = clock()
-                log.warning("%s: %s is unreachable (%s); retrying, at most every %.0f s", name,
-                            what_is_down(err), str(err).splitlines()[0][:200], max_backoff_s)
+            outage.down(err, note=f"retrying, at most every {max_backoff_s:.0f} s")
             backoff = min(max(backoff * 2, every_s), max_backoff_s)
             sleep(backoff)
             continue
         except Exception:  # a bug in the step, not an outage: say so loudly, keep serving
             log.exception("%s: the step failed", name)
-        if down_since is not None:
-            log.warning("%s: dependencies reachable again after %.0f s", name, clock() - down_since)
-            down_since, backoff = None, every_s
+        if outage.up() is not None:
+            backoff = every_s
         sleep(every_s)
+
+
+def call_through(fn: Callable[[], T], outage: Outage, *, patience_s: float | None = None,
+                 first_delay_s: float = 0.5, max_backoff_s: float = 5.0, outages: tuple = OUTAGES,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> T:
+    """``fn()``, retried with capped backoff while a dependency is unreachable; after ``patience_s`` (None:
+    never) the last outage error is raised to the caller, which decides what giving up means."""
+    deadline = None if patience_s is None else clock() + patience_s
+    delay = first_delay_s
+    while True:
+        try:
+            value = fn()
+        except outages as err:
+            outage.down(err, note=f"retrying, at most every {max_backoff_s:.0f} s")
+            if deadline is not None and clock() + delay > deadline:
+                raise
+            sleep(delay)
+            delay = min(delay * 2, max_backoff_s)
+            continue
+        outage.up()
+        return value

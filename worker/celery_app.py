@@ -21,6 +21,7 @@ from siliconbench.settings import data_dir
 from storage.broker import enqueue
 
 from . import roofline
+from .outages import quiet_celery_reconnects
 from .registration import Heartbeat, mark_offline, register
 from .spool import Spool
 from .task import WorkerContext, handle_job
@@ -123,6 +124,7 @@ def start(argv_extra: list[str] | None = None) -> None:
     # Extra queues to consume, e.g. the plumbing benchmark's (SILICONBENCH_WORKER_EXTRA_QUEUES=a,b).
     queues += [q for q in os.environ.get("SILICONBENCH_WORKER_EXTRA_QUEUES", "").split(",") if q]
     log.info("consuming %s", ", ".join(queues))
+    quiet_celery_reconnects()  # a broker outage: one line when it starts, one when it ends
     app.worker_main(["worker", "--pool", "solo", "--concurrency", "1", "-Q", ",".join(queues),
                      "-n", f"{ctx.name}@%h", "--loglevel", os.environ.get("SILICONBENCH_LOG_LEVEL", "INFO"),
                      "--without-gossip", "--without-mingle", "-E", *(argv_extra or [])])

@@ -12,8 +12,10 @@ from sqlalchemy import insert, update
 from siliconbench.manifest import ModelCatalog
 from siliconbench.queues import HEARTBEAT_S, capability_queue, host_queue
 from storage.database import session_scope
+from storage.outages import OUTAGES
 from storage.tables import Host, utcnow
 
+from . import outages
 from .engines import installed_engines
 from .envs import available
 from .environment import host_facts
@@ -77,5 +79,8 @@ class Heartbeat(threading.Thread):
         while not self.stopped.wait(self.interval_s):
             try:
                 self.beat()
-            except Exception as exc:  # the database may be away for a while; keep beating
+                outages.DATABASE.up()
+            except OUTAGES as exc:  # the database may be away for a while; keep beating (one line each way)
+                outages.DATABASE.down(exc)
+            except Exception as exc:
                 log.warning("heartbeat failed: %s", exc)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -22,8 +21,10 @@ from siliconbench.queues import LEASE_S
 from siliconbench.results import JobResult, JobStatus, failed
 from storage.database import engine_for, session_scope
 from storage.jobstate import attempts_left, claim, renew, requeue, try_claim
+from storage.outages import OUTAGES, call_through
 from storage.store import save_result
 
+from . import outages
 from .child import run_job
 from .envs import python_for
 from .service.sleep import prevent_sleep
@@ -57,19 +58,13 @@ def _with_db(url: str, fn, patience_s: float = CLAIM_PATIENCE_S):
     return _with_db_call(once, patience_s)
 
 
+# What makes a database write wait (UserError: the engine could not be made, e.g. its host unresolvable).
+DB_DOWN = OUTAGES + (UserError,)
+
+
 def _with_db_call(fn, patience_s: float = CLAIM_PATIENCE_S):
-    """fn(), retried while the database is unreachable (the message waits)."""
-    deadline = time.monotonic() + patience_s
-    delay = 0.5
-    while True:
-        try:
-            return fn()
-        except (OperationalError, UserError) as exc:
-            if time.monotonic() > deadline:
-                raise
-            log.warning("database unreachable (%s); retrying in %.1f s", str(exc).splitlines()[0][:120], delay)
-            time.sleep(delay)
-            delay = min(delay * 2, 5.0)
+    """fn(), retried while the database is unreachable (the message waits); one log line each way."""
+    return call_through(fn, outages.DATABASE, patience_s=patience_s, outages=DB_DOWN)
 
 
 class _HeldConnection:
@@ -145,7 +140,10 @@ class LeaseKeeper(threading.Thread):
                 with session_scope(self.ctx.database_url) as s:
                     if not renew(s, job_id, worker=self.ctx.name) and self.ctx.current_job == job_id:
                         log.warning("lost the lease of job %s", job_id)
-            except Exception as exc:  # the job keeps running; its result is spooled if need be
+                outages.DATABASE.up()
+            except DB_DOWN as exc:  # the job keeps running; its result is spooled if need be
+                outages.DATABASE.down(exc)
+            except Exception as exc:
                 log.warning("could not renew the lease of %s: %s", job_id, exc)
 
 
@@ -190,6 +188,8 @@ def handle_job(job_id: object, ctx: WorkerContext) -> str:
     if ctx.spool.pending():
         try:
             ctx.spool.flush(ctx.database_url)
+        except DB_DOWN as exc:
+            outages.DATABASE.down(exc)
         except Exception as exc:
             log.warning("spool not flushed yet: %s", exc)
     host = ctx.hostname or ctx.name
@@ -227,7 +227,8 @@ def handle_job(job_id: object, ctx: WorkerContext) -> str:
         else:
             with session_scope(ctx.database_url) as s:
                 written = save_result(s, job, result, host=host, worker=ctx.name)
-    except (OperationalError, UserError):
+    except (OperationalError, UserError) as exc:
+        outages.DATABASE.down(exc)
         ctx.spool.put(job, result, host=host, worker=ctx.name)
         return "spooled"
     return result.status.value if written else "duplicate"
