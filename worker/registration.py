@@ -13,6 +13,7 @@ from siliconbench.manifest import ModelCatalog
 from siliconbench.queues import HEARTBEAT_S, capability_queue, host_queue
 from storage.database import session_scope
 from storage.outages import OUTAGES
+from storage.roles import check_worker_name
 from storage.tables import Host, utcnow
 
 from . import outages
@@ -49,8 +50,11 @@ def register(database_url: str, name: str, models_dir: Path) -> list[str]:
                os=facts["os_version"], info=facts, engines=[{"name": e, "version": v} for e, v in engines.items()],
                models=list(models.values()), online=True, last_heartbeat=utcnow(), current_job_id=None)
     with session_scope(database_url) as s:
+        warning = check_worker_name(s, name)  # a worker login may register only the host bound to it
         if s.execute(update(Host).where(Host.name == name).values(**row)).rowcount == 0:
             s.execute(insert(Host).values(name=name, **row))
+    if warning:
+        log.warning(warning)
     return queues_for(name, engines, models)
 
 

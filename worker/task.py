@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
 from sqlalchemy.orm import Session
 
 from siliconbench.errors import UserError
@@ -22,6 +22,7 @@ from siliconbench.results import JobResult, JobStatus, failed
 from storage.database import engine_for, session_scope
 from storage.jobstate import attempts_left, claim, renew, requeue, try_claim
 from storage.outages import OUTAGES, call_through
+from storage.roles import refused_by_rules
 from storage.store import save_result
 
 from . import outages
@@ -231,4 +232,10 @@ def handle_job(job_id: object, ctx: WorkerContext) -> str:
         outages.DATABASE.down(exc)
         ctx.spool.put(job, result, host=host, worker=ctx.name)
         return "spooled"
+    except ProgrammingError as exc:
+        if not refused_by_rules(exc):
+            raise
+        # A worker login writes only for jobs it holds: the reconciler gave this one to another worker meanwhile.
+        log.warning("job %s: result not written, the job is no longer ours (another worker holds it)", job_id)
+        return "refused: no longer held"
     return result.status.value if written else "duplicate"
