@@ -16,7 +16,7 @@ from rich.table import Table
 from siliconbench.errors import UserError
 from siliconbench.queues import MAX_JOB_TIMEOUT_S
 from siliconbench.spec import load_sweep
-from storage.database import require_current, session_scope
+from storage.database import require_current, session_scope, wait_until_current
 from storage.outages import run_forever
 
 from worker.service.spec import DEFAULT_STOP_TIMEOUT_S
@@ -24,7 +24,9 @@ from worker.service.spec import DEFAULT_STOP_TIMEOUT_S
 from .common import EXIT_FAILED_JOBS, console, err_console, settings, user_errors
 
 
-def _fleet_settings(broker: str | None = None, database: str | None = None):
+def _fleet_settings(broker: str | None = None, database: str | None = None, wait_for: str | None = None):
+    """The fleet's settings, the database checked; ``wait_for`` (a long-running verb's name) waits out a database
+    that cannot be reached yet instead of failing at once."""
     s = settings(database_url=database)
     broker = broker or s.broker_url
     if not broker:
@@ -33,7 +35,11 @@ def _fleet_settings(broker: str | None = None, database: str | None = None):
         raise UserError("SILICONBENCH_DATABASE_URL", "the fleet needs the shared PostgreSQL: set it or pass "
                         "--database postgresql://USER@HOST/siliconbench.")
 
-    require_current(s.database_url)
+    if wait_for:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+        wait_until_current(s.database_url, wait_for, logging.getLogger(f"siliconbench.{wait_for}"))
+    else:
+        require_current(s.database_url)
     return s, broker
 
 
@@ -73,7 +79,7 @@ def worker(
     from worker.service import envfile  # an installed LaunchAgent's passwords (SILICONBENCH_ENV_FILE)
 
     envfile.load(os.environ.get(envfile.ENV_FILE_VAR))
-    s, broker = _fleet_settings(broker, database)
+    s, broker = _fleet_settings(broker, database, wait_for="worker")
     name = name or socket.gethostname().split(".")[0]
     mdir = (models_dir or s.resolved_models_dir).expanduser().resolve()
     os.environ.update(SILICONBENCH_BROKER_URL=broker, SILICONBENCH_DATABASE_URL=s.database_url,
@@ -239,7 +245,7 @@ def reconcile(loop: bool = typer.Option(False, "--loop", help="Keep reconciling 
     """Re-enqueue jobs whose worker died or whose message was lost; fail jobs out of attempts."""
     from coordinator.reconcile import reconcile as do_reconcile  # verb-local
 
-    s, broker = _fleet_settings()
+    s, broker = _fleet_settings(wait_for="reconcile" if loop else None)
 
     def once() -> None:
         counts = do_reconcile(s.database_url, broker)

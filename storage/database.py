@@ -9,6 +9,7 @@ traceback from the middle of a query.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +25,8 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
 from siliconbench.errors import UserError
+
+from .outages import Outage, call_through
 
 URL_VAR = "SILICONBENCH_DATABASE_URL"
 SQLITE_BUSY_TIMEOUT_S = 30
@@ -202,3 +205,23 @@ def require_current(url: str | URL) -> None:
             msg = (f"the database {shown(url)} is at schema revision {current!r} but this siliconbench needs "
                    f"{head!r}; run `siliconbench db upgrade`.")
     raise UserError(URL_VAR, msg)
+
+
+# What an unreachable server says, as opposed to one that answered and refused (a wrong password, no such
+# database): those stay a clear error at once, since waiting would not mend them.
+_REFUSED = ("authentication failed", "does not exist", "no password supplied", "permission denied")
+
+
+def wait_until_current(url: str | URL, name: str, log: logging.Logger) -> None:
+    """``require_current``, but a server that cannot be reached yet is waited for (one log line when the wait
+    starts, one when it ends, capped backoff), as a long-running process (a worker, the reconciler) must."""
+    def probe() -> None:
+        try:
+            current_revision(url)
+        except exc.OperationalError as e:
+            if any(r in str(e.orig).lower() for r in _REFUSED):
+                require_current(url)  # raises the clear error
+            raise
+
+    call_through(probe, Outage(name, log), max_backoff_s=30.0)
+    require_current(url)

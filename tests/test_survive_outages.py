@@ -8,6 +8,9 @@ it ends, and afterwards the same process does real work. (The reconcile loop's t
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import time
 
 import redis
@@ -23,8 +26,8 @@ from storage import database
 from storage.tables import Job, Sweep
 
 from .conftest import SMALL, new_pg_database
-from .fleet_harness import RedisServer, TcpCut, wait_for
-from .test_fleet import broker_url, job_rows, pg_url, sweep, wait_done, workers  # noqa: F401 (fixtures)
+from .fleet_harness import ROOT, RedisServer, TcpCut, WorkerProc, wait_for
+from .test_fleet import broker_url, job_rows, pg_url, sweep, wait_done, worker_login, workers  # noqa: F401 (fixtures)
 
 # Celery's consumer waits 2, 4, 6, ... s between reconnects: 45 s is seven attempts, well past where a
 # bounded retry would have been tested; its default bound (100 attempts) ends a worker ~49 min into an outage.
@@ -168,3 +171,35 @@ def test_dashboard_runner_gives_a_sweep_up_past_its_patience_and_says_why(models
         finally:
             cut.close()
             database.dispose(url)
+
+
+def test_a_worker_and_the_reconciler_started_while_the_database_is_cut_wait_for_it(models_dir, pg_url, broker_url,
+                                                                                 tmp_path):  # noqa: F811
+    """Started during an outage (a supervisor restarting them in the middle of one), they wait, one line each way."""
+    cut = TcpCut(database.normalize_url(pg_url).port or 5432)
+    url = proxied(worker_login(pg_url, "mac-a"), cut)
+    cut.cut()
+    w = WorkerProc("mac-a", broker=broker_url, database=url, models_dir=models_dir, log_dir=tmp_path,
+                   env={"SILICONBENCH_LEASE_S": "4"})
+    log = open(tmp_path / "reconcile.log", "wb")
+    env = {**os.environ, "SILICONBENCH_DATABASE_URL": proxied(pg_url, cut), "SILICONBENCH_BROKER_URL": broker_url}
+    rec = subprocess.Popen([sys.executable, "-m", "cli.main", "reconcile", "--loop", "--every", "1"], cwd=ROOT,
+                           env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        rec_log = lambda: (tmp_path / "reconcile.log").read_text()  # noqa: E731
+        wait_for(lambda: "the database is unreachable" in w.logs(), 60, what="the worker to wait for the database")
+        wait_for(lambda: "the database is unreachable" in rec_log(), 60, what="the reconciler to wait")
+        time.sleep(5)
+        assert w.alive() and rec.poll() is None
+        cut.restore()
+        w.wait_ready(90)
+        wait_for(lambda: "the database is reachable again" in rec_log(), 60, what="the reconciler to go on")
+        sid, _ = fleet.submit_sweep(sweep(engines=["llama.cpp"]), database_url=pg_url, broker_url=broker_url)
+        wait_done(pg_url, sid, timeout_s=90)
+        assert [r.status for r in job_rows(pg_url, sid)] == ["ok"] and w.alive() and rec.poll() is None
+        assert "Traceback" not in w.logs() + rec_log()
+    finally:
+        rec.terminate()
+        rec.wait(10)
+        w.stop()
+        cut.close()

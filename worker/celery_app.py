@@ -19,9 +19,10 @@ from celery.worker.strategy import default
 from siliconbench.queues import MAX_ATTEMPTS, TASK_NOOP, TASK_RUN_JOB, celery_settings
 from siliconbench.settings import data_dir
 from storage.broker import enqueue
+from storage.outages import call_through
 
 from . import roofline
-from .outages import quiet_celery_reconnects
+from .outages import DATABASE, quiet_celery_reconnects
 from .registration import Heartbeat, mark_offline, register
 from .spool import Spool
 from .task import WorkerContext, handle_job
@@ -120,7 +121,8 @@ def start(argv_extra: list[str] | None = None) -> None:
     """Register the host, then run the Celery worker on its queues (blocks until stopped)."""
     app.conf.update(celery_settings(_required("SILICONBENCH_BROKER_URL")), **WORKER_TRANSPORT)
     ctx = context()
-    queues = register(ctx.database_url, ctx.name, ctx.models_dir)
+    # The database may be away as the worker starts (a cut, a restart): wait it out, one line each way.
+    queues = call_through(lambda: register(ctx.database_url, ctx.name, ctx.models_dir), DATABASE, max_backoff_s=30.0)
     # Extra queues to consume, e.g. the plumbing benchmark's (SILICONBENCH_WORKER_EXTRA_QUEUES=a,b).
     queues += [q for q in os.environ.get("SILICONBENCH_WORKER_EXTRA_QUEUES", "").split(",") if q]
     log.info("consuming %s", ", ".join(queues))
