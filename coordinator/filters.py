@@ -58,7 +58,9 @@ JOB_FILTERS = ("sweeps", "models", "quants", "engines", "workloads", "n_prompt",
                "n_depth")  # the filters on jobs columns; hosts, chips and engine versions are on results
 
 
-def conditions(f: Filters) -> list:
+def conditions(f: Filters, result_level: bool = True) -> list:
+    """The filters as SQL conditions; ``result_level=False`` leaves out the one fact of a result rather than
+    of its identity (throttled), for conditions checked on an identity's representative result."""
     conds = [col.in_(getattr(f, name)) for name, col in COLUMNS.items() if getattr(f, name)]
     if f.quants:
         conds.append(or_(Job.quant.in_(f.quants), Job.quant_level.in_(f.quants)))
@@ -68,7 +70,7 @@ def conditions(f: Filters) -> list:
         conds.append(host_detail("model").in_(f.mac_models))
     if f.gpu_cores:
         conds.append(host_detail("gpu_cores", as_int=True).in_(f.gpu_cores))
-    if not f.include_throttled:
+    if result_level and not f.include_throttled:
         conds.append(Result.throttled.is_not(True))  # unknown (None) is kept: most hosts cannot tell
     return conds
 

@@ -12,7 +12,7 @@ from sqlalchemy import String, cast, false, func, literal, select, union_all
 from sqlalchemy.orm import Session
 
 from storage.store import load_stored
-from storage.tables import Job, JobAttempt, Result, SampleRow, Sweep
+from storage.tables import Job, JobAttempt, Result, ResultIdentity, SampleRow, Sweep
 
 from .estimates import estimate_duration  # noqa: F401 (re-exported: the dashboard's one entry point)
 from .export import load_records
@@ -34,10 +34,11 @@ def filter_options(session: Session) -> dict[str, list]:
     """The distinct values each filter can take over the stored results, sweeps newest first.
 
     Everything but the sweep is part of a result's identity, so one representative result per identity
-    is enough: the environment JSON (engine version) is parsed once per identity, not once per result,
-    and each column's distinct values come back as a few rows (one query, UNION ALL over a CTE).
+    with an ok result is enough (result_identities: a few thousand rows, however long the history): the
+    environment JSON (Mac model, GPU cores) is parsed once per identity, and each column's distinct values
+    come back as a few rows (one query, UNION ALL over a CTE).
     """
-    rep = select(func.min(Result.job_id).label("job_id")).group_by(Result.identity_hash).subquery("rep")
+    rep = select(ResultIdentity.job_id).subquery("rep")
     cols = {k: v for k, v in COLUMNS.items() if k != "sweeps"} | {
         "quants": Job.quant_level, "quant_exact": Job.quant, "engine_versions": engine_version(),
         "mac_models": host_detail("model"), "gpu_cores": host_detail("gpu_cores", as_int=True)}

@@ -13,8 +13,10 @@ read from the per-result summaries (``result_summaries``, written with each resu
   is the per-process value compare and regressions already use). With one result that is the exact
   median of its samples; with several it is not the median of the pooled samples, by definition.
 
-``peak_memory_bytes`` and ``load_s`` have one value per result (the results row) and are aggregated over
-those values directly. Only the square root of the one variance per series is taken in Python (SQLite may
+``peak_memory_bytes`` and ``load_s`` have one value per result (the results row), stored as summaries of
+one value, so their median is the exact median over the results. Series are found among identities
+(``result_identities``), not among results: every filter but the sweep is a fact of the identity.
+Only the square root of the one variance per series is taken in Python (SQLite may
 lack ``sqrt``). ``tests/test_dashboard.py`` checks all of it against ``summarize`` on both databases.
 """
 
@@ -22,13 +24,12 @@ from __future__ import annotations
 
 import math
 
-from sqlalchemy import Float, and_, case, cast, func, literal, select, union_all
-from sqlalchemy.orm import Session
+from sqlalchemy import Float, and_, case, cast, func, select
+from sqlalchemy.orm import Session, aliased
 
-from storage.tables import Job, Result, ResultSummary
+from storage.tables import Job, Result, ResultIdentity, ResultSummary
 
-from .filters import JOB_METRICS, MAX_SERIES, SAMPLE_METRICS, Filters, conditions, engine_version, needs_jobs, \
-    ok_results
+from .filters import JOB_METRICS, MAX_SERIES, SAMPLE_METRICS, Filters, conditions, engine_version, ok_results
 
 _DESCRIPTION = (Job.engine, Job.model, Job.quant, Job.quant_level, Job.workload, Job.n_prompt, Job.n_gen, Job.n_depth,
                 Result.hostname, Result.chip)
@@ -36,45 +37,22 @@ _ORDER = ("model", "quant_level", "n_prompt", "n_gen", "n_depth", "hostname", "e
           "identity_hash")
 
 
-def _median(part, value):
-    """Window columns for a portable median: the row's rank by ``value`` and the partition's size."""
-    return (func.row_number().over(partition_by=part, order_by=value).label("rn"),
-            func.count().over(partition_by=part).label("cnt"))
-
-
-def _middle(rn, cnt, value):
-    """The middle value, or the mean of the two middle values (statistics.median), of ranked rows."""
-    return func.avg(case(((2 * rn).between(cnt, cnt + 2), value)))
-
-
-def _pooled(sel, metrics):
-    """count, mean, median, variance, min, max per (k, metric) pooled from the summaries of ``sel``'s results."""
-    rs = ResultSummary
-    s = (select(sel.c.k, rs.metric, rs.n, rs.mean, rs.median, rs.var, rs.min, rs.max, *_median([sel.c.k, rs.metric],
-                                                                                               rs.median))
-         .join(sel, sel.c.job_id == rs.job_id).where(rs.metric.in_(metrics))).subquery("s")
+def _pooled(rows, metrics):
+    """count, mean, median, variance, min, max per (k, metric), pooled from summary ``rows`` (a select of k,
+    metric, n, mean, median, var, min, max: one per result and metric)."""
+    r = rows.subquery("r")
+    part = [r.c.k, r.c.metric]
+    s = select(r, func.row_number().over(partition_by=part, order_by=r.c.median).label("rn"),
+               func.count().over(partition_by=part).label("cnt")).subquery("s")
     g = (select(s.c.k, s.c.metric, func.sum(s.c.n).label("n"),
                 (func.sum(s.c.n * s.c.mean) / cast(func.sum(s.c.n), Float)).label("mean"))
          .group_by(s.c.k, s.c.metric)).subquery("g")
     dev = s.c.mean - g.c.mean
     var = (func.sum((s.c.n - 1) * s.c.var) + func.sum(s.c.n * dev * dev)) / cast(func.nullif(g.c.n - 1, 0), Float)
-    return (select(g.c.k, g.c.metric, g.c.n, g.c.mean, _middle(s.c.rn, s.c.cnt, s.c.median).label("median"),
-                   var.label("var"), func.min(s.c.min).label("min"), func.max(s.c.max).label("max"))
+    median = func.avg(case(((2 * s.c.rn).between(s.c.cnt, s.c.cnt + 2), s.c.median)))  # = statistics.median
+    return (select(g.c.k, g.c.metric, g.c.n, g.c.mean, median.label("median"), var.label("var"),
+                   func.min(s.c.min).label("min"), func.max(s.c.max).label("max"))
             .join(g, and_(g.c.k == s.c.k, g.c.metric == s.c.metric)).group_by(g.c.k, g.c.metric, g.c.n, g.c.mean))
-
-
-def _stats(values):
-    """count, mean, median, variance, min, max per (k, metric) of ``values`` (a subquery: k, metric, value):
-    window functions, two-pass variance (exact for byte counts), on both databases."""
-    k, metric, v = values.c.k, values.c.metric, values.c.value
-    part = [k, metric]
-    w = select(k, metric, v, func.avg(v).over(partition_by=part).label("mean"), *_median(part, v)).subquery("w")
-    dev = w.c.value - w.c.mean
-    n = func.max(w.c.cnt)
-    return select(w.c.k, w.c.metric, n.label("n"), func.max(w.c.mean).label("mean"),
-                  _middle(w.c.rn, w.c.cnt, w.c.value).label("median"),
-                  (func.sum(dev * dev) / cast(func.nullif(n - 1, 0), Float)).label("var"),
-                  func.min(w.c.value).label("min"), func.max(w.c.value).label("max")).group_by(w.c.k, w.c.metric)
 
 
 def _summary(row) -> dict:
@@ -82,44 +60,74 @@ def _summary(row) -> dict:
     return {"mean": row.mean, "median": row.median, "stddev": sd, "min": row.min, "max": row.max, "count": int(row.n)}
 
 
-def series(session: Session, f: Filters = Filters(), limit: int = MAX_SERIES,
-           metrics=SAMPLE_METRICS + JOB_METRICS) -> tuple[list[dict], int]:
-    """The identities matching ``f`` (the ``limit`` most recently measured) and how many match in all.
+_SUMMARY = (ResultSummary.metric, ResultSummary.n, ResultSummary.mean, ResultSummary.median, ResultSummary.var,
+            ResultSummary.min, ResultSummary.max)
 
-    Each row: the description (engine, model, quant, lengths, host, chip, engine_version), n_results,
-    a job_id of one of its results, and ``metrics``: {metric: {mean, median, stddev, min, max, count}}.
-    """
+
+def _in_sweeps(session: Session, f: Filters, limit: int):
+    """Series of results of the chosen sweeps (a sweep is not a fact of an identity): bounded by the sweeps."""
     latest = func.max(Result.created_at)
-    # Lean first pass over every matching result: which identities, and how many there are in all.
-    top = select(Result.identity_hash, func.count().over().label("total"))
-    if needs_jobs(f):
-        top = top.join(Job, Job.id == Result.job_id)
-    top = (top.where(Result.status == "ok", *conditions(f)).group_by(Result.identity_hash)
+    top = (select(Result.identity_hash, func.count().over().label("total")).join(Job, Job.id == Result.job_id)
+           .where(Result.status == "ok", *conditions(f)).group_by(Result.identity_hash)
            .order_by(latest.desc(), Result.identity_hash).limit(limit))
     picked = session.execute(top).all()
     if not picked:
-        return [], 0
-    total, ids = picked[0].total, [p.identity_hash for p in picked]
-    # Then the description of those only.
+        return [], 0, None
+    ids = [p.identity_hash for p in picked]
     desc = (select(Result.identity_hash.label("identity_hash"), *(func.min(c).label(c.key) for c in _DESCRIPTION),
                    func.min(engine_version()).label("engine_version"), func.count().label("n_results"),
                    func.max(Result.job_id).label("job_id"), latest.label("created_at"))
             .join(Job, Job.id == Result.job_id).where(Result.status == "ok", *conditions(f),
                                                       Result.identity_hash.in_(ids))
             .group_by(Result.identity_hash))
-    rows = [dict(r._mapping) for r in session.execute(desc)]
+    sel = ok_results(f, ids).subquery("sel")
+    summaries = select(sel.c.k, *_SUMMARY).join(sel, sel.c.job_id == ResultSummary.job_id)
+    return [dict(r._mapping) for r in session.execute(desc)], picked[0].total, summaries
+
+
+def _of_identities(session: Session, f: Filters, limit: int):
+    """Series found among identities (result_identities: every other filter is a fact of the identity, checked
+    on its first ok result), each one's newest result and count read from the results index."""
+    other = aliased(Result)
+    mine = [other.identity_hash == ResultIdentity.identity_hash, other.status == "ok"]
+    if not f.include_throttled:
+        mine.append(other.throttled.is_not(True))
+    latest = select(func.max(other.created_at)).where(*mine).scalar_subquery()
+    rep = (select(ResultIdentity.identity_hash, latest.label("latest")).join(Result, Result.job_id == ResultIdentity.job_id)
+           .join(Job, Job.id == ResultIdentity.job_id).where(*conditions(f, result_level=False))).subquery("rep")
+    top = (select(rep.c.identity_hash, func.count().over().label("total")).where(rep.c.latest.is_not(None))
+           .order_by(rep.c.latest.desc(), rep.c.identity_hash).limit(limit))
+    picked = session.execute(top).all()
+    if not picked:
+        return [], 0, None
+    ids = [p.identity_hash for p in picked]
+    newest = select(other.job_id).where(*mine).order_by(other.created_at.desc(), other.job_id.desc()).limit(1)
+    desc = (select(ResultIdentity.identity_hash, *(c.label(c.key) for c in _DESCRIPTION),
+                   engine_version().label("engine_version"),
+                   select(func.count()).where(*mine).scalar_subquery().label("n_results"),
+                   newest.scalar_subquery().label("job_id"), latest.label("created_at"))
+            .join(Result, Result.job_id == ResultIdentity.job_id).join(Job, Job.id == ResultIdentity.job_id)
+            .where(ResultIdentity.identity_hash.in_(ids)))
+    rs = ResultSummary
+    summaries = select(rs.identity_hash.label("k"), *_SUMMARY).where(
+        rs.identity_hash.in_(ids), rs.status == "ok", *([] if f.include_throttled else [rs.throttled.is_not(True)]))
+    return [dict(r._mapping) for r in session.execute(desc)], picked[0].total, summaries
+
+
+def series(session: Session, f: Filters = Filters(), limit: int = MAX_SERIES,
+           metrics=SAMPLE_METRICS + JOB_METRICS) -> tuple[list[dict], int]:
+    """The identities matching ``f`` (the ``limit`` most recently measured) and how many match in all.
+
+    Each row: the description (engine, model, quant, lengths, host, chip, engine_version), n_results,
+    a job_id of one of its results (the newest, or the chosen sweeps' last), and ``metrics``:
+    {metric: {mean, median, stddev, min, max, count}}, pooled from the results' summaries.
+    """
+    rows, total, summaries = (_in_sweeps if f.sweeps else _of_identities)(session, f, limit)
+    if not rows:
+        return [], 0
     stats: dict[str, dict] = {}
-    sample_m = [m for m in metrics if m not in JOB_METRICS]
-    job_m = [m for m in metrics if m in JOB_METRICS]
-    if sample_m:
-        for row in session.execute(_pooled(ok_results(f, ids).subquery("sel"), sample_m)):
-            stats.setdefault(row.k, {})[row.metric] = _summary(row)
-    if job_m:  # one value per result, straight from the results rows
-        vals = union_all(*(ok_results(f, ids).with_only_columns(
-            Result.identity_hash.label("k"), literal(m).label("metric"), cast(getattr(Result, m), Float).label("value"))
-            .where(getattr(Result, m).is_not(None)) for m in job_m)).subquery("vals")
-        for row in session.execute(_stats(vals)):
-            stats.setdefault(row.k, {})[row.metric] = _summary(row)
+    for row in session.execute(_pooled(summaries.where(ResultSummary.metric.in_(metrics)), metrics)):
+        stats.setdefault(row.k, {})[row.metric] = _summary(row)
     for r in rows:
         r["metrics"] = stats.get(r["identity_hash"], {})
     rows.sort(key=lambda r: tuple("" if r[c] is None else r[c] for c in _ORDER))

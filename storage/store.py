@@ -27,7 +27,8 @@ from siliconbench.results import Environment, JobResult, JobStatus, Sample
 from siliconbench.spec import SweepSpec
 
 from .summaries import summary_rows
-from .tables import JOB_STATUSES, RESULT_STATUSES, Job, Result, ResultSummary, SampleRow, Sweep, utcnow
+from .tables import (JOB_STATUSES, RESULT_STATUSES, Job, Result, ResultIdentity, ResultSummary, SampleRow, Sweep,
+                     utcnow)
 
 CHUNK = 500  # ids per IN (...) list
 
@@ -155,7 +156,7 @@ def save_result(session: Session, job: JobSpec, result: JobResult, host: str | N
     )
     rows = [dict(repetition=s.repetition, warmup=s.warmup, metric=m, value=float(v))
             for s in result.samples for m, v in s.values.items() if v is not None and math.isfinite(v)]
-    summaries = summary_rows(rows)  # of exactly the stored samples
+    summaries = summary_rows(rows, values)  # of exactly the stored samples, and the row's one-value metrics
     changes = dict(status=status, finished_at=result.finished_at, error=result.error, lease_expires_at=None)
     if result.started_at is not None:
         changes["started_at"] = result.started_at
@@ -175,8 +176,12 @@ def save_result(session: Session, job: JobSpec, result: JobResult, host: str | N
         return False
     if rows:
         session.execute(insert(SampleRow.__table__), [dict(job_id=job.job_id, **r) for r in rows])  # one executemany
-        if summaries:  # none when every sample is a warmup
-            session.execute(insert(ResultSummary.__table__), [dict(job_id=job.job_id, **r) for r in summaries])
+    if summaries:
+        common = {k: values[k] for k in ("job_id", "identity_hash", "status", "throttled")}
+        session.execute(insert(ResultSummary.__table__), [common | r for r in summaries])
+    if status == "ok":
+        session.execute(sqlite.insert(ResultIdentity.__table__).values(identity_hash=values["identity_hash"],
+                                                                      job_id=job.job_id).on_conflict_do_nothing())
     session.execute(update(Job.__table__).where(Job.id == job.job_id).values(**changes))
     return True
 
@@ -188,7 +193,8 @@ def _save_in_one_statement(session: Session, values: dict, rows: list[dict], sum
     WITH ins AS (INSERT INTO results ... ON CONFLICT (job_id) DO NOTHING RETURNING job_id),
          upd AS (UPDATE jobs SET ... FROM ins WHERE jobs.id = ins.job_id),
          smp AS (INSERT INTO samples ... SELECT ins.job_id, v.* FROM ins, (VALUES ...) v),
-         sry AS (INSERT INTO result_summaries ... SELECT ins.job_id, s.* FROM ins, (VALUES ...) s)
+         sry AS (INSERT INTO result_summaries ... SELECT ins.job_id, ..., s.* FROM ins, (VALUES ...) s),
+         idn AS (INSERT INTO result_identities SELECT ... FROM ins WHERE ok ON CONFLICT DO NOTHING)
     SELECT job_id FROM ins
 
     The samples and the status are written only if this statement's insert took (a duplicate or the
@@ -198,8 +204,8 @@ def _save_in_one_statement(session: Session, values: dict, rows: list[dict], sum
     """
     params = {f"r_{k}": v for k, v in values.items()}
     params.update({f"j_{k}": v for k, v in changes.items()})
-    if rows:
-        stmt = _save_statement(tuple(values), tuple(changes), _samples_values(rows),
+    if rows or summaries:
+        stmt = _save_statement(tuple(values), tuple(changes), _samples_values(rows) if rows else None,
                                _summaries_values(summaries) if summaries else None)
     else:
         stmt = _save_statement_cached(tuple(values), tuple(changes))
@@ -230,11 +236,15 @@ def _save_statement(value_keys: tuple[str, ...], change_keys: tuple[str, ...], s
     results, jobs = Result.__table__, Job.__table__
     ins = (postgresql.insert(results)
            .values({k: bindparam(f"r_{k}", type_=results.c[k].type) for k in value_keys})
-           .on_conflict_do_nothing(index_elements=["job_id"]).returning(results.c.job_id).cte("ins"))
+           .on_conflict_do_nothing(index_elements=["job_id"])
+           .returning(results.c.job_id, results.c.identity_hash, results.c.status, results.c.throttled).cte("ins"))
     upd = (update(jobs).where(jobs.c.id == ins.c.job_id)
            .values({k: bindparam(f"j_{k}", type_=jobs.c[k].type) for k in change_keys})
            .returning(jobs.c.id).cte("upd"))
-    ctes = [upd]
+    idn = (postgresql.insert(ResultIdentity.__table__)
+           .from_select(["identity_hash", "job_id"], select(ins.c.identity_hash, ins.c.job_id).where(ins.c.status == "ok"))
+           .on_conflict_do_nothing(index_elements=["identity_hash"]).cte("idn"))
+    ctes = [upd, idn]
     if samples is not None:
         v = samples
         # In the rows' order, so sample ids keep the order the result lists them in (load_stored sorts by id).
@@ -243,9 +253,10 @@ def _save_statement(value_keys: tuple[str, ...], change_keys: tuple[str, ...], s
         ctes.append(insert(SampleRow.__table__).from_select(
             ["job_id", "repetition", "warmup", "metric", "value"], smp_sel).cte("smp"))
     if summaries is not None:
-        sry_sel = select(ins.c.job_id, *(summaries.c[c] for c in _SUMMARY_COLUMNS)).select_from(ins).join(
-            summaries, literal_true())
-        ctes.append(insert(ResultSummary.__table__).from_select(["job_id", *_SUMMARY_COLUMNS], sry_sel).cte("sry"))
+        copied = ("job_id", "identity_hash", "status", "throttled")
+        sry_sel = select(*(ins.c[c] for c in copied), *(summaries.c[c] for c in _SUMMARY_COLUMNS)).select_from(
+            ins).join(summaries, literal_true())
+        ctes.append(insert(ResultSummary.__table__).from_select([*copied, *_SUMMARY_COLUMNS], sry_sel).cte("sry"))
     return select(ins.c.job_id).add_cte(*ctes)
 
 

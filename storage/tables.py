@@ -150,7 +150,8 @@ class Result(Base):
         CheckConstraint(_in("status", RESULT_STATUSES), name="status"),
         Index("ix_results_identity_hash", "identity_hash"),
         # The Compare page's first pass: newest identities among ok results, read from the index alone (0007).
-        Index("ix_results_status_identity_hash_created_at", "status", "identity_hash", "created_at"),
+        Index("ix_results_status_identity_hash_created_at", "status", "identity_hash", "created_at",
+              postgresql_include=["throttled"]),
         Index("ix_results_created_at", "created_at"),  # the Result page's picker, newest first
         Index("ix_results_engine_version", "engine_version"),
     )
@@ -194,18 +195,39 @@ class SampleRow(Base):
 
 class ResultSummary(Base):
     """One result's aggregate of one metric over its measured samples (warmups excluded), written with the
-    result by ``siliconbench.aggregate.summarize`` (0007). The raw samples stay the source of truth."""
+    result by ``siliconbench.aggregate.summarize`` (0007). The raw samples stay the source of truth.
+    The results row's one-value metrics (storage.summaries.RESULT_METRICS) are summaries of one value."""
 
     __tablename__ = "result_summaries"
+    __table_args__ = (
+        # A series' summaries side by side in one index, read without the table (PostgreSQL's INCLUDE).
+        Index("ix_result_summaries_identity", "identity_hash", "metric", "status",
+              postgresql_include=["throttled", "n", "mean", "median", "var", "min", "max"]),
+    )
 
     job_id: Mapped[str] = mapped_column(ForeignKey("results.job_id", ondelete="CASCADE"), primary_key=True)
     metric: Mapped[str] = mapped_column(String, primary_key=True)
+    # Copies of the result's (never updated): a series reads its summaries without joining each result.
+    identity_hash: Mapped[str] = mapped_column(String)
+    status: Mapped[str] = mapped_column(String)
+    throttled: Mapped[bool | None] = mapped_column(Boolean)
     n: Mapped[int] = mapped_column(Integer)
     mean: Mapped[float] = mapped_column(Float)
     median: Mapped[float] = mapped_column(Float)
     var: Mapped[float] = mapped_column(Float)  # sample variance (n - 1), 0 for one sample: summarize's stddev squared
     min: Mapped[float] = mapped_column(Float)
     max: Mapped[float] = mapped_column(Float)
+
+
+class ResultIdentity(Base):
+    """Each identity with an ok result, and its first ok result (0007): the Compare page finds the series
+    matching its filters among identities, not among every result; every filter but the sweep is a fact
+    of the identity, so its first result answers for all of them."""
+
+    __tablename__ = "result_identities"
+
+    identity_hash: Mapped[str] = mapped_column(String, primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("results.job_id", ondelete="CASCADE"))
 
 
 class Host(Base):

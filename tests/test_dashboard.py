@@ -22,6 +22,7 @@ from coordinator import queries
 from dashboard import runner
 from siliconbench.aggregate import summarize
 from storage import database as db, store
+from storage.summaries import RESULT_METRICS
 from storage.tables import Job, Result, ResultSummary, Sweep
 
 from .dashboard_seed import MODEL, prefill_values, seed, seed_results
@@ -144,6 +145,9 @@ def test_stored_summaries_equal_summarize_per_result(seeded):
         for m in {m for smp in x.result.samples for m in smp.values}:
             if (w := x.result.summary(m)) is not None:
                 want[(x.job.job_id, m)] = w
+        for m in RESULT_METRICS:  # the results row's one-value metrics: summaries of one value
+            if getattr(x.result, m) is not None:
+                want[(x.job.job_id, m)] = summarize([getattr(x.result, m)])
     assert set(stored) == set(want) and len(want) > 30
     for key, w in want.items():
         got = stored[key]

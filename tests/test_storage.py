@@ -26,7 +26,7 @@ from storage.tables import Base, Job, Result, SampleRow, Sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLES = {"sweeps", "jobs", "results", "samples", "hosts", "findings", "job_attempts", "worker_logins",
-          "result_summaries"}
+          "result_summaries", "result_identities"}
 PG_ADMIN_URL = os.environ.get("SILICONBENCH_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 T0 = datetime(2026, 12, 1, 9, 30, 0, 123456, tzinfo=timezone.utc)
 
