@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from sqlalchemy import Float, and_, case, cast, func, select
+from sqlalchemy import Float, case, cast, func, select
 from sqlalchemy.orm import Session, aliased
 
 from storage.tables import Job, Result, ResultIdentity, ResultSummary
@@ -37,22 +37,30 @@ _ORDER = ("model", "quant_level", "n_prompt", "n_gen", "n_depth", "hostname", "e
           "identity_hash")
 
 
-def _pooled(rows, metrics):
+def _pooled(rows, postgresql: bool):
     """count, mean, median, variance, min, max per (k, metric), pooled from summary ``rows`` (a select of k,
-    metric, n, mean, median, var, min, max: one per result and metric)."""
+    metric, n, mean, median, var, min, max: one per result and metric).
+
+    The pooled mean comes from a window over the partition (k, metric), so the variance's deviations need no
+    second pass over the rows; the index already yields them in that order. The median of the medians:
+    PostgreSQL's percentile_cont(0.5) (the mean of the two middle values, as statistics.median); elsewhere
+    ranks from row_number().
+    """
     r = rows.subquery("r")
     part = [r.c.k, r.c.metric]
-    s = select(r, func.row_number().over(partition_by=part, order_by=r.c.median).label("rn"),
-               func.count().over(partition_by=part).label("cnt")).subquery("s")
-    g = (select(s.c.k, s.c.metric, func.sum(s.c.n).label("n"),
-                (func.sum(s.c.n * s.c.mean) / cast(func.sum(s.c.n), Float)).label("mean"))
-         .group_by(s.c.k, s.c.metric)).subquery("g")
-    dev = s.c.mean - g.c.mean
-    var = (func.sum((s.c.n - 1) * s.c.var) + func.sum(s.c.n * dev * dev)) / cast(func.nullif(g.c.n - 1, 0), Float)
-    median = func.avg(case(((2 * s.c.rn).between(s.c.cnt, s.c.cnt + 2), s.c.median)))  # = statistics.median
-    return (select(g.c.k, g.c.metric, g.c.n, g.c.mean, median.label("median"), var.label("var"),
-                   func.min(s.c.min).label("min"), func.max(s.c.max).label("max"))
-            .join(g, and_(g.c.k == s.c.k, g.c.metric == s.c.metric)).group_by(g.c.k, g.c.metric, g.c.n, g.c.mean))
+    n_all = func.sum(r.c.n).over(partition_by=part)
+    ranks = () if postgresql else (func.row_number().over(partition_by=part, order_by=r.c.median).label("rn"),
+                                   func.count().over(partition_by=part).label("cnt"))
+    s = select(r, *ranks, n_all.label("n_all"),
+               (func.sum(r.c.n * r.c.mean).over(partition_by=part) / cast(n_all, Float)).label("m_all")).subquery("s")
+    dev = s.c.mean - s.c.m_all
+    n = func.max(s.c.n_all)
+    var = (func.sum((s.c.n - 1) * s.c.var) + func.sum(s.c.n * dev * dev)) / cast(func.nullif(n - 1, 0), Float)
+    median = (func.percentile_cont(0.5).within_group(s.c.median) if postgresql else
+              func.avg(case(((2 * s.c.rn).between(s.c.cnt, s.c.cnt + 2), s.c.median))))
+    return (select(s.c.k, s.c.metric, n.label("n"), func.max(s.c.m_all).label("mean"), median.label("median"),
+                   var.label("var"), func.min(s.c.min).label("min"), func.max(s.c.max).label("max"))
+            .group_by(s.c.k, s.c.metric))
 
 
 def _summary(row) -> dict:
@@ -126,7 +134,8 @@ def series(session: Session, f: Filters = Filters(), limit: int = MAX_SERIES,
     if not rows:
         return [], 0
     stats: dict[str, dict] = {}
-    for row in session.execute(_pooled(summaries.where(ResultSummary.metric.in_(metrics)), metrics)):
+    for row in session.execute(_pooled(summaries.where(ResultSummary.metric.in_(metrics)),
+                                    session.get_bind().dialect.name == "postgresql")):
         stats.setdefault(row.k, {})[row.metric] = _summary(row)
     for r in rows:
         r["metrics"] = stats.get(r["identity_hash"], {})
