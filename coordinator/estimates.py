@@ -1,13 +1,14 @@
 """The Sweeps page's duration estimate of a planned sweep, from the newest earlier results of each configuration.
 
 Bounded by the plan, not by the size of history: for each configuration the plan holds, the newest
-``RECENT`` ok results (an index range scan of ``ix_jobs_duration_key``, newest first), so the estimate
+``RECENT`` ok results (an index range scan of ``ix_jobs_duration_key``, newest first; on PostgreSQL one
+LATERAL join over the plan's configurations, elsewhere a UNION ALL of one scan each), so the estimate
 follows the fleet as it is now (a new engine release, a faster Mac) and costs the same after a year.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import and_, select, union_all
+from sqlalchemy import column, func, literal, select, true, union_all, values
 from sqlalchemy.orm import Session
 
 from storage.tables import Job, Result
@@ -24,17 +25,24 @@ def _durations(session: Session, keys: tuple[str, ...], jobs) -> dict[tuple, flo
     if "n_prompt" not in keys:  # coarser fallback: seconds per repetition and token
         per_rep = per_rep / (Job.n_prompt + Job.n_gen + Job.n_depth)
     wanted = sorted({tuple(getattr(j, k) for k in keys) for j in jobs})
-    parts = []
-    for i, key in enumerate(wanted):  # one short index range scan per configuration
-        newest = (select(*(c.label(k) for k, c in zip(keys, cols)), per_rep.label("s"))
-                  .join(Result, Result.job_id == Job.id)
-                  .where(and_(*(c == v for c, v in zip(cols, key))), Result.status == "ok", Result.wall_s.is_not(None))
-                  .order_by(Job.created_at.desc()).limit(RECENT)).subquery(f"k{i}")
-        parts.append(select(newest))
+
+    def newest(match):  # the configuration's newest ok results, read backwards from ix_jobs_duration_key
+        return (select(per_rep.label("s")).select_from(Job).join(Result, Result.job_id == Job.id)
+                .where(*match, Result.status == "ok", Result.wall_s.is_not(None))
+                .order_by(Job.created_at.desc()).limit(RECENT))
+
+    if session.get_bind().dialect.name == "postgresql":  # one short statement: LATERAL over the plan's keys
+        k = values(*(column(name, c.type) for name, c in zip(keys, cols)), name="k").data(wanted)
+        x = newest([c == k.c[name] for name, c in zip(keys, cols)]).lateral("x")
+        q = select(*k.c, func.avg(x.c.s)).select_from(k).join(x, true()).group_by(*k.c)
+        return {tuple(r[:-1]): r[-1] for r in session.execute(q)}
+    parts = [select(*(literal(v).label(name) for name, v in zip(keys, key)), n.c.s)
+             for i, key in enumerate(wanted)
+             for n in [newest([c == v for c, v in zip(cols, key)]).subquery(f"k{i}")]]
     sums: dict[tuple, list[float]] = {}
     for r in session.execute(union_all(*parts)) if parts else ():
         sums.setdefault(tuple(r[:-1]), []).append(r[-1])
-    return {k: sum(v) / len(v) for k, v in sums.items()}
+    return {key: sum(v) / len(v) for key, v in sums.items()}
 
 
 def estimate_duration(session: Session, jobs) -> dict:
