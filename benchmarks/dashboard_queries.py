@@ -125,6 +125,8 @@ def seed(url: str, n_samples: int) -> dict:
         with cur.copy("COPY samples (job_id, repetition, warmup, metric, value) FROM STDIN") as cp:
             for row in samples:
                 cp.write_row(row)
+    with psycopg.connect(**info, autocommit=True) as conn:
+        conn.execute("ANALYZE")  # statistics first, or the backfill's join is planned for empty tables
     with session_scope(url) as session:  # the summaries, as save_result writes them (and 0007 backfills them)
         summaries.backfill(session.connection())
     with psycopg.connect(**info, autocommit=True) as conn:
