@@ -5,8 +5,8 @@ random (seeded) schedule; afterwards, is every job there exactly once, and is ev
                                 [--reconciler-kills 2] [--seed 0] [--window-s AUTO] [--json PATH]
 
 Needs PostgreSQL on 127.0.0.1:5432 and redis-server on the PATH (a fresh database and a private Redis, no
-persistence, are used and removed). Two `siliconbench worker` processes, the `siliconbench reconcile --loop`
-and `siliconbench dashboard` reach PostgreSQL through a TCP proxy that can cut every connection. Faults,
+persistence, are used and removed). Two `siliconbench worker` processes (each on its own worker login), the
+`siliconbench reconcile --loop` and `siliconbench dashboard` reach PostgreSQL through a TCP proxy that can cut every connection. Faults,
 spread over the window: kill -9 of a worker (a new one starts in its place 1 s later), of Redis (restarted
 empty 2 s later: its queues are lost), of the reconciler (back 2 s later), and one database cut.
 
@@ -42,7 +42,7 @@ from benchmarks import _fault_checks as checks  # noqa: E402
 from benchmarks._fleet import ChildWatch, Proc, Slot, dashboard  # noqa: E402
 from coordinator import fleet  # noqa: E402
 from siliconbench.spec import parse_sweep  # noqa: E402
-from storage import database  # noqa: E402
+from storage import database, roles  # noqa: E402
 from tests.fleet_harness import RedisServer, TcpCut, WorkerProc  # noqa: E402
 from worker.models.tiny import make_tiny  # noqa: E402
 
@@ -85,8 +85,11 @@ class Campaign:
                "XDG_DATA_HOME": str(work / "xdg")}
 
         def worker(n: str):
-            return lambda: WorkerProc(n, broker=self.rs.url, database=self.proxied, models_dir=work / "models",
-                                      log_dir=work, env=env)
+            # Each on its own worker login (as a fleet's Macs are: row-level security on every write), via the proxy.
+            login = roles.create_login(url, "worker", roles.login_for(n), host=n).url
+            mine = database.normalize_url(self.proxied).set(username=login.username, password=login.password)
+            return lambda: WorkerProc(n, broker=self.rs.url, database=mine.render_as_string(hide_password=False),
+                                      models_dir=work / "models", log_dir=work, env=env)
 
         self.workers = [Slot(n, worker(n), ready=lambda p: b" ready." in p.log_path.read_bytes())
                         for n in ("fault-a", "fault-b")]
