@@ -2,15 +2,11 @@
 put back as an operator's supervisor would (launchd, systemd), plus a watch on the processes they spawn.
 
 Workers, the private Redis and the TCP cut in front of PostgreSQL are tests/fleet_harness.py's; the reconcile
-loop and the dashboard are plain subprocesses (``Proc``).
+loop and the dashboard are plain CLI subprocesses (its ``CliProc``).
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -18,41 +14,10 @@ from typing import Callable
 
 import psutil
 
-from tests.fleet_harness import ROOT, free_port
+from tests.fleet_harness import CliProc, free_port
 
 STARTUP_GRACE_S = 15  # a process without a ready line that exits sooner never got going
 MAX_RESTART_BACKOFF_S = 10.0
-
-
-class Proc:
-    """A `siliconbench ...` subprocess with its own log file."""
-
-    def __init__(self, name: str, args: list[str], env: dict, log_dir: Path):
-        self.name = name
-        self.log_path = log_dir / f"{name}-{time.time_ns()}.log"
-        self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "cli.main", *args], cwd=ROOT, stdout=self.log,
-                                     stderr=subprocess.STDOUT, env={**os.environ, **env})
-        self.pid = self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def kill9(self) -> None:
-        os.kill(self.pid, signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill9()
-        self.log.close()
-
-    def logs(self) -> str:
-        return self.log_path.read_text(errors="replace")
 
 
 class Slot:
@@ -148,10 +113,10 @@ class ChildWatch:
         return out
 
 
-def dashboard(env: dict, log_dir: Path) -> tuple[Proc, str]:
+def dashboard(env: dict, log_dir: Path) -> tuple[CliProc, str]:
     """`siliconbench dashboard` on a free port; returns it and its base URL."""
     port = free_port()
-    return Proc("dashboard", ["dashboard", "--port", str(port)], env, log_dir), f"http://127.0.0.1:{port}"
+    return CliProc("dashboard", ["dashboard", "--port", str(port)], env, log_dir), f"http://127.0.0.1:{port}"
 
 
 def get(url: str, timeout_s: float = 5) -> tuple[int, str]:

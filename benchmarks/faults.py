@@ -39,11 +39,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import _fault_checks as checks  # noqa: E402
-from benchmarks._fleet import ChildWatch, Proc, Slot, dashboard  # noqa: E402
+from benchmarks._fleet import ChildWatch, Slot, dashboard  # noqa: E402
 from coordinator import fleet  # noqa: E402
 from siliconbench.spec import parse_sweep  # noqa: E402
 from storage import database, roles  # noqa: E402
-from tests.fleet_harness import RedisServer, TcpCut, WorkerProc  # noqa: E402
+from tests.fleet_harness import CliProc, RedisServer, TcpCut, WorkerProc  # noqa: E402
 from worker.models.tiny import make_tiny  # noqa: E402
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -93,7 +93,7 @@ class Campaign:
 
         self.workers = [Slot(n, worker(n), ready=lambda p: b" ready." in p.log_path.read_bytes())
                         for n in ("fault-a", "fault-b")]
-        self.reconciler = Slot("reconciler", lambda: Proc("reconciler", ["reconcile", "--loop", "--every", "1"],
+        self.reconciler = Slot("reconciler", lambda: CliProc("reconciler", ["reconcile", "--loop", "--every", "1"],
                                                           env, work))
         self.dash, self.dash_url = dashboard(env, work)
         self.watch, self.injected = ChildWatch(), Counter()

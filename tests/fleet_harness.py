@@ -34,28 +34,16 @@ def wait_for(predicate, timeout_s: float = 60, every_s: float = 0.3, what: str =
     raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
 
 
-class WorkerProc:
-    """`siliconbench worker` as a real subprocess (a real Celery worker consuming real Redis)."""
+class CliProc:
+    """A `siliconbench ...` subprocess with its own log file, stopped or killed by the PID it was started with."""
 
-    def __init__(self, name: str, *, broker: str, database: str, models_dir: Path, log_dir: Path,
-                 engines: str | None = None, env: dict | None = None):
+    def __init__(self, name: str, args: list[str], env: dict, log_dir: Path, log_name: str | None = None):
         self.name = name
-        self.log_path = log_dir / f"worker-{name}-{time.time_ns()}.log"
-        args = [sys.executable, "-m", "cli.main", "worker", "--broker", broker, "--database", database,
-                "--name", name, "--models-dir", str(models_dir)]
-        if engines:
-            args += ["--engines", engines]
-        full_env = {**os.environ, "SILICONBENCH_SPOOL_DIR": str(log_dir / f"spool-{name}"), **(env or {})}
-        self.spool_dir = Path(full_env["SILICONBENCH_SPOOL_DIR"])
+        self.log_path = log_dir / f"{log_name or name}-{time.time_ns()}.log"
         self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, env=full_env)
+        self.proc = subprocess.Popen([sys.executable, "-m", "cli.main", *args], cwd=ROOT, stdout=self.log,
+                                     stderr=subprocess.STDOUT, env={**os.environ, **env})
         self.pid = self.proc.pid
-
-    def wait_ready(self, timeout_s: float = 60) -> "WorkerProc":
-        wait_for(lambda: b" ready." in self.log_path.read_bytes() or self.proc.poll() is not None,
-                 timeout_s, what=f"worker {self.name} to be ready")
-        assert self.proc.poll() is None, self.log_path.read_text()[-3000:]
-        return self
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -75,6 +63,25 @@ class WorkerProc:
 
     def logs(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+
+class WorkerProc(CliProc):
+    """`siliconbench worker` as a real subprocess (a real Celery worker consuming real Redis)."""
+
+    def __init__(self, name: str, *, broker: str, database: str, models_dir: Path, log_dir: Path,
+                 engines: str | None = None, env: dict | None = None):
+        args = ["worker", "--broker", broker, "--database", database, "--name", name, "--models-dir", str(models_dir)]
+        if engines:
+            args += ["--engines", engines]
+        env = {"SILICONBENCH_SPOOL_DIR": str(log_dir / f"spool-{name}"), **(env or {})}
+        self.spool_dir = Path(env["SILICONBENCH_SPOOL_DIR"])
+        super().__init__(name, args, env, log_dir, log_name=f"worker-{name}")
+
+    def wait_ready(self, timeout_s: float = 60) -> "WorkerProc":
+        wait_for(lambda: b" ready." in self.log_path.read_bytes() or self.proc.poll() is not None,
+                 timeout_s, what=f"worker {self.name} to be ready")
+        assert self.proc.poll() is None, self.log_path.read_text()[-3000:]
+        return self
 
 
 class RedisServer:
