@@ -87,3 +87,16 @@ def pg_database():
         yield url
 
 
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_db(request, tmp_path):
+    """An empty database migrated to head, once on SQLite and once on PostgreSQL (the session's, emptied)."""
+    if request.param == "sqlite":
+        u = f"sqlite:///{tmp_path / 'empty.sqlite'}"
+    else:
+        u = request.getfixturevalue("pg_database")
+        database.downgrade(u, "base")
+    database.upgrade(u)
+    yield u
+    database.dispose(u)

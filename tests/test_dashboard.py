@@ -33,15 +33,10 @@ TIMEOUT_S = 60
 
 # ----------------------------------------------------------------------------------------------- fixtures
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request, tmp_path, monkeypatch, models_dir):
+@pytest.fixture
+def url(empty_db, tmp_path, monkeypatch, models_dir):
     """An empty, migrated database the dashboard is pointed at (SILICONBENCH_*), no broker."""
-    if request.param == "sqlite":
-        u = f"sqlite:///{tmp_path / 'dash.sqlite'}"
-    else:
-        u = request.getfixturevalue("pg_database")
-        db.downgrade(u, "base")
-    db.upgrade(u)
+    u = empty_db
     monkeypatch.setenv("SILICONBENCH_DATABASE_URL", u)
     monkeypatch.setenv("SILICONBENCH_MODELS_DIR", str(models_dir))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
@@ -49,8 +44,7 @@ def url(request, tmp_path, monkeypatch, models_dir):
     st.config.set_option("server.address", "127.0.0.1")  # AppTest binds nothing: as served on loopback, no login
     st.cache_data.clear()
     st.cache_resource.clear()
-    yield u
-    db.dispose(u)
+    return u
 
 
 @pytest.fixture

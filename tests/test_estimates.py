@@ -11,17 +11,10 @@ from storage import database as db
 from .dashboard_seed import job, seed
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request, tmp_path):
-    if request.param == "sqlite":
-        u = f"sqlite:///{tmp_path / 'estimate.sqlite'}"
-    else:
-        u = request.getfixturevalue("pg_database")
-        db.downgrade(u, "base")
-    db.upgrade(u)
-    seed(u)
-    yield u
-    db.dispose(u)
+@pytest.fixture
+def url(empty_db):
+    seed(empty_db)
+    return empty_db
 
 
 def test_estimate_from_the_same_configuration_then_by_tokens(url):

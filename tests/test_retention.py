@@ -24,16 +24,9 @@ from .dashboard_seed import seed
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request, tmp_path):
-    if request.param == "sqlite":
-        u = f"sqlite:///{tmp_path / 'keep.sqlite'}"
-    else:
-        u = request.getfixturevalue("pg_database")
-        db.downgrade(u, "base")
-    db.upgrade(u)
-    yield u
-    db.dispose(u)
+@pytest.fixture
+def url(empty_db):
+    return empty_db
 
 
 def counts(url: str) -> dict:

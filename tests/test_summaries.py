@@ -16,16 +16,9 @@ from storage.tables import Result, ResultIdentity, ResultSummary
 from .dashboard_seed import seed, seed_results
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request, tmp_path):
-    if request.param == "sqlite":
-        u = f"sqlite:///{tmp_path / 'backfill.sqlite'}"
-    else:
-        u = request.getfixturevalue("pg_database")
-        db.downgrade(u, "base")
-    db.upgrade(u)
-    yield u
-    db.dispose(u)
+@pytest.fixture
+def url(empty_db):
+    return empty_db
 
 
 def test_upgrade_from_0006_backfills_summaries_equal_to_summarize(url):
