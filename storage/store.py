@@ -26,7 +26,7 @@ from siliconbench.jobs import JobSpec
 from siliconbench.results import Environment, JobResult, JobStatus, Sample
 from siliconbench.spec import SweepSpec
 
-from .summaries import summary_rows
+from .summaries import COLUMNS as _SUMMARY_COLUMNS, FROM_RESULT, summary_rows
 from .tables import (JOB_STATUSES, RESULT_STATUSES, Job, Result, ResultIdentity, ResultSummary, SampleRow, Sweep,
                      utcnow)
 
@@ -177,7 +177,7 @@ def save_result(session: Session, job: JobSpec, result: JobResult, host: str | N
     if rows:
         session.execute(insert(SampleRow.__table__), [dict(job_id=job.job_id, **r) for r in rows])  # one executemany
     if summaries:
-        common = {k: values[k] for k in ("job_id", "identity_hash", "status", "throttled")}
+        common = {k: values[k] for k in FROM_RESULT}
         session.execute(insert(ResultSummary.__table__), [common | r for r in summaries])
     if status == "ok":
         session.execute(sqlite.insert(ResultIdentity.__table__).values(identity_hash=values["identity_hash"],
@@ -218,8 +218,6 @@ def _summaries_values(summaries: list[dict]):
                          name="s").data([tuple(r[c] for c in _SUMMARY_COLUMNS) for r in summaries])
 
 
-_SUMMARY_COLUMNS = ("metric", "n", "mean", "median", "var", "min", "max")
-
 
 def _samples_values(rows: list[dict]):
     return values_clause(column("ord", Integer), column("repetition", Integer), column("warmup", Boolean),
@@ -253,10 +251,9 @@ def _save_statement(value_keys: tuple[str, ...], change_keys: tuple[str, ...], s
         ctes.append(insert(SampleRow.__table__).from_select(
             ["job_id", "repetition", "warmup", "metric", "value"], smp_sel).cte("smp"))
     if summaries is not None:
-        copied = ("job_id", "identity_hash", "status", "throttled")
-        sry_sel = select(*(ins.c[c] for c in copied), *(summaries.c[c] for c in _SUMMARY_COLUMNS)).select_from(
+        sry_sel = select(*(ins.c[c] for c in FROM_RESULT), *(summaries.c[c] for c in _SUMMARY_COLUMNS)).select_from(
             ins).join(summaries, literal_true())
-        ctes.append(insert(ResultSummary.__table__).from_select([*copied, *_SUMMARY_COLUMNS], sry_sel).cte("sry"))
+        ctes.append(insert(ResultSummary.__table__).from_select([*FROM_RESULT, *_SUMMARY_COLUMNS], sry_sel).cte("sry"))
     return select(ins.c.job_id).add_cte(*ctes)
 
 

@@ -20,6 +20,8 @@ from siliconbench.aggregate import summarize
 from .tables import ResultSummary
 
 RESULT_METRICS = ("peak_memory_bytes", "load_s")  # one value per result, on the results row: what series show
+FROM_RESULT = ("job_id", "identity_hash", "status", "throttled")  # columns a summary row copies from its result
+COLUMNS = ("metric", "n", "mean", "median", "var", "min", "max")  # what summary_rows gives per metric
 BATCH = 5_000  # summary rows per insert while backfilling
 
 
@@ -57,8 +59,7 @@ def backfill(conn: Connection) -> int:
         group = list(group)
         first = group[0]
         samples = [{"warmup": False, "metric": r.metric, "value": r.value} for r in group if r.metric is not None]
-        common = dict(job_id=first.job_id, identity_hash=first.identity_hash, status=first.status,
-                      throttled=first.throttled)
+        common = {k: first._mapping[k] for k in FROM_RESULT}
         batch += [common | row for row in summary_rows(samples, first._mapping)]
         if len(batch) >= BATCH:
             written += _write(conn, batch)
