@@ -72,6 +72,13 @@ def _password(var: str | None) -> str | None:
     return os.environ[var]
 
 
+def _login(kind: str, login: str, *, password_env: str | None, address: str | None, host: str | None = None):
+    """Make the login with the owner's URL (SILICONBENCH_DATABASE_URL), which must be at head."""
+    url = settings().resolved_database_url
+    require_current(url)
+    return create_login(url, kind, login, host=host, password=_password(password_env), address=address)
+
+
 def _shown(made, password_env: str | None) -> str:
     """The URL to hand over: with a new password in full (printed once, nowhere else to learn it); with one taken
     from the environment, masked (its owner has it, and logs such as a compose one-shot's keep what is printed)."""
@@ -90,10 +97,7 @@ def worker_role(
 
     The login can register and heartbeat HOST, claim jobs, and write results of jobs it holds; it cannot
     create, alter, drop or delete anything, nor act as another host (migration 0006)."""
-    url = settings().resolved_database_url
-    require_current(url)
-    made = create_login(url, "worker", login or login_for(host), host=host, password=_password(password_env),
-                        address=address)
+    made = _login("worker", login or login_for(host), host=host, password_env=password_env, address=address)
     console.print(f"worker login [bold]{made.login}[/] may act as host [bold]{host}[/]. On that Mac:", highlight=False)
     print(f"siliconbench worker --name {host} --database '{_shown(made, password_env)}' --broker BROKER_URL")
 
@@ -107,10 +111,7 @@ def coordinator_role(
     password_env: str = _PASSWORD_ENV,
 ) -> None:
     """Create (or re-key) a coordinator login: reads and writes every table's rows, but no DDL; print its URL."""
-    url = settings().resolved_database_url
-    require_current(url)
-    made = create_login(url, "coordinator", login or login_for(name, "coordinator"), password=_password(password_env),
-                        address=address)
+    made = _login("coordinator", login or login_for(name, "coordinator"), password_env=password_env, address=address)
     console.print(f"coordinator login [bold]{made.login}[/]: SILICONBENCH_DATABASE_URL for the dashboard, "
                   "submit and the reconciler:", highlight=False)
     print(_shown(made, password_env))

@@ -46,6 +46,10 @@ def _literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+def _role_exists(session: Session, name: str) -> bool:
+    return session.execute(text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": name}).first() is not None
+
+
 def create_login(owner_url: str | URL, kind: str, login: str, *, host: str | None = None,
                  password: str | None = None, address: str | None = None) -> Login:
     """Create (or re-key) ``login`` as a member of the ``kind`` role; a worker login is bound to ``host``.
@@ -67,10 +71,9 @@ def create_login(owner_url: str | URL, kind: str, login: str, *, host: str | Non
     password = password or secrets.token_urlsafe(24)
     role = ROLES[kind]
     with session_scope(url) as s:
-        if s.execute(text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": role}).first() is None:
+        if not _role_exists(s, role):
             raise UserError("SILICONBENCH_DATABASE_URL", f"role {role} does not exist; run `siliconbench db upgrade` first.")
-        exists = s.execute(text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": login}).first() is not None
-        verb = "ALTER" if exists else "CREATE"
+        verb = "ALTER" if _role_exists(s, login) else "CREATE"
         s.execute(text(f"{verb} ROLE {login} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD {_literal(password)}"))
         s.execute(text(f"GRANT {role} TO {login}"))
         if kind == "worker":
