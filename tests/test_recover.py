@@ -24,6 +24,8 @@ def statuses(path) -> list[str]:
     con = sqlite3.connect(path)
     try:
         return [r[0] for r in con.execute("select status from jobs order by idx")]
+    except sqlite3.OperationalError:  # the file exists before the run has made its tables
+        return []
     finally:
         con.close()
 

@@ -22,11 +22,13 @@ from siliconbench.jobs import JobSpec, digest, spec_digest
 from siliconbench.results import Environment, JobResult, JobStatus, Sample
 from siliconbench.spec import SweepSpec
 from storage import database as db, store
+from storage import watch_tables  # noqa: F401  (the watch's tables are on Base.metadata too)
 from storage.tables import Base, Job, Result, SampleRow, Sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLES = {"sweeps", "jobs", "results", "samples", "hosts", "findings", "job_attempts", "worker_logins",
-          "result_summaries", "result_identities"}
+          "result_summaries", "result_identities", "watches", "watch_checks", "watch_versions", "campaigns",
+          "campaign_hosts", "suspect_hosts", "notifications"}
 PG_ADMIN_URL = os.environ.get("SILICONBENCH_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 T0 = datetime(2026, 12, 1, 9, 30, 0, 123456, tzinfo=timezone.utc)
 

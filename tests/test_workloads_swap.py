@@ -9,6 +9,7 @@ import sys
 
 from coordinator.export import result_record
 from worker.measure import pagecache
+from worker.workloads.swap import WARM_MIN_RESIDENT
 
 from .workload_helpers import jobs_for, run
 
@@ -31,7 +32,7 @@ def test_swap_parts_cache_state_and_mmap(models_dir):
             assert v["swap_rss_after_unload_bytes"] > 0
             cached = v["page_cache_resident_fraction"]
             if job.params["cache"] == "warm":
-                assert cached == 1.0
+                assert WARM_MIN_RESIDENT <= cached <= 1.0  # a busy host may evict a few pages
             elif evicts:
                 assert cached < 0.5  # measured, not assumed: the fadvise took
         assert res.extra["mmap"] == job.params["mmap"] and res.extra["cache_requested"] == job.params["cache"]

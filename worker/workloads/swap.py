@@ -3,7 +3,8 @@
 Per repetition: A is loaded (untimed) and warmed with one prefill + decode, so its pages and the
 engine's buffers are hot; B's files are made cold (evicted through the platform seam) or warm (read once) as the job asks, and
 the fraction actually resident is measured with mincore just before the timed region: a cold job with more
-than COLD_MAX_RESIDENT of B still resident fails with that reason instead of being stored as cold.
+than COLD_MAX_RESIDENT of B still resident fails with that reason instead of being stored as cold, and a warm
+job with less than WARM_MIN_RESIDENT likewise.
 Then unload A -> load B -> first token of B. B is unloaded again (untimed) before the next repetition.
 """
 
@@ -20,6 +21,9 @@ from .generate import rep_seed, synthetic_tokens
 
 # A "cold" swap with more of B's pages resident than this after eviction is refused, not stored as cold.
 COLD_MAX_RESIDENT = 0.10
+# A "warm" swap with less resident than this (memory pressure evicted what was read) is refused, not stored
+# as warm; a few pages short of 1.0 is normal on a busy host and is recorded as measured.
+WARM_MIN_RESIDENT = 0.90
 WARM_TOKENS = (32, 8)  # prompt, decode of A's warm-up: enough to touch every weight and the KV path
 
 
@@ -71,6 +75,10 @@ def run(ctx: Context) -> Outcome:
             raise WorkloadError(f"cache: cold: {resident:.0%} of {p['to_artifact']}'s pages are still in the page "
                                 f"cache after eviction ({how}); a warm load would be stored as cold. Close what "
                                 f"maps the model, or measure cache: warm.")
+        if p["cache"] == "warm" and resident < WARM_MIN_RESIDENT:
+            raise WorkloadError(f"cache: warm: only {resident:.0%} of {p['to_artifact']}'s pages are in the page "
+                                f"cache after reading it (memory pressure evicts them); a partly cold load would "
+                                f"be stored as warm. Free memory on the host, or measure cache: cold.")
 
         t0 = time.perf_counter()
         a.close()
