@@ -11,6 +11,12 @@ import os
 
 TASK_RUN_JOB = "siliconbench.run_job"
 TASK_NOOP = "siliconbench.noop"  # the plumbing benchmark's no-engine workload
+# A worker makes a campaign candidate's engine environment (args: one JSON object, worker.prepare).
+TASK_PREPARE_ENV = "siliconbench.prepare_env"
+# The watch's periodic work (Celery beat -> the coordinator's scheduler queue): look at the index, drive
+# campaigns, deliver notifications. Mac workers never consume this queue.
+TASK_WATCH_TICK = "siliconbench.watch_tick"
+SCHEDULER_QUEUE = "siliconbench.scheduler"
 
 # Above the longest job a sweep may allow (spec timeout_s); crash recovery is the reconciler's job,
 # never this timeout's: a shorter one re-runs healthy jobs (measured-facts.md: 3 runs of one 40 s job).
