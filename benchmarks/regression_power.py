@@ -22,8 +22,10 @@ Reported per metric (prefill tok/s, decode tok/s, TTFT), A/A called a regression
       the other side's (A/A), and the baseline's process meets that round's B (A/B). Many comparisons
       that keep the protocol's pairing in time; they share processes, so they are resolution, not
       independent evidence.
-- sequential (coordinator/sequential.py), on the same splits: looks at 5, 10, 15 processes a side in the
-  window's round order, stopping at the first decisive one; with the mean processes a side it needed.
+- sequential (coordinator/sequential.py), on the same splits: looks at `LOOKS` processes a side in the
+  window's round order, stopping at the first decisive one; with the mean processes a side it needed for
+  A/A and for A/B and their average, against the target: at most half the fixed design's (7.5 of 15) with
+  the same A/A < 1% and >= 95% caught. A last table puts the fixed and the sequential design side by side.
 Spread inside a process and between processes is printed too: it is why processes are the unit.
 """
 
@@ -47,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from coordinator.compare import DEFAULT_METRICS  # noqa: E402
-from coordinator.sequential import LOOKS, decide  # noqa: E402
+from coordinator.sequential import EQUIVALENCE_LEVEL, LOOKS, SPENDING_RHO, decide, look_alphas  # noqa: E402
 from coordinator.significance import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, Verdict, compare_processes  # noqa: E402
 from siliconbench.jobs import expand  # noqa: E402
 from siliconbench.manifest import ModelCatalog  # noqa: E402
@@ -219,7 +221,8 @@ def evaluate(data: dict, processes: int, console: Console) -> dict:
         if processes >= LOOKS[-1]:
             avg = {k: v[1] / DRAWS for k, v in seq.items()}
             table.add_row("", f"sequential: looks at {', '.join(map(str, LOOKS))} a side, the same splits; mean "
-                              f"processes a side {avg['aa']:.1f} (A/A) / {avg['ab']:.1f} (A/B)",
+                              f"processes a side {avg['aa']:.1f} (A/A) / {avg['ab']:.1f} (A/B), average "
+                              f"{(avg['aa'] + avg['ab']) / 2:.2f}",
                           rate_cell(seq["aa"][0], DRAWS, False), rate_cell(seq["ab"][0], DRAWS, False), end_section=True)
         figures["metrics"][metric] = {
             "cv_inside_process": inside, "cv_between_processes": between, "b_over_a": ratio,
@@ -227,14 +230,39 @@ def evaluate(data: dict, processes: int, console: Console) -> dict:
             "blocks": {"aa": [blk_aa, len(blocks)], "ab": [blk_ab, 2 * len(blocks)]},
             "draws": {"aa": [draw_aa, DRAWS], "ab": [draw_ab, DRAWS]},
             "sequential": {"looks": list(LOOKS), "aa": [seq["aa"][0], DRAWS], "ab": [seq["ab"][0], DRAWS],
-                           "mean_processes_aa": seq["aa"][1] / DRAWS, "mean_processes_ab": seq["ab"][1] / DRAWS}}
+                           "mean_processes_aa": seq["aa"][1] / DRAWS, "mean_processes_ab": seq["ab"][1] / DRAWS,
+                           "mean_processes": (seq["aa"][1] + seq["ab"][1]) / (2 * DRAWS)}}
     console.print(table)
+    if processes >= LOOKS[-1]:
+        console.print(designs_table(figures, processes))
     if data.get("others_cpu_share") is not None:
         console.print(f"Other processes used {data['others_cpu_share']:.0%} of this machine's CPU time during the "
                       f"run ({os.cpu_count()} cores).")
     console.print("Targets: A/A called a regression < 1%; a real 5% slowdown caught >= 95%. Random splits reuse "
                   "each process in many comparisons: resolution, not independent evidence.")
     return figures
+
+
+def designs_table(figures: dict, processes: int) -> Table:
+    """Fixed and sequential side by side on the same splits, with the target for each metric."""
+    budget = processes / 2
+    nominal = ", ".join(f"{a:.4f}" for a in look_alphas())
+    table = Table(title=f"fixed {processes} a side vs sequential (looks {'/'.join(map(str, LOOKS))}, Lan-DeMets "
+                        f"alpha*t^{SPENDING_RHO:g}: nominal p {nominal}; no change once the ratio's "
+                        f"{EQUIVALENCE_LEVEL:.0%} interval is inside the minimum effect), {DRAWS} splits; target: "
+                        f"A/A < 1%, caught >= 95%, mean processes a side <= {budget:g}", title_justify="left")
+    for c in ("metric", f"fixed {processes}: A/A", "caught", "sequential: A/A", "caught",
+              "processes a side A/A", "A/B", "average", "target"):
+        table.add_column(c, justify="left" if c == "metric" else "right")
+    for metric, f in figures["metrics"].items():
+        fx, sq = f["draws"], f["sequential"]
+        aa, ab = sq["aa"][0] / sq["aa"][1], sq["ab"][0] / sq["ab"][1]
+        met = aa < 0.01 and ab >= 0.95 and sq["mean_processes"] <= budget
+        table.add_row(metric, f"{fx['aa'][0] / fx['aa'][1]:.1%}", f"{fx['ab'][0] / fx['ab'][1]:.1%}", f"{aa:.1%}",
+                      f"{ab:.1%}", f"{sq['mean_processes_aa']:.1f}", f"{sq['mean_processes_ab']:.1f}",
+                      f"{sq['mean_processes']:.2f}", "met" if met else "NOT met")
+        f["target_met"] = met
+    return table
 
 
 def main(rounds: int = typer.Option(120, help="Rounds of (A, A', B), each job a fresh process; ~5 s a round"),

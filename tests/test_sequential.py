@@ -1,14 +1,18 @@
 """The group-sequential design's rules on seeded process samples (its error rates on real runs are
-benchmarks/regression_power.py's): alpha spent over the looks, early stops either way, and under the null
-no more false verdicts than alpha over all looks."""
+benchmarks/regression_power.py's): the Lan-DeMets boundaries against scipy's multivariate normal, early stops
+either way, and under the null no more false verdicts than alpha over all looks."""
 
 from __future__ import annotations
 
 import random
 
-import pytest
+import math
 
-from coordinator.sequential import LOOKS, decide, look_alphas
+import numpy as np
+import pytest
+from scipy.stats import multivariate_normal, norm
+
+from coordinator.sequential import LOOKS, boundaries, decide, look_alphas, spent_alpha
 from coordinator.significance import DEFAULT_ALPHA, Verdict
 
 
@@ -21,17 +25,43 @@ def processes(n: int, level: float, cv: float, rng: random.Random, reps: int = 5
     return out
 
 
-def test_alpha_is_spent_over_the_looks_and_sums_to_alpha():
+def _continue_probability(looks, bounds) -> float:
+    """P(|Z_k| < c_k at every look) on the canonical joint distribution, by scipy's multivariate normal."""
+    cov = np.array([[math.sqrt(min(a, b) / max(a, b)) for b in looks] for a in looks])
+    c = np.array(bounds)
+    return float(multivariate_normal(np.zeros(len(looks)), cov, seed=0).cdf(c, lower_limit=-c))
+
+
+def test_the_boundaries_spend_alpha_as_the_spending_function_says():
+    # Independent of the recursive integration: the chance of no crossing by look k is 1 - alpha(t_k).
+    bounds = boundaries()
+    assert len(bounds) == len(LOOKS)
+    for k in range(1, len(LOOKS) + 1):
+        assert _continue_probability(LOOKS[:k], bounds[:k]) == pytest.approx(
+            1 - spent_alpha(LOOKS[k - 1] / LOOKS[-1]), abs=2e-4)
+    assert bounds[0] == pytest.approx(norm.isf(spent_alpha(LOOKS[0] / LOOKS[-1]) / 2))  # the first look alone
+
+
+def test_nominal_alphas_use_the_correlation_between_looks():
     alphas = look_alphas()
-    assert sum(alphas) == pytest.approx(DEFAULT_ALPHA)
     assert alphas == sorted(alphas)  # most is kept for the last look, where a noisy series needs it
     assert alphas[0] > 2 / 252  # 5 a side (min p = 2 / C(10, 5)) can reach the first look's alpha at all
+    assert sum(alphas) > DEFAULT_ALPHA  # nested looks overlap: the union bound would have wasted this
+    assert alphas[-1] < DEFAULT_ALPHA  # but the looks still cost something at the end
+    one = look_alphas((15,))
+    assert one == [pytest.approx(DEFAULT_ALPHA)]  # a single look is the fixed design
+
+
+def test_bad_looks_are_refused():
+    with pytest.raises(ValueError):
+        boundaries((10, 5))
 
 
 def test_a_clear_slowdown_stops_at_the_first_look_as_a_regression():
     rng = random.Random(1)
     d = decide(processes(15, 100, 0.01, rng), processes(15, 90, 0.01, rng), "decode_tps")
     assert (d.verdict, d.processes, d.look, d.decided) == (Verdict.regression, LOOKS[0], 1, True)
+    assert d.comparison.p_value < look_alphas()[0]
     assert d.comparison.ratio == pytest.approx(0.9, abs=0.02)
 
 
@@ -45,7 +75,7 @@ def test_a_quiet_a_a_is_settled_as_no_change_early_and_a_noisy_one_runs_on():
 
 def test_too_few_processes_for_the_next_look_is_not_a_decision():
     rng = random.Random(3)
-    d = decide(processes(7, 100, 0.06, rng), processes(7, 100, 0.06, rng), "decode_tps")
+    d = decide(processes(LOOKS[1] - 1, 100, 0.06, rng), processes(LOOKS[1] - 1, 100, 0.06, rng), "decode_tps")
     assert not d.decided and d.verdict == Verdict.insufficient and d.look in (0, 1)
 
 
@@ -56,3 +86,10 @@ def test_under_the_null_false_verdicts_over_all_looks_stay_below_alpha():
     false = sum(decide(processes(15, 100, 0.08, rng), processes(15, 100, 0.08, rng), "decode_tps", min_effect=0.0)
                 .verdict in (Verdict.regression, Verdict.improvement) for _ in range(runs))
     assert false / runs < DEFAULT_ALPHA
+
+
+def test_a_real_step_outside_the_equivalence_margin_is_still_caught_and_rarely_needs_every_look():
+    rng = random.Random(5)
+    ds = [decide(processes(15, 100, 0.02, rng), processes(15, 95, 0.02, rng), "decode_tps") for _ in range(100)]
+    assert sum(d.verdict == Verdict.regression for d in ds) >= 95
+    assert sum(d.processes for d in ds) / len(ds) < LOOKS[-1] / 2
