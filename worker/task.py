@@ -73,8 +73,9 @@ class _HeldConnection:
 
     Held between jobs, so a job costs no pool checkout and no pre-ping (``SELECT 1``) per transaction,
     and in autocommit: the claim and the result are one statement each (jobstate.try_claim,
-    store.save_result on PostgreSQL), atomic and committed (synchronously, as always) when they return,
-    without a BEGIN and a COMMIT round trip around them. Anything that needs more than one statement
+    store.save_result on PostgreSQL), atomic and committed when they return, without a BEGIN and a COMMIT
+    round trip around them. The result commits synchronously (before the ack); the claim does not wait
+    for its fsync (why no result is lost or doubled: jobstate.try_claim). Anything that needs more than one statement
     (a refused claim, a requeue) still runs in a session_scope transaction.
 
     A connection that fails is dropped; if it had been idle in our hands (the server restarted, the
@@ -198,7 +199,7 @@ def handle_job(job_id: object, ctx: WorkerContext) -> str:
 
     def take():
         if held is not None:  # the one-statement claim on the held connection; a refusal is explained below
-            got = held.run(lambda hs: try_claim(hs, job_id, worker=ctx.name, host=host))
+            got = held.run(lambda hs: try_claim(hs, job_id, worker=ctx.name, host=host, durable=False))
             if got is not None:
                 return got
         with session_scope(ctx.database_url) as s:
