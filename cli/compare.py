@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import timezone
 from pathlib import Path
 
 import typer
@@ -70,8 +71,14 @@ def regressions(
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level of each step's test"),
     save: bool = typer.Option(True, "--save/--no-save", help="Record each step as a finding (for confirm)"),
     fmt: str = typer.Option("table", "--format", help="table | json"),
+    since: str = typer.Option(None, "--since", help="Instead of searching: list the verdicts (campaign findings, "
+                              "suspect hosts, failed campaigns, findings) created since an ISO date or date-time, "
+                              "or a duration back from now (30m, 24h, 7d, 2w)"),
 ) -> None:
-    """Change points in every series' history (ruptures PELT, each step tested), with what changed there."""
+    """Change points in every series' history (ruptures PELT, each step tested), with what changed there;
+    with --since, the verdicts recorded since then (for scripts: --format json)."""
+    if since is not None:
+        return _verdicts_since(since, fmt)
     from rich.table import Table  # verb-local
 
     from coordinator.compare import DEFAULT_METRICS, Verdict  # verb-local
@@ -114,6 +121,33 @@ def regressions(
     console.print(t)
     if save:
         console.print("Confirm one with `siliconbench confirm FINDING` (A/B/A/B on this host).", style="dim")
+
+
+def _verdicts_since(since: str, fmt: str) -> None:
+    from rich.table import Table  # verb-local
+
+    from coordinator.verdicts import parse_since, since as verdicts_since  # verb-local
+
+    if fmt not in ("table", "json"):
+        raise UserError("--format", f"unknown format {fmt!r}.", ["table", "json"])
+    when = parse_since(since).astimezone(timezone.utc)
+    with session_scope(database(settings())) as s:
+        rows = verdicts_since(s, when)
+    if fmt == "json":
+        json.dump(rows, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return
+    if not rows:
+        console.print(f"No verdict since {when:%Y-%m-%d %H:%M} UTC.", highlight=False)
+        return
+    t = Table(title=f"verdicts since {when:%Y-%m-%d %H:%M} UTC, newest first", title_justify="left")
+    for c in ("when", "kind", "id", "delivery", "message"):
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        tries = f" ({r['attempts']} tries: {r['last_error']})" if r["last_error"] else ""
+        t.add_row((r["created_at"] or "")[:19], r["kind"], f"{r['source']} {r['id']}", r["delivery"] + tries,
+                  r["message"])
+    console.print(t)
 
 
 @user_errors

@@ -1,7 +1,9 @@
 """Regressions: the findings (steps in series histories), each series' history with its change points and
 versions, and the button that confirms a finding with an interleaved A/B/A/B sweep on this host.
 
-Reads and writes only through coordinator.regressions / coordinator.history / embedded.confirm.
+Above them, the regression watch's campaign verdicts (coordinator.verdicts) with their webhook delivery.
+Reads and writes only through coordinator.regressions / coordinator.history / coordinator.verdicts /
+embedded.confirm.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import streamlit as st
 from coordinator.compare import DEFAULT_ALPHA, DEFAULT_METRICS, DEFAULT_MIN_EFFECT
 from coordinator.history import load_points
 from coordinator.regressions import find_steps, get_finding, history_points, list_findings, save_findings
+from coordinator.verdicts import notifications
 from dashboard import access, data
 from embedded.confirm import DEFAULT_ROUNDS, start_background
 from siliconbench.metrics import METRICS
@@ -56,6 +59,22 @@ with st.expander("Scan the history", expanded=False):
             n = _scan(metrics, min_effect, alpha)
         st.success(f"{n} steps passed the test; new ones were recorded as findings.")
 
+st.subheader("Campaign verdicts")
+with data.user_errors(), session_scope(url) as s:
+    sent = notifications(s)  # one query, not cached: a delivery's state moves without any new result
+if not sent:
+    st.caption("No campaign has reached a verdict yet (`siliconbench regressions --since 7d` lists them too).")
+else:
+    st.dataframe(pd.DataFrame([{
+        "when": (n["created_at"] or "")[:19], "kind": n["kind"], "campaign": n["campaign_id"],
+        "webhook": n["delivery"] + (f" after {n['attempts']} tries" if n["delivery"] == "delivered" else
+                                    f", {n['attempts']} tries" if n["delivery"] == "pending" else ""),
+        "last error": n["last_error"] or "", "message": n["message"],
+    } for n in sent]), hide_index=True, width="stretch", key="rg_notifications")
+    st.caption("Pending webhooks are retried with backoff (5 s doubling, at most an hour apart) until the "
+               "receiver answers 2xx; none is dropped.")
+
+st.subheader("Findings in series histories")
 with data.user_errors(), session_scope(url) as s:
     findings = list_findings(s)
 
