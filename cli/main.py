@@ -32,6 +32,10 @@ app.add_typer(_env.app, name="env")
 from .doctor import doctor as _doctor  # noqa: E402
 
 app.command()(_doctor)
+# The regression watch (issue 14).
+from . import watch as _watch  # noqa: E402
+
+app.add_typer(_watch.app, name="watch")
 
 if __name__ == "__main__":
     app()

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 import streamlit as st
 
 from coordinator import fleet, queries
+from coordinator import watches as watch_store  # watches and their campaigns (Regressions page)
 from dashboard import runner
 from siliconbench.errors import UserError
 from siliconbench.settings import Settings, load_settings
@@ -105,3 +106,10 @@ def hosts(url: str) -> list[dict]:
     """Not cached: online/offline comes from heartbeats seconds old."""
     with session_scope(url) as s:
         return fleet.list_hosts(s)
+
+
+def watch_campaigns(url: str) -> tuple[list[dict], list[dict]]:
+    """Watches and their campaigns, newest first (coordinator.watches); not cached: a check or a campaign's step
+    changes them without any new result."""
+    with session_scope(url) as s:
+        return watch_store.list_watches(s), watch_store.campaigns(s)

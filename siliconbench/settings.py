@@ -42,6 +42,9 @@ class Settings(BaseSettings):
         None, description="Where the provider sends the browser back: the dashboard's URL + /oauth2callback.")
     oidc_cookie_secret: SecretStr | None = Field(
         None, description="Signs the login cookie. Unset: a random one per start (logins end at a restart).")
+    package_index: str = Field(
+        "https://pypi.org/simple", description="Where a watch asks for new engine releases unless it names its own "
+        "`index:`: a simple-index URL (PEP 503/691) or a local folder of wheels (pip's --find-links).")
     dashboard_read_only: bool = Field(
         False, description="Offer no write action (submit, cancel, scan, confirm) to anyone, logged in or not.")
 

@@ -1,9 +1,9 @@
 """Regressions: the findings (steps in series histories), each series' history with its change points and
 versions, and the button that confirms a finding with an interleaved A/B/A/B sweep on this host.
 
-Above them, the regression watch's campaign verdicts (coordinator.verdicts) with their webhook delivery.
-Reads and writes only through coordinator.regressions / coordinator.history / coordinator.verdicts /
-embedded.confirm.
+Above them, the regression watch: its watches and campaigns (coordinator.watches, through dashboard.data), and
+the campaign verdicts (coordinator.verdicts) with their webhook delivery. Reads and writes only through
+coordinator.regressions / coordinator.history / coordinator.verdicts / coordinator.watches / embedded.confirm.
 """
 
 from __future__ import annotations
@@ -58,6 +58,27 @@ with st.expander("Scan the history", expanded=False):
         with data.user_errors():
             n = _scan(metrics, min_effect, alpha)
         st.success(f"{n} steps passed the test; new ones were recorded as findings.")
+
+st.subheader("Watches and their campaigns")
+with data.user_errors():
+    watch_rows, campaign_rows = data.watch_campaigns(url)
+if not watch_rows:
+    st.caption("No watch yet: `siliconbench watch add examples/watch.yaml` follows new engine releases.")
+else:
+    st.dataframe(pd.DataFrame([{
+        "watch": w["name"], "packages": ", ".join(w["packages"]), "every": w["every"], "hosts": str(w["hosts"]),
+        "last checked": w["last_checked_at"].strftime("%Y-%m-%d %H:%M") if w["last_checked_at"] else "never",
+        "campaigns": w["campaigns"],
+    } for w in watch_rows]), hide_index=True, width="stretch", key="rg_watches")
+    if campaign_rows:
+        st.dataframe(pd.DataFrame([{
+            "campaign": c["id"], "watch": c["watch"], "status": c["status"],
+            "versions": f"{c['package']} {c['baseline']} → {c['candidate']}", "hosts": ", ".join(c["hosts"]),
+            "verdicts": c["summary"], "baseline": c["baseline_reason"] or "", "error": c["error"] or "",
+        } for c in campaign_rows]), hide_index=True, width="stretch", key="rg_campaigns")
+    else:
+        st.caption("No campaign yet: a watch's first look records the releases already out; the next release "
+                   "becomes a campaign.")
 
 st.subheader("Campaign verdicts")
 with data.user_errors(), session_scope(url) as s:

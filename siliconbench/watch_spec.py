@@ -1,0 +1,254 @@
+"""The watch spec: which engine packages to follow, which suite (a sweep) to run on a new release, on which
+hosts, how often to look, and where verdicts go. Validated like a sweep (``siliconbench.spec``): unknown keys
+refused, every error one ``UserError`` naming the field (``suite.`` prefixed inside the suite).
+
+The stored form (``WatchSpec.stored()``, the ``watches.spec`` column) holds the suite inline and the index
+folder as an absolute path, so the scheduler needs neither the watch file nor its folder.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, field_validator
+
+from .errors import UserError
+from .spec import COMPARE_PROCESSES, HostFilter, SweepSpec, parse_sweep
+
+# Which engine a followed package moves: mlx-lm and the mlx core both change what the MLX engine measures.
+PACKAGE_ENGINE = {"mlx-lm": "mlx", "mlx": "mlx", "llama-cpp-python": "llama.cpp"}
+Package = Literal["mlx-lm", "mlx", "llama-cpp-python"]
+EVERY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)\s*$", re.IGNORECASE)
+UNIT_S = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+MIN_EVERY_S = 60
+MIN_PROCESSES = 4  # compare's Mann-Whitney test cannot reach p < 0.05 with fewer processes a side
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LlamaCppSource(Strict):
+    """A llama.cpp source tree at a commit (accepted by the schema, refused by ``parse_watch``: not built yet)."""
+
+    source: str = Field(min_length=1, description="Path of the llama.cpp checkout")
+    commit: str = Field(pattern=r"^[0-9a-fA-F]{7,40}$", description="The commit to follow from")
+
+
+class Notify(Strict):
+    webhook: str = Field(description="http(s) URL that receives each verdict as signed JSON (coordinator.notify)")
+
+    @field_validator("webhook")
+    @classmethod
+    def _http(cls, v: str) -> str:
+        parts = urlsplit(v)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError("must be an http:// or https:// URL with a host")
+        return v
+
+
+def every_seconds(text: str) -> float:
+    """'30m', '6h', '1d' -> seconds; ValueError naming the form otherwise."""
+    m = EVERY.match(str(text))
+    if not m:
+        raise ValueError("must be a number and a unit (s, m, h, d, w), e.g. 30m, 6h, 1d")
+    return float(m.group(1)) * UNIT_S[m.group(2).lower()]
+
+
+class WatchSpec(Strict):
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")
+    description: str = ""
+    packages: list[Package] = Field(default_factory=list, description="Engine packages whose releases to follow")
+    llama_cpp: LlamaCppSource | None = None
+    suite: Any = Field(description="A sweep: a YAML file's path (relative to the watch file) or "
+                                        "the sweep's mapping inline; it must not set engine_versions or processes")
+    hosts: Any = Field(None, description="The sweep's hosts: selector ('all', names, a filter); overrides the suite's")
+    every: str = Field(description="How often to look at the index: 30m, 6h, 1d (at least 1 minute)")
+    notify: Notify | None = None
+    index: str | None = Field(None, description="A simple-index URL (PEP 503/691) or a folder of wheels; "
+                              "default SILICONBENCH_PACKAGE_INDEX")
+    processes: int = Field(COMPARE_PROCESSES, ge=MIN_PROCESSES,
+                           description="At most this many processes a side per series (the sequential design's last look)")
+    _suite: SweepSpec | None = PrivateAttr(None)
+
+    @field_validator("packages")
+    @classmethod
+    def _unique(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("lists a package more than once")
+        return v
+
+    @field_validator("every", mode="before")
+    @classmethod
+    def _every(cls, v: object) -> object:
+        if isinstance(v, (int, float, str)) and every_seconds(str(v)) < MIN_EVERY_S:
+            raise ValueError("must be at least 1 minute (1m)")
+        return v
+
+    @field_validator("index")
+    @classmethod
+    def _index(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        parts = urlsplit(v)
+        if parts.scheme in ("http", "https") and not parts.netloc:
+            raise ValueError("an index URL needs a host")
+        if parts.scheme not in ("", "http", "https", "file"):
+            raise ValueError("must be an http(s) URL or a folder of wheels")
+        return v
+
+    @property
+    def every_s(self) -> float:
+        return every_seconds(self.every)
+
+    @property
+    def suite_spec(self) -> SweepSpec:
+        """The suite, validated, with the watch's hosts selector in place of its own."""
+        assert self._suite is not None, "made by parse_watch"
+        return self._suite
+
+    @property
+    def host_selector(self):
+        return self.suite_spec.hosts
+
+    def engine_of(self, package: str) -> str:
+        return PACKAGE_ENGINE[package]
+
+    def stored(self) -> dict:
+        """The JSON kept in ``watches.spec``: parse_watch(stored(), check_folders=False) gives this spec back."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+_NAMES = TypeAdapter(Annotated[list[str], Field(min_length=1)])  # HostSelector's list member
+
+
+def _check_hosts(value: Any) -> Any:
+    """The sweep's selector (``spec.HostSelector``), each member validated by the input's shape, so the error names
+    the field rather than a union tag."""
+    if isinstance(value, dict):
+        return HostFilter.model_validate(value)
+    if isinstance(value, list):
+        return _NAMES.validate_python(value)
+    if value != "all":
+        raise _Invalid("hosts", "must be 'all', a list of worker names, or a filter (chip, min_memory_gb, engine, "
+                       "model, gpu_cores).")
+    return value
+
+
+class _Invalid(Exception):
+    def __init__(self, field: str, message: str):
+        self.field, self.message = field, message
+
+
+def _field(loc: tuple) -> str:
+    parts: list[str] = []
+    for p in loc:
+        if isinstance(p, int):
+            parts[-1:] = [f"{parts[-1]}[{p}]" if parts else f"[{p}]"]
+        else:
+            parts.append(str(p))
+    return ".".join(parts) or "watch"
+
+
+def _known(model: type[BaseModel], loc: tuple) -> list[str]:
+    for p in loc[:-1]:
+        ann = model.model_fields[p].annotation if isinstance(p, str) and p in model.model_fields else None
+        for t in getattr(ann, "__args__", (ann,)):
+            if isinstance(t, type) and issubclass(t, BaseModel):
+                model = t
+    return sorted(f.alias or n for n, f in model.model_fields.items())
+
+
+def _user_error(exc: ValidationError, model: type[BaseModel], prefix: tuple = ()) -> UserError:
+    errors = exc.errors()
+    # A misspelt key also leaves its field missing: name the misspelling, it is the one to fix.
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    loc = prefix + tuple(err["loc"])
+    msg = err["msg"].removeprefix("Value error, ").rstrip(".") + "."
+    if err["type"] == "extra_forbidden":
+        msg = f"unknown setting. Known settings here: {', '.join(_known(model, tuple(err['loc'])))}."
+    choices = None
+    if err["type"] == "literal_error":
+        choices = [c.strip(" '") for c in str(err.get("ctx", {}).get("expected", "")).replace(" or ", ",").split(",")
+                   if c.strip()]
+    return UserError(_field(loc), msg, choices)
+
+
+def _read_yaml(path: Path, field: str) -> object:
+    try:
+        return yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise UserError(field, f"cannot read {path}: {exc.strerror}.") from None
+    except yaml.YAMLError as exc:
+        raise UserError(field, f"{path} is not valid YAML: {exc}") from None
+
+
+def _suite(spec: WatchSpec, base_dir: Path) -> tuple[dict, SweepSpec]:
+    data = spec.suite
+    if isinstance(data, str):
+        data = _read_yaml((base_dir / data).expanduser(), "suite")
+    elif not isinstance(data, dict):
+        raise UserError("suite", "must be a sweep: the path of its YAML file, or its mapping inline.")
+    try:
+        sweep = parse_sweep(data)
+    except UserError as exc:
+        raise UserError("suite" if exc.field == "sweep" else f"suite.{exc.field}", exc.message, exc.choices) from None
+    for key, why in (("engine_versions", "the campaign sets the engine versions (baseline and candidate)"),
+                     ("processes", "the watch's `processes:` caps the processes a side")):
+        if key in data:
+            raise UserError(f"suite.{key}", f"must not be set in a watch's suite: {why}.")
+    for i, package in enumerate(spec.packages):
+        if PACKAGE_ENGINE[package] not in sweep.engines:
+            raise UserError(f"packages[{i}]", f"{package} moves engine {PACKAGE_ENGINE[package]}, which the suite's "
+                            f"engines ({', '.join(sweep.engines)}) do not list.")
+    return data, sweep
+
+
+def parse_watch(data: object, *, base_dir: Path | str | None = None, check_folders: bool = True) -> WatchSpec:
+    """Validate a watch (parsed YAML or the stored JSON). ``base_dir`` anchors a relative suite path and index
+    folder; ``check_folders`` (the `add` path) requires the index folder to exist here."""
+    if not isinstance(data, dict):
+        raise UserError("watch", "a watch must be a YAML mapping with at least `name`, `packages`, `suite` and `every`.")
+    base = Path(base_dir or ".").expanduser().resolve()
+    try:
+        spec = WatchSpec.model_validate(data)
+    except ValidationError as exc:
+        raise _user_error(exc, WatchSpec) from None
+    if spec.llama_cpp is not None:
+        raise UserError("llama_cpp", "following a llama.cpp source tree is not built yet; follow the "
+                        "llama-cpp-python package instead (packages: [llama-cpp-python]).")
+    if not spec.packages:
+        raise UserError("packages", "the watch follows nothing: list at least one package.",
+                        list(PACKAGE_ENGINE))
+    try:
+        hosts = None if spec.hosts is None else _check_hosts(spec.hosts)
+    except _Invalid as exc:
+        raise UserError(exc.field, exc.message) from None
+    except ValidationError as exc:
+        raise _user_error(exc, HostFilter, ("hosts",)) from None
+    suite, sweep = _suite(spec, base)
+    if hosts is not None:
+        sweep = sweep.model_copy(update={"hosts": hosts})
+    index = spec.index
+    if index is not None and urlsplit(index).scheme not in ("http", "https"):
+        folder = Path(urlsplit(index).path if index.startswith("file:") else index).expanduser()
+        folder = folder if folder.is_absolute() else base / folder
+        if check_folders and not folder.is_dir():
+            raise UserError("index", f"no folder {folder} (a local index is a folder of wheels, pip's --find-links).")
+        index = str(folder)
+    if isinstance(hosts, HostFilter):
+        hosts = hosts.model_dump(exclude_none=True)
+    out = spec.model_copy(update={"suite": suite, "index": index, "hosts": hosts})
+    out._suite = sweep
+    return out
+
+
+def load_watch(path: Path | str) -> WatchSpec:
+    path = Path(path)
+    if not path.is_file():
+        raise UserError("FILE", f"no watch file {path}.")
+    return parse_watch(_read_yaml(path, "FILE"), base_dir=path.parent)
