@@ -8,10 +8,14 @@ from __future__ import annotations
 import base64
 import json
 
+import numpy as np
 import redis
 from sqlalchemy import update
 
+from coordinator.campaign_looks import Series, decisions
+from coordinator.campaign_verdicts import needing_confirmation, series_verdict
 from coordinator.campaigns import advance, advance_all
+from coordinator.sequential import LOOKS
 from siliconbench.queues import TASK_PREPARE_ENV, host_queue
 from storage import database
 from storage.campaign_hosts import env_reports, report_env
@@ -115,3 +119,33 @@ def test_no_ready_host_fails_the_campaign_and_announces_it(pg_url, broker_url): 
     assert (n.kind, n.key, n.url) == ("campaign_failed", f"campaign {cid}:failed", WEBHOOK)
     assert n.payload["error"] == c.error and n.payload["candidate"] == "0.32.2"
     assert advance(pg_url, broker_url, cid) == "failed"  # a finished campaign is left alone
+
+
+# ----------------------------------------------------------------- verdicts on seeded processes (no database)
+
+def seeded(hosts: dict[str, float], n: int = 15, seed: int = 0, cv: float = 0.03):
+    """A Series of decode tok/s: each host's baseline at 100, its candidate at 100 x ratio, spread by ``cv``."""
+    rng = np.random.default_rng(seed)
+    s = Series("sid", "mlx tiny g16", "decode_tps")
+    for h, ratio in hosts.items():
+        s.sides[h] = tuple([list(level * (1 + rng.normal(0, cv)) * (1 + rng.normal(0, cv / 3, 3))) for _ in range(n)]
+                           for level in (100.0, 100.0 * ratio))
+    return s
+
+
+def test_fleet_verdict_needs_two_hosts_of_a_sku_or_a_confirmation():
+    skus = {"a1": "A", "a2": "A", "b1": "B"}
+    s = seeded({"a1": 0.8, "a2": 0.8, "b1": 1.0})
+    per_host = decisions({("sid", "decode_tps"): s}, list(skus), LOOKS)[("sid", "decode_tps")]
+    assert all(d.decided for d in per_host.values()) and per_host["a1"].processes == 5  # decided at the first look
+    v = series_verdict(s, per_host, skus, [])
+    assert v["verdict"] == "regression" and v["changed_hosts"] == ["a1", "a2"] and v["skus"] == ["A"]
+    assert 0.75 < v["ratio"] < 0.85 and v["ci_low"] < v["ratio"] < v["ci_high"] < 1
+    # a1 suspect: left out, a2 alone on its SKU needs an interleaved rerun.
+    v = series_verdict(s, per_host, skus, ["a1"])
+    assert v["verdict"] == "needs_confirmation" and v["detail"]["confirm"] == ["a2"] and v["detail"]["excluded"] == ["a1"]
+    assert needing_confirmation({"label": {"decode_tps": v}}) == ["a2"]
+    again = {("sid", "decode_tps"): seeded({"a2": 0.8}, seed=1)}
+    assert series_verdict(s, per_host, skus, ["a1"], again)["verdict"] == "regression"  # seen again: confirmed
+    refuted = {("sid", "decode_tps"): seeded({"a2": 1.0}, seed=2)}
+    assert series_verdict(s, per_host, skus, ["a1"], refuted)["verdict"] == "no_change"
