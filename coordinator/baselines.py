@@ -21,7 +21,7 @@ from storage.tables import Job, Result
 from .fleet import host_views
 from .placement import select_hosts
 
-BASELINE_REASON = "baseline_reason"  # the note's key in Campaign.verdicts (series keys are never this)
+BASELINE_REASON = "baseline_reason"  # the note's top-level key in Campaign.verdicts, beside the campaign driver's
 
 
 def _version(v: str) -> Version | None:

@@ -131,9 +131,10 @@ def _record_package(session: Session, name: str, spec: WatchSpec, package: str, 
     newest = max(map(Version, seen))
     engine = PACKAGE_ENGINE[package]
     made = []
-    for cand in sorted((v for v in offered if v not in seen and Version(v) > newest), key=Version):
+    new = sorted((v for v in offered if v not in seen and Version(v) > newest), key=Version)
+    hosts = target_hosts(session, spec, engine) if new else []
+    for cand in new:
         baseline, reason = choose_baseline(session, engine, package, cand, seen + [cand])
-        hosts = target_hosts(session, spec, engine)
         error = None if hosts else (f"no online worker offering {engine} matches the watch's hosts "
                                     f"({selector_of(spec)}) when {package} {cand} appeared")
         row = _insert_ignoring_conflict(session, Campaign.__table__, ["watch", "package", "candidate"], dict(
@@ -194,18 +195,20 @@ def run_check(database_url: str, name: str, *, checker: str | None = None,
 
 
 def verdict_summary(verdicts: dict) -> str:
-    """'2 regression, 9 no change': the fleet verdicts of ``verdicts[series][metric]``, each a verdict string or a
-    dict whose ``fleet`` is one (or a dict with ``verdict``); the baseline note is not a series."""
+    """'1 regression, 9 no change; 1 suspect host': the campaign driver's ``verdicts["series"][label][metric]``
+    (a dict with ``verdict``, or the verdict itself) counted, then its ``suspects``; else its ``phase``."""
+    verdicts = verdicts or {}
     counts: Counter = Counter()
-    for series, metrics in (verdicts or {}).items():
-        if series == BASELINE_REASON or not isinstance(metrics, dict):
-            continue
-        for v in metrics.values():
-            label = v.get("fleet") if isinstance(v, dict) else v
-            label = label.get("verdict") if isinstance(label, dict) else label
+    for metrics in (verdicts.get("series") or {}).values():
+        for v in (metrics or {}).values():
+            label = v.get("verdict") if isinstance(v, dict) else v
             if isinstance(label, str):
                 counts[label] += 1
-    return ", ".join(f"{n} {label}" for label, n in counts.most_common()) or "no verdict yet"
+    out = ", ".join(f"{n} {label}" for label, n in counts.most_common())
+    suspects = len(verdicts.get("suspects") or [])
+    if suspects:
+        out += f"; {suspects} suspect host{'s' if suspects > 1 else ''}"
+    return out or (f"phase: {verdicts['phase']}" if verdicts.get("phase") else "no verdict yet")
 
 
 def campaigns(session: Session, watch: str | None = None, limit: int = 200) -> list[dict]:

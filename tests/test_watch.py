@@ -48,20 +48,25 @@ def index_dir(tmp_path_factory) -> Path:
     return local_index(tmp_path_factory)
 
 
+def seed_hosts(url: str) -> str:
+    """Two online workers offering MLX, one offline, one online offering only llama.cpp."""
+    now = utcnow()
+    with session_scope(url) as s:
+        for name, chip, online, engines in (("mini-b", "Apple M4", True, ["mlx"]), ("mini-a", "Apple M4", True, ["mlx"]),
+                                            ("mini-c", "Apple M4", False, ["mlx"]),
+                                            ("studio", "Apple M2 Ultra", True, ["llama.cpp"])):
+            s.add(Host(name=name, chip=chip, memory_bytes=16 << 30, os="Darwin", online=online,
+                       last_heartbeat=now if online else now - timedelta(hours=1),
+                       engines=[{"name": e, "version": "0.31.3"} for e in engines]))
+    return url
+
+
 @pytest.fixture
 def pg():
-    """A fresh PostgreSQL database at head, with two online workers offering MLX and one offline."""
+    """A fresh PostgreSQL database at head, with the workers of ``seed_hosts``."""
     with new_pg_database("sb_watch") as url:
         database.upgrade(url)
-        now = utcnow()
-        with session_scope(url) as s:
-            for name, chip, online, engines in (("mini-b", "Apple M4", True, ["mlx"]), ("mini-a", "Apple M4", True, ["mlx"]),
-                                                ("mini-c", "Apple M4", False, ["mlx"]),
-                                                ("studio", "Apple M2 Ultra", True, ["llama.cpp"])):
-                s.add(Host(name=name, chip=chip, memory_bytes=16 << 30, os="Darwin", online=online,
-                           last_heartbeat=now if online else now - timedelta(hours=1),
-                           engines=[{"name": e, "version": "0.31.3"} for e in engines]))
-        yield url
+        yield seed_hosts(url)
 
 
 def beat(url: str) -> None:
@@ -217,6 +222,20 @@ def test_a_new_release_becomes_one_campaign(pg, tmp_path):
     assert len(rows(pg, Campaign)) == 1 and [c.new_campaigns for c in rows(pg, WatchCheck)] == [[], [cid], []]
 
 
+def test_the_same_checks_on_sqlite_and_postgresql(empty_db):
+    """An explicit SQLite URL works as well: ON CONFLICT DO NOTHING ... RETURNING in both dialects."""
+    url = seed_hosts(empty_db)
+    add_watch(url)
+    with session_scope(url) as s:
+        assert watches.check_watch(s, "nightly", checker="t", index_versions={"mlx-lm": [OLD]}) == []
+        (cid,) = watches.check_watch(s, "nightly", checker="t", index_versions={"mlx-lm": [OLD, NEW]})
+        assert watches.check_watch(s, "nightly", checker="t", index_versions={"mlx-lm": [OLD, NEW]}) == []
+        assert [(c["id"], c["baseline"], c["candidate"], c["hosts"]) for c in watches.campaigns(s)] == [
+            (cid, OLD, NEW, ["mini-a", "mini-b"])]
+        watches.remove(s, "nightly")
+    assert not rows(url, Campaign) and not rows(url, WatchVersion) and not rows(url, WatchCheck)
+
+
 def test_the_baseline_is_the_last_version_with_history(pg, models_dir):
     seed_results(pg, models_dir, [{"mlx_lm": "0.31.2", "mlx": "0.31.1", "medians": {"decode_tps": 100.0}}])
     add_watch(pg)
@@ -332,6 +351,14 @@ def test_run_now_with_an_unreachable_index_exits_1_and_records_the_check(pg, tmp
 
 # --------------------------------------------------------------------------------------------- dashboard
 
+def test_verdict_summary_reads_the_campaign_drivers_verdicts():
+    assert watches.verdict_summary({BASELINE_REASON: "mlx-lm 0.31.3: ..."}) == "no verdict yet"
+    assert watches.verdict_summary({BASELINE_REASON: "...", "phase": "looks"}) == "phase: looks"
+    v = {"series": {"a": {"decode_tps": {"verdict": "no change"}, "ttft_ms": {"verdict": "regression"}},
+                    "b": {"decode_tps": {"verdict": "no change"}}}, "suspects": ["x", "y"], "phase": "done"}
+    assert watches.verdict_summary(v) == "2 no change, 1 regression; 2 suspect hosts"
+
+
 def test_regressions_page_shows_watches_and_campaigns(pg, tmp_path, monkeypatch):
     import streamlit as st
 
@@ -342,8 +369,8 @@ def test_regressions_page_shows_watches_and_campaigns(pg, tmp_path, monkeypatch)
     with session_scope(pg) as s:
         (cid,) = watches.check_watch(s, "nightly", checker="t", index_versions={"mlx-lm": [OLD, NEW]})
         c = s.get(Campaign, cid)
-        c.verdicts = {**c.verdicts, "tiny p64 g16": {"decode_tps": {"fleet": "regression"},
-                                                     "prefill_tps": {"fleet": {"verdict": "no change"}}}}
+        c.verdicts = {**c.verdicts, "phase": "done", "suspects": ["mini-b"], "series": {  # the campaign driver's
+            "tiny p64 g16": {"decode_tps": {"verdict": "regression"}, "prefill_tps": {"verdict": "no change"}}}}
     monkeypatch.setenv("SILICONBENCH_DATABASE_URL", pg)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     st.config.set_option("server.address", "127.0.0.1")  # AppTest binds nothing: as served on loopback, no login
@@ -355,6 +382,6 @@ def test_regressions_page_shows_watches_and_campaigns(pg, tmp_path, monkeypatch)
     assert list(w["watch"]) == ["nightly"] and list(w["campaigns"]) == [1]
     c = next(d.value for d in at.dataframe if "versions" in d.value.columns)
     assert list(c["versions"]) == [f"mlx-lm {OLD} → {NEW}"] and list(c["hosts"]) == ["mini-a, mini-b"]
-    assert list(c["verdicts"]) == ["1 regression, 1 no change"] and "no earlier version" in c["baseline"][0]
+    assert list(c["verdicts"]) == ["1 regression, 1 no change; 1 suspect host"] and "no earlier" in c["baseline"][0]
     with session_scope(pg) as s:
         assert s.scalar(select(func.count()).select_from(Campaign)) == 1
