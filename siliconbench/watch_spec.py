@@ -115,9 +115,6 @@ class WatchSpec(Strict):
     def host_selector(self):
         return self.suite_spec.hosts
 
-    def engine_of(self, package: str) -> str:
-        return PACKAGE_ENGINE[package]
-
     def stored(self) -> dict:
         """The JSON kept in ``watches.spec``: parse_watch(stored(), check_folders=False) gives this spec back."""
         return self.model_dump(mode="json", exclude_none=True)
