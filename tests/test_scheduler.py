@@ -23,9 +23,9 @@ from storage.tables import utcnow
 from storage.watch_tables import Campaign, Watch, WatchCheck
 
 from .conftest import SMALL
-from .fleet_harness import CliProc, wait_for
+from .fleet_harness import CliProc, RedisServer, wait_for
 from .index_support import SimpleIndex, folder_with
-from .test_fleet import broker_url, pg_url  # noqa: F401 (fixtures)
+from .test_fleet import pg_url  # noqa: F401 (fixtures)
 
 WATCHES = ("w-a", "w-b", "w-c")
 DELAY_S = 0.7  # per index request: a tick checking three watches takes over 2 s, two beats tick every second
@@ -112,6 +112,15 @@ def owner_of(port: int, procs: list[CliProc]) -> CliProc | None:
 def round_done(url: str, n: int):
     c = counts(url)
     return c if all(c.get(w, 0) >= n for w in WATCHES) else None
+
+
+@pytest.fixture
+def broker_url():
+    """A Redis of this test's own: a flush of the shared test database by a test running beside this one would drop
+    kombu's queue bindings, and Redis then drops what is published to them without a word."""
+    server = RedisServer().start()
+    yield server.url
+    server.stop()
 
 
 def test_two_schedulers_started_by_mistake_never_overlap(pg_url, broker_url, tmp_path):  # noqa: F811
