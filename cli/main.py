@@ -32,6 +32,10 @@ app.add_typer(_env.app, name="env")
 from .doctor import doctor as _doctor  # noqa: E402
 
 app.command()(_doctor)
+# The regression watch's clock (issue 14).
+from .scheduler import scheduler as _scheduler  # noqa: E402
+
+app.command()(_scheduler)
 # The regression watch (issue 14).
 from . import watch as _watch  # noqa: E402
 

@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     package_index: str = Field(
         "https://pypi.org/simple", description="Where a watch asks for new engine releases unless it names its own "
         "`index:`: a simple-index URL (PEP 503/691) or a local folder of wheels (pip's --find-links).")
+    watch_tick_s: float = Field(
+        60.0, gt=0, description="`siliconbench scheduler`: seconds between the watch's ticks (Celery beat): each "
+        "checks the due watches, steps the campaigns and delivers notifications.")
     dashboard_read_only: bool = Field(
         False, description="Offer no write action (submit, cancel, scan, confirm) to anyone, logged in or not.")
 
