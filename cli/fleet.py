@@ -222,18 +222,20 @@ def cancel(sweep: str = typer.Argument(..., help="Sweep id")) -> None:
 
 @user_errors
 def workers() -> None:
-    """The fleet: online/offline from heartbeats, chip, memory, engines, models, current job, tallies."""
+    """The fleet: online/offline from heartbeats, SKU (what `confirm --sku` takes), engines, models, current job,
+    tallies."""
     from coordinator.fleet import host_views  # verb-local
+    from coordinator.peers import sku_of  # verb-local
 
     s, _ = _fleet_settings()
     with session_scope(s.database_url) as ses:
         hosts = host_views(ses)
     t = Table(title=f"{len(hosts)} worker(s)", title_justify="left")
-    for c in ("name", "state", "chip", "memory", "engines", "models", "current job", "done", "failed", "last heartbeat"):
+    for c in ("name", "state", "sku", "engines", "models", "current job", "done", "failed", "last heartbeat"):
         t.add_column(c)
     for h in hosts:
-        t.add_row(h.name, "[green]online[/]" if h.online else "[red]offline[/]", h.chip or "",
-                  f"{(h.memory_bytes or 0) / 2**30:.0f} GiB", ", ".join(f"{e} {v}" for e, v in h.engines.items()),
+        t.add_row(h.name, "[green]online[/]" if h.online else "[red]offline[/]", sku_of(h),
+                  ", ".join(f"{e} {v}" for e, v in h.engines.items()),
                   ", ".join(sorted(h.models)), h.current_job_id or "", str(h.jobs_done), str(h.jobs_failed),
                   h.last_heartbeat.strftime("%Y-%m-%d %H:%M:%S") if h.last_heartbeat else "")
     console.print(t)

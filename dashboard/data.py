@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import streamlit as st
 
-from coordinator import fleet, queries
+from coordinator import fleet, peers, queries
 from coordinator import watches as watch_store  # watches and their campaigns (Regressions page)
 from dashboard import runner
 from siliconbench.errors import UserError
@@ -105,7 +105,13 @@ def active_sweeps(url: str) -> list[str]:
 def hosts(url: str) -> list[dict]:
     """Not cached: online/offline comes from heartbeats seconds old."""
     with session_scope(url) as s:
-        return fleet.list_hosts(s)
+        return [{**h, "sku": peers.sku_of(h)} for h in fleet.list_hosts(s)]
+
+
+def suspects(url: str) -> list[dict]:
+    """Active suspect hosts (coordinator.peers), newest first; not cached: a campaign may flag one any time."""
+    with session_scope(url) as s:
+        return peers.list_suspects(s)
 
 
 def watch_campaigns(url: str) -> tuple[list[dict], list[dict]]:

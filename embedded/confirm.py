@@ -9,7 +9,8 @@ process one sample (``coordinator.significance``), is attached to the finding, w
 
 Both versions must be runnable here: this interpreter's own engine version, or an engine environment
 (``siliconbench env add``) whose recorded packages match the side's. A step where only the OS, Python or
-BLAS changed cannot be rerun side by side and is refused with that reason.
+BLAS changed cannot be rerun side by side and is refused with that reason. What a confirmation is, wherever
+it runs, is ``coordinator.confirm_plan``'s; through the fleet, ``coordinator.confirm_fleet`` runs it.
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ from siliconbench.errors import UserError
 from siliconbench.jobs import JobSpec, interleave
 from siliconbench.manifest import ModelCatalog
 from siliconbench.settings import data_dir
-from siliconbench.spec import COMPARE_PROCESSES, SweepSpec, parse_sweep
+from siliconbench.spec import SweepSpec
 
-from coordinator.compare import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, compare_processes, process_samples
+from coordinator.compare import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
+from coordinator.confirm_plan import (DEFAULT_ROUNDS, check_confirmable, check_rounds, compare_sides,
+                                      confirm_spec, same_sides, side_result, side_version)
 from coordinator.history import ENGINE_PACKAGE, load_points
 from coordinator.regressions import finding_dict, get_finding, set_status
-from coordinator.significance import min_p_value
 from storage import store
 from storage.database import session_scope
 from worker import envs
@@ -38,7 +40,6 @@ from worker.environment import host_facts
 
 from .run import run_sweep
 
-DEFAULT_ROUNDS = COMPARE_PROCESSES
 # The packages whose versions an engine environment pins, per engine (what a side must match).
 SIDE_PACKAGES = {"mlx": ("mlx-lm", "mlx"), "llama.cpp": ("llama-cpp-python",)}
 
@@ -52,10 +53,9 @@ def _own(pkg: str) -> str | None:
 
 def version_label(engine: str, components: dict[str, str], envs_root=None) -> str:
     """The engine_version that reruns a side: the package version this interpreter or an environment holds."""
+    side_version(engine, components)  # the side must name its engine package's version
     want = {p: components.get(p) for p in SIDE_PACKAGES[engine] if components.get(p)}
     package = ENGINE_PACKAGE[engine]
-    if not want.get(package):
-        raise UserError("FINDING", f"the side records no {package} version (an import?), so it cannot be rerun.")
     if all(_own(p) == v for p, v in want.items()):
         return want[package]
     for e in envs.list_envs(envs_root):
@@ -69,33 +69,21 @@ def version_label(engine: str, components: dict[str, str], envs_root=None) -> st
 def plan_confirm(finding, before: JobSpec, catalog: ModelCatalog, *, rounds: int, repetitions: int | None,
                  envs_root=None) -> tuple[SweepSpec, list[JobSpec], str, str]:
     """The confirmation sweep and its jobs (interleaved), with the baseline and candidate labels."""
-    if min_p_value(rounds, rounds) >= DEFAULT_ALPHA:
-        raise UserError("--rounds", f"{rounds} rounds give {rounds} processes a side, too few for any p-value to reach "
-                        f"{DEFAULT_ALPHA}; use at least 4 ({COMPARE_PROCESSES} resolves a 5% change).")
-    if before.workload != "generate":
-        raise UserError("FINDING", f"confirming a {before.workload} series is not supported; only generate.")
+    check_rounds(rounds)
+    check_confirmable(finding, before)
     base = version_label(finding.engine, finding.before, envs_root)
     cand = version_label(finding.engine, finding.after, envs_root)
-    if base == cand:
-        raise UserError("FINDING", f"baseline and candidate run the same engine version {base} here; what changed "
-                        f"({', '.join(finding.changes) or 'nothing recorded'}) cannot be run side by side.")
+    same_sides(finding, base, cand)
     m = catalog.get(before.model, field="FINDING")
     art = next((a for a in m.artifacts if a.sha256 == before.model_sha256), None)
     if art is None:
         raise UserError("FINDING", f"the models folder {catalog.models_dir} has no artifact of {before.model} with "
                         f"digest {before.model_sha256[:12]} (the series' model).")
-    reps = repetitions or before.repetitions
+    spec = confirm_spec(finding, before, rounds=rounds, repetitions=repetitions, base=base, cand=cand)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-    spec = parse_sweep({
-        "name": f"confirm-{finding.id}", "description": f"confirm finding {finding.id}: {finding.series}",
-        "models": [before.model], "engines": [finding.engine], "quantizations": [before.quant],
-        "workloads": [{"kind": "generate", "prompt_tokens": [before.n_prompt], "gen_tokens": [before.n_gen],
-                       "depth": [before.n_depth]}],
-        "repetitions": reps, "warmup": before.warmup, "seed": before.seed, "processes": rounds,
-        "engine_versions": {finding.engine: [base, cand]}})
     sweep_id = f"confirm-{finding.id}-{stamp}"
-    template = before.model_copy(update=dict(job_id="", sweep_id=sweep_id, sweep_name=spec.name, repetitions=reps,
-                                             host=None, artifact=before.artifact))
+    template = before.model_copy(update=dict(job_id="", sweep_id=sweep_id, sweep_name=spec.name,
+                                             repetitions=spec.repetitions, host=None, artifact=before.artifact))
     # A/B/A/B, as expand interleaves versions: each round the baseline first, the candidate right after.
     return spec, interleave([template], rounds, {finding.engine: [base, cand]}), base, cand
 
@@ -125,12 +113,10 @@ def run_confirm(url: str, finding_id: int, models_dir: Path, *, rounds: int = DE
         raise
     with session_scope(url) as s:
         pts = load_points(s, sweep_id)
-        a = process_samples([p for p in pts if p.engine_version == base], metric)
-        b = process_samples([p for p in pts if p.engine_version == cand], metric)
-        comp = compare_processes(a, b, metric, alpha=alpha, min_effect=min_effect)
+        comp = compare_sides(pts, base, cand, metric, alpha=alpha, min_effect=min_effect)
         f = get_finding(s, finding_id)
-        result = {**comp.as_dict(), "baseline": base, "candidate": cand, "rounds": rounds,
-                  "failed_jobs": len(jobs) - len(pts), "sweep_id": sweep_id}
+        result = side_result(comp, base=base, cand=cand, rounds=rounds, n_jobs=len(jobs), n_points=len(pts),
+                             sweep_id=sweep_id)
         status = "confirmed" if comp.verdict.value == f.verdict else "not_confirmed"
         set_status(s, finding_id, status, confirm_sweep_id=sweep_id, confirm_result=result)
         return finding_dict(get_finding(s, finding_id))

@@ -158,3 +158,18 @@ def purge_job_messages(broker_url: str, queues: list[str], job_ids: set[str]) ->
             if tid.rsplit(".", 1)[0] in job_ids:
                 removed += r.lrem(q, 1, raw)
     return removed
+
+
+def send_task(broker_url: str, task_name: str, payload: dict, queue: str, *, task_id: str | None = None) -> str:
+    """Send one task whose only argument is a JSON object (e.g. TASK_PREPARE_ENV to ``host.<name>``); its id.
+
+    Celery's own publish (not enqueue's raw LPUSH): these are rare, and the JSON round trip checked here is the
+    one the worker will make (JSON only, a pickle is refused).
+    """
+    if not isinstance(payload, dict):
+        raise TypeError(f"a task's payload is one JSON object, not {type(payload).__name__}")
+    json.dumps(payload, allow_nan=False)  # refuse now what the worker could not decode
+    _declare(broker_url, {queue})
+    tid = task_id or f"{task_name}.{uuid.uuid4().hex}"
+    producer(broker_url).send_task(task_name, args=[payload], queue=queue, routing_key=queue, task_id=tid)
+    return tid

@@ -1,4 +1,5 @@
-"""The worker's Celery app: one task, a thin shell over worker.task.handle_job, plus lifecycle hooks.
+"""The worker's Celery app: thin task shells over worker.task.handle_job (a job) and worker.prepare.prepare_env
+(a campaign's engine environment), plus lifecycle hooks.
 
 Started by `siliconbench worker`, which puts its settings in the environment first. The solo pool
 runs one job at a time in the worker process itself; the benchmark still runs in its own child
@@ -16,13 +17,14 @@ from celery import Celery, signals
 from celery.exceptions import InvalidTaskError
 from celery.worker.strategy import default
 
-from siliconbench.queues import MAX_ATTEMPTS, TASK_NOOP, TASK_RUN_JOB, celery_settings
+from siliconbench.queues import MAX_ATTEMPTS, TASK_NOOP, TASK_PREPARE_ENV, TASK_RUN_JOB, celery_settings
 from siliconbench.settings import data_dir
 from storage.broker import enqueue
 from storage.outages import call_through
 
 from . import roofline
 from .outages import DATABASE, quiet_celery_reconnects
+from .prepare import prepare_env
 from .registration import Heartbeat, mark_offline, register
 from .spool import Spool
 from .task import WorkerContext, handle_job
@@ -94,6 +96,12 @@ def run_job_task(self, job_id):
 def noop_task(*_args):
     """A raw Celery no-op: the baseline of benchmarks/plumbing.py (no claim, no database)."""
     return None
+
+
+@app.task(name=TASK_PREPARE_ENV, acks_late=True, Strategy="worker.celery_app:guarded_strategy")
+def prepare_env_task(payload):
+    """Make a campaign candidate's engine environment here and report it (worker.prepare; thin shell)."""
+    return prepare_env(context(), payload)
 
 
 @signals.worker_ready.connect

@@ -33,17 +33,18 @@ from typing import Callable, Iterator
 from siliconbench.errors import UserError
 from siliconbench.settings import data_dir
 
+from . import pip_args as _pip
+from .pip_args import FindLinks, constraints, find_links_of, install_error, pip_args
+
 ENVS_DIR_VAR = "SILICONBENCH_ENVS_DIR"
-WHEEL_CACHE_VAR = "SILICONBENCH_WHEEL_CACHE"
 REGISTRY = "registry.json"
 ENGINE_PACKAGE = {"llama.cpp": "llama-cpp-python", "mlx": "mlx-lm"}
 PACKAGE_ENGINE = {p: e for e, p in ENGINE_PACKAGE.items()}
 ENGINE_MODULES = {"llama.cpp": ("llama_cpp",), "mlx": ("mlx.core", "mlx_lm")}
-# What worker.child_main and the contract import, pinned to this interpreter's versions.
-CHILD_DEPS = ("pydantic", "pydantic-settings", "pyyaml", "psutil", "numpy")
 # Recorded per environment: the distributions whose versions can move a number or break the child.
 RECORDED = ("llama-cpp-python", "mlx", "mlx-cpu", "mlx-lm", "numpy", "transformers", "pydantic", "psutil")
 PIP_TIMEOUT_S = 1800
+default_find_links = _pip.default_find_links  # where it always was: `env add`'s wheel cache
 ROOT = Path(__file__).resolve().parent.parent  # the checkout a child process imports
 
 
@@ -132,32 +133,6 @@ def get_env(name: str, root: Path | str | None = None) -> EngineEnv:
 
 # ------------------------------------------------------------------------------------------- install
 
-def _pip_args(package: str, version: str, extra: list[str], find_links: Path | None,
-              allow_build: bool) -> tuple[list[str], list[str]]:
-    """(pip options, requirements) that install one engine version and what the child needs."""
-    reqs = [f"{package}=={version}", *extra]
-    extra_names = {r.split("[")[0].split("=")[0].split("<")[0].split(">")[0].strip().lower() for r in extra}
-    opts: list[str] = []
-    if package == "mlx-lm" and platform.system() == "Linux" and "mlx" not in extra_names:
-        reqs.append("mlx[cpu]")  # mlx-lm requires mlx only on Darwin; the CPU build is an extra on Linux
-    if package == "llama-cpp-python":
-        if find_links is not None:
-            opts += ["--find-links", str(find_links)]
-        if platform.system() != "Darwin" and not allow_build:
-            opts += ["--only-binary", "llama-cpp-python"]  # a source build takes 6-9 minutes on 2 cores
-    return opts, reqs + list(CHILD_DEPS)
-
-
-def _constraints() -> str:
-    lines = []
-    for dist in CHILD_DEPS:
-        try:
-            lines.append(f"{dist}=={installed_version(dist)}")
-        except PackageNotFoundError:
-            continue
-    return "\n".join(lines) + "\n"
-
-
 def _probe(python: str, engine: str) -> dict[str, str]:
     """Import the engine and the child's own modules under ``python``; the installed versions."""
     code = ("import json, importlib, importlib.metadata as md\n"
@@ -171,18 +146,14 @@ def _probe(python: str, engine: str) -> dict[str, str]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def default_find_links() -> Path | None:
-    wheels = Path(os.environ.get(WHEEL_CACHE_VAR) or Path.home() / ".cache" / "siliconbench" / "wheels")
-    return wheels if wheels.is_dir() else None
-
-
 def add(requirement: str, *, extra: list[str] | None = None, name: str | None = None,
-        root: Path | str | None = None, find_links: Path | None = None, allow_build: bool = False,
-        progress: Callable[[str], None] | None = None) -> EngineEnv:
+        root: Path | str | None = None, find_links: FindLinks = None, index_url: str | None = None,
+        allow_build: bool = False, progress: Callable[[str], None] | None = None) -> EngineEnv:
     """Create and record an environment holding ``requirement`` (e.g. ``mlx-lm==0.31.3``).
 
-    ``extra`` pins more packages into it (``mlx[cpu]==0.31.2``). Idempotent: an environment of that
-    name with the same requirements is returned as it is.
+    ``extra`` pins more packages into it (``mlx[cpu]==0.31.2``). ``find_links`` (one folder or several) serves
+    wheels of any package, the wheel cache (``SILICONBENCH_WHEEL_CACHE``) always after them; ``index_url``
+    replaces PyPI. Idempotent: an environment of that name with the same requirements is returned as it is.
     """
     package, ver = parse_requirement(requirement)
     extra = list(extra or [])
@@ -192,7 +163,7 @@ def add(requirement: str, *, extra: list[str] | None = None, name: str | None = 
         raise UserError("--name", f"{name!r}: use letters, digits, '.', '-', '_' and '+' only.")
     base = envs_root(root)
     say = progress or (lambda _msg: None)
-    find_links = find_links or default_find_links()
+    links = find_links_of(find_links)
     with _locked(base):
         envs = _read(base)
         if name in envs:
@@ -209,8 +180,8 @@ def add(requirement: str, *, extra: list[str] | None = None, name: str | None = 
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=120)
         python = str(path / "bin" / "python")
         cons = path / "siliconbench-constraints.txt"
-        cons.write_text(_constraints())
-        opts, reqs = _pip_args(package, ver, extra, find_links, allow_build)
+        cons.write_text(constraints())
+        opts, reqs = pip_args(package, ver, extra, find_links=links, index_url=index_url, allow_build=allow_build)
         say(f"installing {' '.join(reqs)}")
         # This interpreter's pip installs into the new one (`--python`): no pip inside, a current pip.
         pip = subprocess.run([sys.executable, "-m", "pip", "--python", python, "--disable-pip-version-check",
@@ -218,13 +189,7 @@ def add(requirement: str, *, extra: list[str] | None = None, name: str | None = 
                              timeout=PIP_TIMEOUT_S)
         if pip.returncode != 0:
             shutil.rmtree(path, ignore_errors=True)
-            tail = "\n".join(line for line in pip.stderr.strip().splitlines() if "Location" not in line)[-1500:]
-            hint = ""
-            if package == "llama-cpp-python" and "--only-binary" in opts:
-                hint = (f" No prebuilt wheel of llama-cpp-python {ver} was found (looked in "
-                        f"{find_links or 'no wheel cache'} and the index); build one once with "
-                        "`pip wheel --no-deps -w WHEELS llama-cpp-python==VERSION`, or pass --allow-build.")
-            raise UserError("requirement", f"pip could not install {requirement}:{hint}\n{tail}")
+            raise UserError("requirement", install_error(requirement, package, ver, opts, links, pip.stderr))
         try:
             versions = _probe(python, engine)
         except UserError:

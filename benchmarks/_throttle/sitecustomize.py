@@ -1,19 +1,46 @@
-"""Benchmark-only (benchmarks/regression_power.py): a real, proportional slowdown of llama.cpp's timed calls.
+"""Benchmark and test only: a real, proportional slowdown of the engines' timed calls.
 
-Active only when SILICONBENCH_THROTTLE is set, to a fraction f: every call the generate workload times
-(prefill, first_token, decode) then busy-waits until it has taken (1 + f) times as long as it did, so
-tokens/s drop by exactly 1 - 1/(1 + f) (f = 1/0.95 - 1 = 0.0526 is a 5% slowdown), on top of whatever
-noise the machine adds. It runs inside the job's child process, where `PYTHONPATH` puts this folder.
+Used by benchmarks/regression_power.py, benchmarks/suspect_hosts.py and tests/test_peers.py. Active only when
+SILICONBENCH_THROTTLE is set, to a fraction f: every call the generate workload times (prefill, first_token,
+decode) then busy-waits until it has taken (1 + f) times as long as it did, so tokens/s drop by exactly
+1 - 1/(1 + f) (f = 1/0.95 - 1 = 0.0526 is a 5% slowdown), on top of whatever noise the machine adds. It runs
+inside the job's child process, where `PYTHONPATH` puts this folder.
+
+Without SILICONBENCH_THROTTLE_WHEN both engines (llama.cpp and MLX) are slowed. With
+SILICONBENCH_THROTTLE_WHEN="mlx-lm==0.32.2" (or "llama-cpp-python==0.3.36") only that package's engine is, and
+only when the child's installed version of it is that one (importlib.metadata): a release that "regressed".
 """
 
 import os
 
 _f = float(os.environ.get("SILICONBENCH_THROTTLE") or 0)
+_when = (os.environ.get("SILICONBENCH_THROTTLE_WHEN") or "").strip()
+_ENGINES = {"llama-cpp-python": ("worker.engines.llama_cpp", "LlamaCppEngine"),
+            "mlx-lm": ("worker.engines.mlx_lm", "MlxEngine")}
+
+
+def _targets() -> list:
+    """(module, class) pairs to slow: both engines, or the one whose package matches the condition."""
+    if not _when:
+        return list(_ENGINES.values())
+    from importlib.metadata import PackageNotFoundError, version
+
+    package, sep, wanted = _when.partition("==")
+    package = package.strip().lower().replace("_", "-")
+    if not sep or package not in _ENGINES:
+        raise SystemExit(f"SILICONBENCH_THROTTLE_WHEN={_when!r}: expected PACKAGE==VERSION, PACKAGE one of "
+                         f"{', '.join(_ENGINES)}")
+    try:
+        installed = version(package)
+    except PackageNotFoundError:
+        return []
+    return [_ENGINES[package]] if installed == wanted.strip() else []
+
+
 if _f > 0:
     import functools
+    import importlib
     import time
-
-    from worker.engines.llama_cpp import LlamaCppEngine
 
     def _slowed(fn):
         @functools.wraps(fn)
@@ -27,5 +54,7 @@ if _f > 0:
 
         return wrapped
 
-    for _name in ("prefill", "first_token", "decode"):
-        setattr(LlamaCppEngine, _name, _slowed(getattr(LlamaCppEngine, _name)))
+    for _module, _cls in _targets():
+        _engine = getattr(importlib.import_module(_module), _cls)  # engines import their libraries lazily
+        for _name in ("prefill", "first_token", "decode"):
+            setattr(_engine, _name, _slowed(getattr(_engine, _name)))

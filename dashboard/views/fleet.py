@@ -1,4 +1,5 @@
-"""Fleet: every registered worker, online or not, from its heartbeats (coordinator.fleet.list_hosts)."""
+"""Fleet: every registered worker, online or not, from its heartbeats (coordinator.fleet.list_hosts), and the
+hosts whose series disagree with their SKU peers' (coordinator.peers: suspect hosts, their results marked)."""
 
 from __future__ import annotations
 
@@ -32,10 +33,12 @@ def hosts_table() -> None:
                 " Without a broker (SILICONBENCH_BROKER_URL) sweeps run on this machine; start a worker on each "
                 "Mac with `siliconbench worker` to build a fleet."))
         return
+    suspect = {r["host"] for r in data.suspects(url)}
     online = sum(h["online"] for h in hosts)
     st.caption(f"{online} of {len(hosts)} online (a heartbeat within {ONLINE_S} s).")
     st.dataframe(pd.DataFrame([{
-        "worker": h["name"], "status": "online" if h["online"] else "offline", "host": h["hostname"],
+        "worker": h["name"], "status": "online" if h["online"] else "offline",
+        "suspect": "⚠ suspect" if h["name"] in suspect else "", "host": h["hostname"], "sku": h["sku"],
         "chip": h["chip"], "memory GiB": round(h["memory_bytes"] / 2**30) if h["memory_bytes"] else None,
         "os": h["os"], "engines": ", ".join(f"{e} {v}" for e, v in sorted(h["engines"].items())),
         "models": ", ".join(h["models"]), "current job": h["current_job_id"] or "",
@@ -43,4 +46,25 @@ def hosts_table() -> None:
     } for h in hosts]), hide_index=True, width="stretch", key="hosts_table")
 
 
+def ci(r: dict) -> str:
+    return f"{r['ci_low']:.3f}–{r['ci_high']:.3f}" if r["ci_low"] is not None and r["ci_high"] is not None else "—"
+
+
+def suspects_table() -> None:
+    rows = data.suspects(url)
+    if not rows:
+        return
+    st.subheader("Suspect hosts")
+    st.caption("Slower than the other hosts of their SKU (chip, CPU and GPU cores, memory, OS) beyond their noise, "
+               "same version and configuration: throttled, busy or misconfigured. Their results in these series are "
+               "marked; a campaign's verdict leaves them out.")
+    st.dataframe(pd.DataFrame([{
+        "suspect host": r["host"], "sku": r["sku"], "series": r["series"], "metric": r["metric"],
+        "ratio vs peers": round(r["ratio"], 3) if r["ratio"] is not None else None, "95% CI": ci(r),
+        "peers": ", ".join(r["peers"] or []), "campaign": r["campaign_id"], "results marked": len(r["job_ids"] or []),
+        "since": ago(r["created_at"]), "reason": r["reason"],
+    } for r in rows]), hide_index=True, width="stretch", key="suspects_table")
+
+
 hosts_table()
+suspects_table()

@@ -1,0 +1,222 @@
+"""Peers decide what is real (coordinator.peers, coordinator.peer_tests): SKUs, the fleet verdict, suspect hosts.
+
+Statistics on seeded histories (numpy RNG, per-process spread ~4% as measured on these machines, a 1% host
+offset for silicon lottery), repeated over many seeds for the detection and false-flag rates; then two real
+workers, one slowed by a real busy-wait inside llama.cpp's timed calls (benchmarks/_throttle), and the Fleet page.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import numpy as np
+import pytest
+
+from benchmarks.suspect_hosts import scenario
+from coordinator.history import Point
+from coordinator.peer_tests import peer_tests, series_level, suspect_hosts
+from coordinator.peers import clear_suspects, confirmed_verdict, fleet_verdict, list_suspects, save_suspects, sku_of
+from coordinator.placement import HostView
+from coordinator.significance import Comparison, Verdict
+from coordinator.sequential import Decision
+from storage import database as db
+from storage.tables import Host
+
+from .test_dashboard import app, seeded, url  # noqa: F401  (fixtures: the seeded dashboard database)
+
+SKUS = {"a1": "A", "a2": "A", "a3": "A", "a4": "A", "b1": "B"}
+
+
+def history(seed: int, slow: dict[str, float] | None = None, series: int = 3, processes: int = 6, cv: float = 0.04,
+            hosts=tuple(SKUS)) -> dict:
+    """{series: {host: [processes' samples]}} of decode tok/s: process medians spread by ``cv``, repetitions
+    inside a process by cv/3 (they agree more), each host off by ~1%, hosts in ``slow`` slower by that fraction."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for s in range(series):
+        mu = 300.0 * (1 + s)
+        out[f"s{s}"] = {}
+        for h in hosts:
+            level = mu * (1 - (slow or {}).get(h, 0.0)) * (1 + rng.normal(0, 0.01))
+            out[f"s{s}"][h] = [list(level * (1 + rng.normal(0, cv)) * (1 + rng.normal(0, cv / 3, 3)))
+                               for _ in range(processes)]
+    return out
+
+
+def flagged(data, skus=SKUS) -> set[str]:
+    return {t.host for t in suspect_hosts(data, skus, "decode_tps")}
+
+
+# ---------------------------------------------------------------------------------------------- SKUs
+
+def test_sku_of_host_rows_views_and_dicts():
+    mac = {"model": "Mac16,11", "performance_cores": 10, "efficiency_cores": 4, "gpu_cores": 20}
+    row = Host(name="m1", chip="Apple M4 Pro", memory_bytes=64 * 2**30, os="macOS 15.3.1 (24D70)",
+               info={"cores": 14, "host_details": mac})
+    view = HostView(name="m2", chip="Apple M4 Pro", memory_bytes=64 * 2**30, os="macOS 15.4 (24E248)", details=mac)
+    assert sku_of(row) == sku_of(view) == sku_of(view.as_dict()) == "Apple M4 Pro · 14 CPU · 20 GPU · 64 GiB · macOS 15"
+    binned = HostView(name="m3", chip="Apple M4 Pro", memory_bytes=64 * 2**30, os="macOS 15.3.1 (24D70)",
+                      details={**mac, "performance_cores": 8, "gpu_cores": 16})
+    newer_os = HostView(name="m4", chip="Apple M4 Pro", memory_bytes=64 * 2**30, os="macOS 26.0 (25A354)", details=mac)
+    assert len({sku_of(view), sku_of(binned), sku_of(newer_os)}) == 3
+    linux = Host(name="l", chip="AMD EPYC 7B13", memory_bytes=int(23.4 * 2**30), os="Debian GNU/Linux 12 (bookworm) "
+                 "(kernel 6.1.0)", info={"cores": 2, "host_details": {"physical_cores": 1}})
+    assert sku_of(linux) == "AMD EPYC 7B13 · 1 CPU · 23 GiB · Debian GNU/Linux 12"
+
+
+# ------------------------------------------------------------------------------------- fleet verdict
+
+def comp(verdict: Verdict) -> Comparison:
+    ratio = {Verdict.regression: 0.9, Verdict.improvement: 1.1}.get(verdict, 1.0)
+    return Comparison("decode_tps", "tok/s", "higher", 15, 15, 75, 75, 100.0, 100.0 * ratio, ratio, ratio - 0.02,
+                      ratio + 0.02, 0.001 if ratio != 1.0 else 0.5, verdict, (ratio - 1) * 100)
+
+
+R, I, N, X = Verdict.regression, Verdict.improvement, Verdict.no_change, Verdict.insufficient
+TWO_A = {"a1": "A", "a2": "A", "b1": "B"}
+
+
+@pytest.mark.parametrize("per_host, expected", [
+    ({"a1": R, "a2": R, "b1": N}, "regression"),  # replicated on two hosts of one SKU
+    ({"a1": I, "a2": I}, "improvement"),
+    ({"a1": R, "a2": N, "b1": N}, "inconsistent"),  # one of two
+    ({"a1": R, "a2": I}, "inconsistent"),
+    ({"a1": N, "a2": N, "b1": R}, "needs_confirmation"),  # single-host SKU
+    ({"a1": N, "a2": N, "b1": N}, "no_change"),
+    ({"a1": X, "a2": X}, "insufficient"),
+    ({"a1": R, "a2": X, "b1": N}, "needs_confirmation"),  # one decided host in A
+    ({"a1": R, "a2": R, "b1": I}, "regression"),  # a replicated regression on one SKU wins
+])
+def test_fleet_verdict(per_host, expected):
+    verdict, detail = fleet_verdict({h: comp(v) for h, v in per_host.items()}, TWO_A)
+    assert verdict == expected, detail
+    if expected == "needs_confirmation":
+        assert detail["confirm"] and all(per_host[h] == R for h in detail["confirm"])
+
+
+def test_fleet_verdict_majority_suspects_decisions_and_confirmation():
+    three = {"a1": "A", "a2": "A", "a3": "A"}
+    assert fleet_verdict({"a1": comp(R), "a2": comp(R), "a3": comp(N)}, three)[0] == "regression"  # 2 of 3
+    five = {f"a{i}": "A" for i in range(5)}
+    assert fleet_verdict({"a0": comp(R), "a1": comp(R), **{f"a{i}": comp(N) for i in (2, 3, 4)}}, five)[0] == \
+        "inconsistent"  # 2 of 5: not a majority
+    # a suspect host's disagreement is left out: its peer's regression alone needs confirmation
+    v, d = fleet_verdict({"a1": comp(R), "a2": comp(N)}, TWO_A, suspects={"a2"})
+    assert (v, d["excluded"], d["confirm"]) == ("needs_confirmation", ["a2"], ["a1"])
+    undecided = Decision(Verdict.insufficient, 5, 1, False, comp(R))
+    assert fleet_verdict({"a1": comp(R), "a2": undecided}, TWO_A)[0] == "needs_confirmation"
+    decided = {h: Decision(R, 8, 2, True, comp(R)) for h in ("a1", "a2")}
+    assert fleet_verdict(decided, TWO_A)[0] == "regression"
+    # the interleaved rerun decides a single host's change
+    assert fleet_verdict({"b1": comp(R)}, TWO_A, confirmations={"b1": comp(R)})[0] == "regression"
+    assert fleet_verdict({"b1": comp(R)}, TWO_A, confirmations={"b1": comp(N)})[0] == "no_change"
+    assert confirmed_verdict(comp(R), comp(I)) == "inconsistent"
+    assert confirmed_verdict(comp(R), comp(X)) == "needs_confirmation"
+
+
+# ------------------------------------------------------------------------------ suspects: statistics
+
+def test_series_level_controls_a_majority_of_tests():
+    assert series_level(1, 0.0025) == pytest.approx(0.0025)
+    assert series_level(2, 0.0025) == pytest.approx(0.05)
+    q = series_level(3, 0.0025)
+    assert 3 * q**2 * (1 - q) + q**3 == pytest.approx(0.0025)
+
+
+def test_slow_host_flagged_healthy_not():
+    data = history(0, slow={"a3": 0.08})
+    rows = suspect_hosts(data, SKUS, "decode_tps")
+    assert {r.host for r in rows} == {"a3"} and len(rows) == 3  # every tested series of it, so all its results
+    assert all(r.ratio < 0.95 and r.ci_high < 1 and r.peers == ["a1", "a2", "a4"] and r.sku == "A" for r in rows)
+    assert "slower than its 3 SKU peer(s)" in rows[0].reason
+    assert not any(t.host == "b1" for t in peer_tests(data, SKUS, "decode_tps"))  # no peers: never tested
+
+
+def test_rates_over_seeds():
+    """200 seeded campaigns of 3 series: a host 8% slow is caught in >= 95%; healthy hosts are flagged in under
+    1% of (host, campaign) pairs, with and without a slow peer (the bound alpha / hosts is 0.25%)."""
+    seeds = range(200)
+    caught = sum("a3" in flagged(history(s, slow={"a3": 0.08})) for s in seeds)
+    false_with_slow = sum(len(flagged(history(s, slow={"a3": 0.08})) - {"a3"}) for s in seeds)
+    false_null = sum(len(flagged(history(1000 + s))) for s in seeds)
+    assert caught / 200 >= 0.95, caught
+    assert false_with_slow / (200 * 4) < 0.01 and false_null / (200 * 4) < 0.01, (false_with_slow, false_null)
+
+
+def test_two_hosts_of_an_sku_only_the_slower_is_flagged():
+    skus = {"x": "A", "y": "A"}
+    hits = [flagged(history(s, slow={"y": 0.10}, hosts=("x", "y")), skus) for s in range(50)]
+    assert all(h <= {"y"} for h in hits) and sum("y" in h for h in hits) >= 45
+
+
+def test_one_disturbed_series_is_not_enough():
+    data = history(3)
+    for procs in data["s0"]["a2"]:  # a busy spell during one series only
+        procs[:] = [v * 0.85 for v in procs]
+    assert "a2" not in flagged(data)
+    assert "a2" in flagged({"s0": data["s0"]})  # alone, that series is evidence
+
+
+def point(job_id: str, host: str, version: str, values: list[float]) -> Point:
+    return Point(job_id, "sw", "sw", host, "llama.cpp", "tiny", "F16", "full", "generate", 32, 64, 0, "ab" * 32,
+                 {"threads": 1}, {}, {"llama-cpp-python": version}, datetime(2026, 12, 1, tzinfo=timezone.utc),
+                 {"decode_tps": values})
+
+
+def test_points_group_by_version_and_carry_job_ids():
+    rng = np.random.default_rng(7)
+    pts = [point(f"{h}-{v}-{i}", h, v, list(300 * (0.85 if h == "a3" and v == "0.3.36" else 1.0)
+                                         * (1 + rng.normal(0, 0.03, 3))))
+           for h in ("a1", "a2", "a3") for v in ("0.3.35", "0.3.36") for i in range(6)]
+    tests = peer_tests(pts, SKUS, "decode_tps")
+    assert len({t.series_id for t in tests}) == 2 and all(t.series.endswith(("0.3.35", "0.3.36")) for t in tests)
+    slow = [t for t in tests if t.host == "a3" and t.series.endswith("0.3.36")][0]
+    assert slow.job_ids == [f"a3-0.3.36-{i}" for i in range(6)] and slow.ratio < 0.9
+    assert flagged(pts) == set()  # slow in one of its two series (one version): not a majority
+
+
+# ------------------------------------------------------------------------------------ suspects: storage
+
+def test_save_is_idempotent_and_clear(sqlite_url):
+    rows = suspect_hosts(history(0, slow={"a3": 0.08}), SKUS, "decode_tps")
+    with db.session_scope(sqlite_url) as s:
+        assert save_suspects(s, rows) == 3
+        assert save_suspects(s, rows) == 0
+        assert save_suspects(s, rows[:1], campaign_id=None) == 0
+    with db.session_scope(sqlite_url) as s:
+        got = list_suspects(s)
+        assert len(got) == 3 and {r["host"] for r in got} == {"a3"} and got[0]["peers"] == ["a1", "a2", "a4"]
+        assert clear_suspects(s, "a3") == 3
+    with db.session_scope(sqlite_url) as s:
+        assert list_suspects(s) == [] and len(list_suspects(s, active_only=False)) == 3
+        save_suspects(s, rows)  # seen again: a cleared row stays cleared
+    with db.session_scope(sqlite_url) as s:
+        assert list_suspects(s) == []
+
+
+def test_fleet_page_shows_suspect_hosts(seeded):
+    rows = suspect_hosts(history(0, slow={"a3": 0.08}, series=1), SKUS, "decode_tps")
+    for r in rows:
+        r.host, r.peers, r.job_ids = "mbp", ["mbp-2", "mbp-3", "mbp-4"], ["j1", "j2"]
+    with db.session_scope(seeded["url"]) as s:
+        save_suspects(s, rows)
+    at = app("fleet")
+    hosts = next(d.value for d in at.dataframe if "worker" in d.value.columns).set_index("worker")
+    assert hosts.loc["mbp", "suspect"] == "⚠ suspect" and hosts.loc["studio", "suspect"] == ""
+    sus = next(d.value for d in at.dataframe if "suspect host" in d.value.columns)
+    assert list(sus["suspect host"]) == ["mbp"] and sus["ratio vs peers"][0] < 0.95
+    assert sus["peers"][0] == "mbp-2, mbp-3, mbp-4" and sus["results marked"][0] == 2
+    assert sus["since"][0].endswith("s ago") and "–" in sus["95% CI"][0]
+
+
+# ------------------------------------------------------------------------------------- real workers
+
+def test_real_workers_throttled_one_is_flagged(models_dir, tmp_path):
+    """Two real workers, one 20% slower inside llama.cpp's timed calls: 3 decode series x 6 processes each.
+    (benchmarks/suspect_hosts.py measures the rates at 10%, over repeated runs.)"""
+    r = scenario(models_dir, tmp_path, throttle=0.20, processes=6)
+    assert sum(c.get("ok", 0) for c in r["progress"].values()) == 36, r["progress"]
+    assert len(set(r["skus"].values())) == 1  # one machine: the same facts, the same SKU
+    assert r["flagged"] == [r["throttled"]], [(t.host, t.series, t.ratio, t.p_value) for t in r["tests"]]
+    slow = [t for t in r["tests"] if t.host == r["throttled"]]
+    assert len(slow) == 3 and sum(t.ratio < 0.95 for t in slow) >= 2
