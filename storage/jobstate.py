@@ -67,6 +67,37 @@ _CLAIM = _claim_statement()  # built once: a claim costs its round trip, not sta
 # PostgreSQL, autocommitted: the same UPDATE, whose transaction (this statement alone) commits without waiting
 # for the WAL flush (set_config(..., true) is transaction-local, so the connection's later writes stay synchronous).
 _CLAIM_ASYNC = _claim_statement().returning(func.set_config("synchronous_commit", "off", True))
+_PER_CLAIM = ("job_id", "worker", "host", "now", "expires")
+
+
+def _postgres_text(stmt) -> tuple[str, dict]:
+    """The statement as psycopg's SQL text (pyformat), and the values of its own literals: rendered once from
+    the one definition above, so the worker's hot path (run on the bare psycopg connection, prepared) and
+    the Session's path cannot drift apart."""
+    from sqlalchemy.dialects.postgresql import psycopg
+
+    compiled = stmt.compile(dialect=psycopg.dialect())
+    literals = compiled.construct_params(dict.fromkeys(_PER_CLAIM))
+    return compiled.string, {k: v for k, v in literals.items() if k not in _PER_CLAIM}
+
+
+CLAIM_ASYNC_SQL, _CLAIM_ASYNC_LITERALS = _postgres_text(_CLAIM_ASYNC)
+
+
+def try_claim_async_with(execute, job_id: str, *, worker: str, host: str, lease_s: float = LEASE_S) -> Claim | None:
+    """try_claim(durable=False) through ``execute(sql, params) -> first row or None``: a Session's connection
+    (store.session_executor), or the worker's held connection (autocommitted, prepared: worker.task)."""
+    now = utcnow()
+    return _claimed(execute(CLAIM_ASYNC_SQL, dict(_CLAIM_ASYNC_LITERALS, job_id=job_id, worker=worker, host=host,
+                                                  now=now, expires=now + timedelta(seconds=lease_s))))
+
+
+def _claimed(row) -> Claim | None:
+    """The Claim of a claim statement's returned row (spec, attempts, interruptions, ...); None: refused."""
+    if row is None:
+        return None
+    spec, attempts, interruptions = row[0], row[1], row[2]
+    return Claim(JobSpec.model_validate(spec), attempt=attempts - interruptions)
 
 
 def try_claim(session: Session, job_id: str, *, worker: str, host: str, lease_s: float = LEASE_S,
@@ -75,8 +106,9 @@ def try_claim(session: Session, job_id: str, *, worker: str, host: str, lease_s:
 
     A single UPDATE, atomic on its own: a worker may run it outside an explicit transaction (autocommit),
     which saves the BEGIN and COMMIT round trips. ``durable=False`` (PostgreSQL, autocommit only) commits it
-    asynchronously: visible to everyone at once, but the fsync (1.5-3 ms here, half a no-op job's
-    bookkeeping) is not waited for. Losing such a claim in a server crash loses no result and doubles none:
+    asynchronously (CLAIM_ASYNC_SQL, the text the worker's held connection runs prepared): visible to
+    everyone at once, but the fsync (1.5-3 ms here, half a no-op job's bookkeeping) is not waited for.
+    Losing such a claim in a server crash loses no result and doubles none:
 
     - the worker's result write is synchronous and comes after the claim in the one WAL; its flush covers
       every earlier record, so a result that is durable has a durable claim;
@@ -88,13 +120,11 @@ def try_claim(session: Session, job_id: str, *, worker: str, host: str, lease_s:
     - a duplicate message refused meanwhile on the strength of the lost claim is the same case.
     A lost claim only loses its attempt count, and a server crash is not the job's failure.
     """
+    if not durable:
+        return try_claim_async_with(store.session_executor(session), job_id, worker=worker, host=host, lease_s=lease_s)
     now = utcnow()
-    got = session.execute(_CLAIM if durable else _CLAIM_ASYNC,
-                          dict(job_id=job_id, worker=worker, host=host, now=now,
-                               expires=now + timedelta(seconds=lease_s))).first()
-    if got is None:
-        return None
-    return Claim(JobSpec.model_validate(got.spec), attempt=got.attempts - got.interruptions)
+    return _claimed(session.execute(_CLAIM, dict(job_id=job_id, worker=worker, host=host, now=now,
+                                                expires=now + timedelta(seconds=lease_s))).first())
 
 
 def _refusal(session: Session, job_id: str, *, worker: str, host: str, claimable) -> Claim:

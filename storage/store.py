@@ -12,11 +12,9 @@ import json
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from functools import lru_cache
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
-from sqlalchemy import (Boolean, Float, Integer, String, bindparam, column, func, insert, or_, select,
-                        true as literal_true, update, values as values_clause)
+from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -130,13 +128,9 @@ def _insert_ignoring_duplicate(session: Session, values: dict) -> bool:
     return session.execute(stmt.returning(Result.job_id)).scalar() is not None
 
 
-def save_result(session: Session, job: JobSpec, result: JobResult, host: str | None = None,
-                worker: str | None = None) -> bool:
-    """Write the result, its samples and the job's final status; False (nothing written) if already stored.
-
-    Non-finite sample values (NaN, inf) are not stored: SQLite cannot hold NaN in a NOT NULL column.
-    Raises UnknownJob if the job is not in the database; the transaction must then be rolled back.
-    """
+def _result_writes(job: JobSpec, result: JobResult, host: str | None, worker: str | None):
+    """What storing ``result`` writes: the results row's values, its sample rows, their summaries, and the
+    job's changes (its final status, who ran it)."""
     if result.job_id != job.job_id:
         raise ValueError(f"result of job {result.job_id!r} handed in with job {job.job_id!r}")
     status = JobStatus(result.status).value
@@ -164,14 +158,23 @@ def save_result(session: Session, job: JobSpec, result: JobResult, host: str | N
         changes["host"] = host
     if worker is not None:
         changes["worker"] = worker
-    dialect = session.get_bind().dialect.name
+    return values, rows, summaries, changes
+
+
+def save_result(session: Session, job: JobSpec, result: JobResult, host: str | None = None,
+                worker: str | None = None) -> bool:
+    """Write the result, its samples and the job's final status; False (nothing written) if already stored.
+
+    Non-finite sample values (NaN, inf) are not stored: SQLite cannot hold NaN in a NOT NULL column.
+    Raises UnknownJob if the job is not in the database; the transaction must then be rolled back.
+    """
+    if session.get_bind().dialect.name == "postgresql":  # one statement, the text the worker's hot path runs
+        return save_result_with(session_executor(session), job, result, host=host, worker=worker)
+    values, rows, summaries, changes = _result_writes(job, result, host, worker)
     try:
-        if dialect == "postgresql":
-            return _save_in_one_statement(session, values, rows, summaries, changes)
         inserted = _insert_ignoring_duplicate(session, values)
     except IntegrityError as exc:
-        raise UnknownJob(f"job {job.job_id} ({job.label()}) of sweep {job.sweep_id!r} is not in the database: "
-                         f"{exc.orig}") from None
+        raise _unknown(job, exc) from None
     if not inserted:
         return False
     if rows:
@@ -179,82 +182,99 @@ def save_result(session: Session, job: JobSpec, result: JobResult, host: str | N
     if summaries:
         common = {k: values[k] for k in FROM_RESULT}
         session.execute(insert(ResultSummary.__table__), [common | r for r in summaries])
-    if status == "ok":
+    if values["status"] == "ok":
         session.execute(sqlite.insert(ResultIdentity.__table__).values(identity_hash=values["identity_hash"],
                                                                       job_id=job.job_id).on_conflict_do_nothing())
     session.execute(update(Job.__table__).where(Job.id == job.job_id).values(**changes))
     return True
 
 
-def _save_in_one_statement(session: Session, values: dict, rows: list[dict], summaries: list[dict],
-                           changes: dict) -> bool:
-    """PostgreSQL: result row, samples, their summaries and the job's final status in one statement.
+# PostgreSQL: the result row, its samples, their summaries, the identity and the job's final status in one
+# statement of one fixed shape, so it is parsed and planned once per connection (psycopg prepares a query
+# it has run 5 times; the worker's held connection asks for it at once) whatever the number of samples:
+# they travel as arrays, unnested in their order (sample ids keep the order the result lists them in,
+# load_stored sorts by id). The samples, summaries, identity and status are written only if this
+# statement's insert took (a duplicate or the loser of a race gets no row from ``ins``); a statement is
+# atomic, so all commit together or not at all. Job columns a result leaves unknown (started_at, host,
+# worker: None) keep their value, as on SQLite.
+_RESULT_COLUMNS = ("job_id", "status", "error", "stderr_tail", "started_at", "finished_at", "wall_s", "load_s",
+                   "peak_memory_bytes", "baseline_memory_bytes", "peak_footprint_bytes", "baseline_footprint_bytes",
+                   "throttled", "hostname", "chip", "identity_hash", "environment", "extra", "created_at",
+                   "engine_version")
+_JSON_COLUMNS = ("environment", "extra")
+_CASTS = {"environment": "::json", "extra": "::json", "started_at": "::timestamptz", "finished_at": "::timestamptz",
+          "created_at": "::timestamptz", "throttled": "::boolean", "wall_s": "::float8", "load_s": "::float8",
+          **{k: "::bigint" for k in ("peak_memory_bytes", "baseline_memory_bytes", "peak_footprint_bytes",
+                                     "baseline_footprint_bytes")}}
+assert set(_RESULT_COLUMNS) == {c.name for c in Result.__table__.c}, "save_result's SQL lists every results column"
+SAVE_SQL = f"""WITH ins AS (
+  INSERT INTO results ({", ".join(_RESULT_COLUMNS)})
+  VALUES ({", ".join(f"%(r_{c})s{_CASTS.get(c, '::text')}" for c in _RESULT_COLUMNS)})
+  ON CONFLICT (job_id) DO NOTHING
+  RETURNING job_id, identity_hash, status, throttled
+), upd AS (
+  UPDATE jobs SET status = ins.status, finished_at = %(r_finished_at)s::timestamptz, error = %(r_error)s::text,
+    lease_expires_at = NULL, started_at = COALESCE(%(j_started_at)s::timestamptz, jobs.started_at),
+    host = COALESCE(%(j_host)s::text, jobs.host), worker = COALESCE(%(j_worker)s::text, jobs.worker)
+  FROM ins WHERE jobs.id = ins.job_id
+), idn AS (
+  INSERT INTO result_identities (identity_hash, job_id)
+  SELECT identity_hash, job_id FROM ins WHERE status = 'ok'
+  ON CONFLICT (identity_hash) DO NOTHING
+), smp AS (
+  INSERT INTO samples (job_id, repetition, warmup, metric, value)
+  SELECT ins.job_id, v.repetition, v.warmup, v.metric, v.value
+  FROM ins, unnest(%(s_repetition)s::integer[], %(s_warmup)s::boolean[], %(s_metric)s::text[],
+                   %(s_value)s::float8[]) WITH ORDINALITY AS v (repetition, warmup, metric, value, ord)
+  ORDER BY v.ord
+), sry AS (
+  INSERT INTO result_summaries (job_id, identity_hash, status, throttled, metric, n, mean, median, var, min, max)
+  SELECT ins.job_id, ins.identity_hash, ins.status, ins.throttled, m.metric, m.n, m.mean, m.median, m.var, m.min, m.max
+  FROM ins, unnest(%(m_metric)s::text[], %(m_n)s::integer[], %(m_mean)s::float8[], %(m_median)s::float8[],
+                   %(m_var)s::float8[], %(m_min)s::float8[], %(m_max)s::float8[]) AS m (metric, n, mean, median, var, min, max)
+)
+SELECT job_id FROM ins"""
 
-    WITH ins AS (INSERT INTO results ... ON CONFLICT (job_id) DO NOTHING RETURNING job_id),
-         upd AS (UPDATE jobs SET ... FROM ins WHERE jobs.id = ins.job_id),
-         smp AS (INSERT INTO samples ... SELECT ins.job_id, v.* FROM ins, (VALUES ...) v),
-         sry AS (INSERT INTO result_summaries ... SELECT ins.job_id, ..., s.* FROM ins, (VALUES ...) s),
-         idn AS (INSERT INTO result_identities SELECT ... FROM ins WHERE ok ON CONFLICT DO NOTHING)
-    SELECT job_id FROM ins
 
-    The samples and the status are written only if this statement's insert took (a duplicate or the
-    loser of a race gets no row from ``ins``), exactly as the statement-per-step path does; a statement
-    is atomic, so the three writes commit together or not at all. The statement is built once per shape
-    (which job columns change, whether there are samples) and reused with bound parameters.
-    """
-    params = {f"r_{k}": v for k, v in values.items()}
-    params.update({f"j_{k}": v for k, v in changes.items()})
-    if rows or summaries:
-        stmt = _save_statement(tuple(values), tuple(changes), _samples_values(rows) if rows else None,
-                               _summaries_values(summaries) if summaries else None)
-    else:
-        stmt = _save_statement_cached(tuple(values), tuple(changes))
-    return session.execute(stmt, params).scalar() is not None
+def session_executor(session: Session):
+    """execute(sql, params) -> first row, on the session's connection (in its transaction)."""
+    return lambda sql, params: session.connection().exec_driver_sql(sql, params).first()
 
 
-def _summaries_values(summaries: list[dict]):
-    return values_clause(column("metric", String), column("n", Integer), column("mean", Float),
-                         column("median", Float), column("var", Float), column("min", Float), column("max", Float),
-                         name="s").data([tuple(r[c] for c in _SUMMARY_COLUMNS) for r in summaries])
+def save_result_with(execute, job: JobSpec, result: JobResult, host: str | None = None,
+                     worker: str | None = None) -> bool:
+    """PostgreSQL's save_result through ``execute(sql, params) -> first row or None``: a Session's connection
+    (session_executor), or the worker's held connection (autocommitted, prepared: worker.task).
+    SQLAlchemy's exceptions, as from a Session; UnknownJob if the job is not in the database."""
+    try:
+        return execute(SAVE_SQL, save_params(job, result, host, worker)) is not None
+    except IntegrityError as exc:
+        raise _unknown(job, exc) from None
 
 
-
-def _samples_values(rows: list[dict]):
-    return values_clause(column("ord", Integer), column("repetition", Integer), column("warmup", Boolean),
-                         column("metric", String), column("value", Float), name="v").data(
-        [(i, r["repetition"], r["warmup"], r["metric"], r["value"]) for i, r in enumerate(rows)])
+def _unknown(job: JobSpec, exc: IntegrityError) -> UnknownJob:
+    return UnknownJob(f"job {job.job_id} ({job.label()}) of sweep {job.sweep_id!r} is not in the database: {exc.orig}")
 
 
-@lru_cache(maxsize=32)
-def _save_statement_cached(value_keys: tuple[str, ...], change_keys: tuple[str, ...]):
-    return _save_statement(value_keys, change_keys, None, None)
+def _aware(t: datetime | None) -> datetime | None:
+    """As tables.UTCDateTime binds it: a naive datetime is UTC already."""
+    return t.replace(tzinfo=timezone.utc) if t is not None and t.tzinfo is None else t
 
 
-def _save_statement(value_keys: tuple[str, ...], change_keys: tuple[str, ...], samples, summaries):
-    results, jobs = Result.__table__, Job.__table__
-    ins = (postgresql.insert(results)
-           .values({k: bindparam(f"r_{k}", type_=results.c[k].type) for k in value_keys})
-           .on_conflict_do_nothing(index_elements=["job_id"])
-           .returning(results.c.job_id, results.c.identity_hash, results.c.status, results.c.throttled).cte("ins"))
-    upd = (update(jobs).where(jobs.c.id == ins.c.job_id)
-           .values({k: bindparam(f"j_{k}", type_=jobs.c[k].type) for k in change_keys})
-           .returning(jobs.c.id).cte("upd"))
-    idn = (postgresql.insert(ResultIdentity.__table__)
-           .from_select(["identity_hash", "job_id"], select(ins.c.identity_hash, ins.c.job_id).where(ins.c.status == "ok"))
-           .on_conflict_do_nothing(index_elements=["identity_hash"]).cte("idn"))
-    ctes = [upd, idn]
-    if samples is not None:
-        v = samples
-        # In the rows' order, so sample ids keep the order the result lists them in (load_stored sorts by id).
-        smp_sel = (select(ins.c.job_id, v.c.repetition, v.c.warmup, v.c.metric, v.c.value)
-                   .select_from(ins).join(v, literal_true()).order_by(v.c.ord))
-        ctes.append(insert(SampleRow.__table__).from_select(
-            ["job_id", "repetition", "warmup", "metric", "value"], smp_sel).cte("smp"))
-    if summaries is not None:
-        sry_sel = select(*(ins.c[c] for c in FROM_RESULT), *(summaries.c[c] for c in _SUMMARY_COLUMNS)).select_from(
-            ins).join(summaries, literal_true())
-        ctes.append(insert(ResultSummary.__table__).from_select([*FROM_RESULT, *_SUMMARY_COLUMNS], sry_sel).cte("sry"))
-    return select(ins.c.job_id).add_cte(*ctes)
+def save_params(job: JobSpec, result: JobResult, host: str | None = None, worker: str | None = None) -> dict:
+    """SAVE_SQL's parameters (pyformat, for psycopg): what save_result writes for ``result``."""
+    values, rows, summaries, changes = _result_writes(job, result, host, worker)
+    p = {f"r_{c}": values[c] for c in _RESULT_COLUMNS}
+    for c in ("started_at", "finished_at", "created_at"):
+        p[f"r_{c}"] = _aware(p[f"r_{c}"])
+    for c in _JSON_COLUMNS:  # as SQLAlchemy's JSON type writes it (json.dumps); None: SQL NULL
+        p[f"r_{c}"] = None if p[f"r_{c}"] is None else json.dumps(p[f"r_{c}"])
+    p.update(j_started_at=_aware(changes.get("started_at")), j_host=changes.get("host"), j_worker=changes.get("worker"))
+    for k in ("repetition", "warmup", "metric", "value"):
+        p[f"s_{k}"] = [r[k] for r in rows]
+    for k in _SUMMARY_COLUMNS:
+        p[f"m_{k}"] = [r[k] for r in summaries]
+    return p
 
 
 def _chunks(ids: list[str]):

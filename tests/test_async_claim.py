@@ -1,10 +1,15 @@
 """The worker's claim commits without waiting for its fsync (jobstate.try_claim, durable=False): the
 connection's other writes stay synchronous, and a claim a server crash loses costs no result and doubles
 none. Real PostgreSQL with worker logins and the real reconciler; the crash is the claim's row rolled back.
+
+The worker runs the claim and the result write on its held connection's bare psycopg cursor, prepared
+(worker.task._HeldConnection.execute): it writes what a Session writes (SQLite's statement-per-step path
+is the reference), its result commit is synchronous, and its errors are SQLAlchemy's, as from a Session.
 """
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 import redis
 from sqlalchemy import func, select, text, update
@@ -12,8 +17,10 @@ from sqlalchemy.exc import ProgrammingError
 from sqlalchemy.orm import Session
 
 from coordinator.reconcile import reconcile
+from siliconbench.results import JobResult, JobStatus
 from storage import database as db, jobstate, roles, store
-from storage.tables import Job, Result
+from storage.tables import Job, Result, ResultIdentity, ResultSummary
+from worker.task import _HeldConnection
 
 from .conftest import new_pg_database
 from .test_storage import JOBS, SPEC, SWEEP_ID, make_result
@@ -67,3 +74,83 @@ def test_a_lost_claim_loses_no_result_and_doubles_none(url):
         assert s.scalar(select(func.count()).select_from(Result).where(Result.job_id == job.job_id)) == 1
         assert s.get(Job, job.job_id).status == "ok"
     a.close(), b.close()
+
+
+def _held(url: str, host: str | None) -> _HeldConnection:
+    """The worker's held connection, on its own login (None: the owner's)."""
+    return _HeldConnection(url if host is None else roles.create_login(url, "worker", roles.login_for(host),
+                                                                       host=host).rendered())
+
+
+def _stored(url: str, job_id: str) -> tuple:
+    """Everything a result write leaves: the result with its samples (in order), summaries, identity, job row."""
+    with db.session_scope(url) as s:
+        (stored,) = store.load_stored(s, job_ids=[job_id])
+        summaries = [(r.metric, r.n, r.mean, r.median, r.var, r.min, r.max, r.identity_hash, r.status, r.throttled)
+                     for r in s.scalars(select(ResultSummary).where(ResultSummary.job_id == job_id)
+                                        .order_by(ResultSummary.metric))]
+        identity = s.scalar(select(ResultIdentity.job_id).where(ResultIdentity.identity_hash == stored.result.identity_hash(stored.job)))
+        j = s.get(Job, job_id)
+        job_row = (j.status, j.host, j.worker, j.started_at, j.finished_at, j.error, j.lease_expires_at, j.attempts)
+    return stored.job, stored.result, stored.host, stored.worker, summaries, identity, job_row
+
+
+def test_the_worker_path_writes_what_a_session_writes(url, tmp_path):
+    job, result = JOBS[0], make_result(JOBS[0])
+    lite = f"sqlite:///{tmp_path / 'reference.sqlite'}"  # the reference: SQLite's statement-per-step writes
+    db.upgrade(lite)
+    with db.session_scope(lite) as s:
+        store.create_sweep(s, SWEEP_ID, SPEC, JOBS[:1])
+        s.flush()
+        assert store.mark_running(s, job.job_id, host="mini-1", worker="mini-1")
+        assert store.save_result(s, job, result, host="mini-1", worker="mini-1")
+
+    held = _held(url, "mini-1")
+    claim = jobstate.try_claim_async_with(held.execute, job.job_id, worker="mini-1", host="mini-1")
+    assert claim.job == job and claim.attempt == 1
+    assert held.execute("SHOW synchronous_commit", {}) == ("on",)  # the claim's set_config ended with it
+    assert store.save_result_with(held.execute, job, result, host="mini-1", worker="mini-1")
+    assert not store.save_result_with(held.execute, job, result, host="mini-1", worker="mini-1")  # redelivered
+    prepared = [sql for (sql,) in held.cursor.execute("SELECT statement FROM pg_prepared_statements").fetchall()]
+    assert jobstate.CLAIM_ASYNC_SQL.split()[:2] == ["UPDATE", "jobs"] and any("UPDATE jobs SET" in p for p in prepared)
+    assert any("INSERT INTO results" in p for p in prepared)  # parsed and planned once, then Bind/Execute
+    held.close()
+
+    pg, ref = _stored(url, job.job_id), _stored(lite, job.job_id)
+    assert pg[:6] == ref[:6] and pg[1].samples == result.samples and pg[4]  # samples in order, summaries written
+    assert pg[6][:7] == ref[6][:7]  # the job's final status, host, worker, times, error, lease cleared
+    db.dispose(lite)
+
+
+def test_the_worker_path_without_samples_or_times(url, tmp_path):
+    job = JOBS[0]
+    bare = JobResult(job_id=job.job_id, status=JobStatus.failed, error="crash: boom")  # no samples, no started_at
+    held = _held(url, "mini-1")
+    assert jobstate.try_claim_async_with(held.execute, job.job_id, worker="mini-1", host="mini-1") is not None
+    with db.session_scope(url) as s:
+        started = s.get(Job, job.job_id).started_at
+    assert store.save_result_with(held.execute, job, bare, host="mini-1", worker="mini-1")
+    held.close()
+    stored_job, stored, *_, job_row = _stored(url, job.job_id)
+    assert stored.status == "failed" and stored.error == "crash: boom" and not stored.samples
+    assert job_row[:3] == ("failed", "mini-1", "mini-1") and job_row[3] == started  # the claim's start is kept
+
+
+def test_the_worker_path_raises_what_a_session_raises(url):
+    job = JOBS[0]
+    a, b = _held(url, "mini-1"), _held(url, "mini-2")
+    assert jobstate.try_claim_async_with(a.execute, job.job_id, worker="mini-1", host="mini-1") is not None
+    with pytest.raises(ProgrammingError) as refused:  # mini-2 writing for a job mini-1 holds
+        store.save_result_with(b.execute, job, make_result(job), host="mini-2", worker="mini-2")
+    assert roles.refused_by_rules(refused.value) and b.conn is None  # the connection is dropped, as before
+    owner = _held(url, None)
+    with pytest.raises(store.UnknownJob):  # the owner has no row-level rule: the foreign key refuses it
+        store.save_result_with(owner.execute, JOBS[1], make_result(JOBS[1]))
+    # The server ends the held connection while it idles (a restart): the call goes through on a fresh one.
+    (pid,) = a.execute("SELECT pg_backend_pid()", {})
+    with psycopg.connect(db.normalize_url(url).set(drivername="postgresql").render_as_string(hide_password=False),
+                         autocommit=True) as c:
+        c.execute("SELECT pg_terminate_backend(%s)", [pid])
+    assert store.save_result_with(a.execute, job, make_result(job), host="mini-1", worker="mini-1")
+    assert a.execute("SELECT pg_backend_pid()", {}) != (pid,)
+    a.close(), b.close(), owner.close()

@@ -14,16 +14,15 @@ from pathlib import Path
 from typing import Callable
 
 from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
-from sqlalchemy.orm import Session
 
 from siliconbench.errors import UserError
 from siliconbench.queues import LEASE_S
 from siliconbench.results import JobResult, JobStatus, failed
 from storage.database import engine_for, session_scope
-from storage.jobstate import attempts_left, claim, renew, requeue, try_claim
+from storage.jobstate import attempts_left, claim, renew, requeue, try_claim_async_with
 from storage.outages import OUTAGES, call_through
 from storage.roles import refused_by_rules
-from storage.store import save_result
+from storage.store import save_result, save_result_with
 
 from . import outages
 from .child import run_job
@@ -72,20 +71,25 @@ class _HeldConnection:
     """The worker's own PostgreSQL connection for the two writes of every job (claim, result).
 
     Held between jobs, so a job costs no pool checkout and no pre-ping (``SELECT 1``) per transaction,
-    and in autocommit: the claim and the result are one statement each (jobstate.try_claim,
-    store.save_result on PostgreSQL), atomic and committed when they return, without a BEGIN and a COMMIT
-    round trip around them. The result commits synchronously (before the ack); the claim does not wait
-    for its fsync (why no result is lost or doubled: jobstate.try_claim). Anything that needs more than one statement
-    (a refused claim, a requeue) still runs in a session_scope transaction.
+    and in autocommit: the claim and the result are one statement each (jobstate.CLAIM_ASYNC_SQL,
+    store.SAVE_SQL), atomic and committed when they return, without a BEGIN and a COMMIT round trip
+    around them. Both run on the bare psycopg connection (``execute``), prepared on the server at their
+    first use: a job then costs their Bind/Execute and no parsing or planning, nor SQLAlchemy's statement
+    machinery on the client (the texts are the ones the Session paths run, so they cannot drift apart).
+    The result commits synchronously (before the ack); the claim does not wait for its fsync (why no
+    result is lost or doubled: jobstate.try_claim). Anything that needs more than one statement (a refused
+    claim, a requeue) still runs in a session_scope transaction.
 
     A connection that fails is dropped; if it had been idle in our hands (the server restarted, the
     network blipped), the call is tried once more on a fresh, pre-pinged one from the pool before the
-    error goes to the caller (which retries the claim, or spools the result, as before).
+    error goes to the caller (which retries the claim, or spools the result, as before). psycopg's errors
+    reach the caller as SQLAlchemy's (OperationalError, ProgrammingError ...), as from a Session.
     """
 
     def __init__(self, url: str):
         self.url = url
         self.conn = None
+        self.cursor = None  # the psycopg cursor of ``execute``, on ``conn``
         self.supported: bool | None = None  # PostgreSQL only (save_result is one statement there)
 
     def usable(self) -> bool:
@@ -96,21 +100,28 @@ class _HeldConnection:
                 return False
         return self.supported
 
-    def run(self, fn):
+    def execute(self, sql: str, params: dict):
+        """One autocommitted statement, prepared; its first returned row (None if none)."""
+        import psycopg  # PostgreSQL only (usable()): its driver is there
+
         for retry in (True, False):
             reused = self.conn is not None
             if self.conn is None:
                 self.conn = engine_for(self.url).connect().execution_options(isolation_level="AUTOCOMMIT")
+                self.cursor = self.conn.connection.dbapi_connection.cursor()  # one for the connection's life
+            dbapi = self.conn.connection.dbapi_connection
             try:
-                with Session(bind=self.conn) as s:
-                    return fn(s)
-            except DBAPIError as exc:
-                self.close(invalidate=exc.connection_invalidated or isinstance(exc, OperationalError))
-                if not (retry and reused and (exc.connection_invalidated or isinstance(exc, OperationalError))):
-                    raise
+                return self.cursor.execute(sql, params, prepare=True).fetchone()
+            except psycopg.Error as orig:
+                dialect = self.conn.dialect
+                lost = dialect.is_disconnect(orig, dbapi, None)
+                exc = DBAPIError.instance(sql, params, orig, psycopg.Error, connection_invalidated=lost, dialect=dialect)
+                self.close(invalidate=lost or isinstance(exc, OperationalError))
+                if not (retry and reused and (lost or isinstance(exc, OperationalError))):
+                    raise exc from orig
 
     def close(self, invalidate: bool = False) -> None:
-        conn, self.conn = self.conn, None
+        conn, self.conn, self.cursor = self.conn, None, None
         if conn is None:
             return
         try:
@@ -199,7 +210,7 @@ def handle_job(job_id: object, ctx: WorkerContext) -> str:
 
     def take():
         if held is not None:  # the one-statement claim on the held connection; a refusal is explained below
-            got = held.run(lambda hs: try_claim(hs, job_id, worker=ctx.name, host=host, durable=False))
+            got = try_claim_async_with(held.execute, job_id, worker=ctx.name, host=host)
             if got is not None:
                 return got
         with session_scope(ctx.database_url) as s:
@@ -225,7 +236,7 @@ def handle_job(job_id: object, ctx: WorkerContext) -> str:
             return "requeued"
     try:
         if held is not None:  # one statement (result, samples, job status), autocommitted
-            written = held.run(lambda s: save_result(s, job, result, host=host, worker=ctx.name))
+            written = save_result_with(held.execute, job, result, host=host, worker=ctx.name)
         else:
             with session_scope(ctx.database_url) as s:
                 written = save_result(s, job, result, host=host, worker=ctx.name)
