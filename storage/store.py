@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy import func, insert, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -70,7 +70,7 @@ def create_sweep(session: Session, sweep_id: str, spec: SweepSpec, jobs: list[Jo
                         "resume it, or rename the sweep to measure again.") from None
     if not jobs:
         return
-    if session.get_bind().dialect.name == "postgresql":
+    if session.get_bind().dialect.name == "postgresql" and not _row_security_on_jobs(session):
         _copy_jobs(session, jobs)
     else:
         session.execute(insert(Job.__table__), [_job_row(j) for j in jobs])
@@ -78,6 +78,12 @@ def create_sweep(session: Session, sweep_id: str, spec: SweepSpec, jobs: list[Jo
 
 _COPY_COLUMNS = ("id", "sweep_id", "idx", "spec", "model", "engine", "quant", "quant_level", "workload", "n_prompt",
                  "n_gen", "n_depth", "repetitions", "model_sha256", "status", "attempts", "target_host", "created_at")
+
+
+def _row_security_on_jobs(session: Session) -> bool:
+    """Whether row-level security applies to this login on jobs (the coordinator's least-privilege login):
+    PostgreSQL refuses COPY FROM there ("not supported with row-level security"), so its rows go by INSERT."""
+    return bool(session.execute(text("SELECT row_security_active('jobs')")).scalar())
 
 
 def _copy_jobs(session: Session, jobs: list[JobSpec]) -> None:

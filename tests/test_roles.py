@@ -129,3 +129,19 @@ def test_db_worker_role_prints_a_url_that_works_and_a_coordinator_login_has_no_d
         for statement in ("DROP TABLE results", "ALTER TABLE jobs ADD COLUMN x int", "CREATE TABLE t (x int)"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 c.execute(statement)
+
+
+def test_a_coordinator_login_stores_a_sweep(url):
+    """Row-level security applies to the coordinator's login, and PostgreSQL refuses COPY FROM there: its
+    sweeps' jobs go by INSERT (the owner's still go by COPY), the same rows either way."""
+    coord = roles.create_login(url, "coordinator", "sbc_submit").rendered()
+    with db.session_scope(coord) as s:
+        assert store._row_security_on_jobs(s)
+        store.create_sweep(s, "by-coordinator", SPEC, [j.model_copy(update={"sweep_id": "by-coordinator",
+                                                                            "job_id": j.job_id + "-c"}) for j in JOBS])
+    with db.session_scope(url) as s:
+        assert not store._row_security_on_jobs(s)
+        mine = s.scalars(select(Job).where(Job.sweep_id == "by-coordinator").order_by(Job.idx)).all()
+        theirs = s.scalars(select(Job).where(Job.sweep_id == SWEEP_ID).order_by(Job.idx)).all()
+    assert [(j.idx, j.model, j.status, j.spec["model"]) for j in mine] == \
+        [(j.idx, j.model, j.status, j.spec["model"]) for j in theirs] and len(mine) == len(JOBS)
