@@ -14,6 +14,7 @@ Printed: per run each worker's ratio vs its peer per series, who was flagged; at
 from __future__ import annotations
 
 import math
+import os
 import re
 import tempfile
 import time
@@ -86,8 +87,11 @@ def scenario(models_dir: Path, log_dir: Path, *, throttle: float = 0.10, process
             db = admin.set(database=name, username=login.url.username, password=login.url.password)
             workers.append(WorkerProc(w, broker=redis.url, database=db.render_as_string(hide_password=False),
                                       models_dir=models_dir, log_dir=log_dir, env=env))
-        for w in workers:
+        for cpu, w in enumerate(workers):
             w.wait_ready(120)
+            # Each worker stands for a Mac of its own: a core each (its jobs' processes inherit it), so the two
+            # workers' jobs, which run at the same time, do not take turns on one core.
+            os.sched_setaffinity(w.pid, {cpu % os.cpu_count()})
         # Round by round (as a campaign interleaves): both workers run round r's jobs at the same time, so the
         # load other programs put on this shared machine falls on both; only the throttle tells them apart.
         sids, progress = [], {}

@@ -5,8 +5,10 @@ compared per series and host, a fleet verdict, a finding, and a signed webhook d
 was down at first.
 
 The candidate is slowed on both workers by a real busy-wait inside the engine's timed calls
-(benchmarks/_throttle: SILICONBENCH_THROTTLE=0.25 only under mlx-lm==0.32.2), so it regresses by 20% on two hosts
-of the same SKU. The watch's period (1 minute at least) is made to pass by moving its last check back.
+(benchmarks/_throttle: SILICONBENCH_THROTTLE=1.0 only under mlx-lm==0.32.2), so it regresses by 50% on two hosts
+of the same SKU: gross on purpose. Two workers sharing two cores make each process's figure vary by ~20-25%
+here (benchmarks/suspect_hosts.py measured it), so a 20% step was decided in only some runs; the loop, not the
+statistics' power, is what this test proves (benchmarks/regression_power.py measures that). The watch's period (1 minute at least) is made to pass by moving its last check back.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from .index_support import folder_with
 from .test_fleet import broker_url, pg_url, workers  # noqa: F401 (fixtures; workers asks for broker_url)
 from .test_notify import SECRET, Receiver
 
-THROTTLE = {"SILICONBENCH_THROTTLE": "0.25", "SILICONBENCH_THROTTLE_WHEN": "mlx-lm==0.32.2",
+THROTTLE = {"SILICONBENCH_THROTTLE": "1.0", "SILICONBENCH_THROTTLE_WHEN": "mlx-lm==0.32.2",
             "PYTHONPATH": f"{ROOT / 'benchmarks' / '_throttle'}:{ROOT}"}
 HOSTS = ["loop-a", "loop-b"]
 SUITE = {"name": "loop", "models": [SMALL], "engines": ["mlx"], "repetitions": 5, "warmup": 1, "thermal": "record",
