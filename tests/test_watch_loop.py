@@ -145,8 +145,14 @@ def test_new_release_is_benchmarked_on_the_fleet_compared_and_announced(models_d
         assert f.before["mlx-lm"] == "0.31.3" and f.after["mlx-lm"] == "0.32.2"
 
     # The webhook: signed with the shared secret, retried after the receiver was down, the message's fields.
+    # The notification tried while nobody listened is delivered on a later attempt. It is the finding's, unless a
+    # host was flagged suspect first (two workers on one machine: one core also serves PostgreSQL and the
+    # scheduler); then that host's suspect_host notification was, and the finding came after the receiver did.
+    tried_first = next(n for n in notifications(pg_url) if n.id == first[0].id)
+    assert tried_first.attempts >= 2 and tried_first.delivered_at is not None
     sent = [n for n in notifications(pg_url) if n.kind == "finding" and n.payload["metric"] == metric]
-    assert len(sent) == 1 and sent[0].attempts >= 2 and sent[0].delivered_at is not None
+    assert len(sent) == 1 and sent[0].delivered_at is not None
+    assert sent[0].attempts >= 2 or c.verdicts["suspects"], (sent[0].attempts, c.verdicts["suspects"])
     bodies = receiver.accepted[str(sent[0].id)]
     assert len(bodies) == 1
     headers = next({k.lower(): v for k, v in h.items()} for h, b in receiver.requests if b == bodies[0])
