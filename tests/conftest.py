@@ -12,6 +12,8 @@ import pytest
 
 from storage import database
 
+from .fleet_harness import RedisServer
+
 SMALL = "tiny-llama-5m"
 
 
@@ -100,3 +102,12 @@ def empty_db(request, tmp_path):
     database.upgrade(u)
     yield u
     database.dispose(u)
+
+
+@pytest.fixture
+def private_broker():
+    """A Redis of this test's own: a flush of the shared test database by a test running beside this one would drop
+    kombu's queue bindings, and Redis then drops what is published to them without a word."""
+    server = RedisServer().start()
+    yield server.url
+    server.stop()

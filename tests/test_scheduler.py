@@ -23,7 +23,7 @@ from storage.tables import utcnow
 from storage.watch_tables import Campaign, Watch, WatchCheck
 
 from .conftest import SMALL
-from .fleet_harness import CliProc, RedisServer, wait_for
+from .fleet_harness import CliProc, wait_for
 from .index_support import SimpleIndex, folder_with
 from .test_fleet import pg_url  # noqa: F401 (fixtures)
 
@@ -114,23 +114,14 @@ def round_done(url: str, n: int):
     return c if all(c.get(w, 0) >= n for w in WATCHES) else None
 
 
-@pytest.fixture
-def broker_url():
-    """A Redis of this test's own: a flush of the shared test database by a test running beside this one would drop
-    kombu's queue bindings, and Redis then drops what is published to them without a word."""
-    server = RedisServer().start()
-    yield server.url
-    server.stop()
-
-
-def test_two_schedulers_started_by_mistake_never_overlap(pg_url, broker_url, tmp_path):  # noqa: F811
+def test_two_schedulers_started_by_mistake_never_overlap(pg_url, private_broker, tmp_path):  # noqa: F811
     folder = folder_with(["0.31.3"], tmp_path / "index")
     login = roles.create_login(pg_url, "coordinator", roles.login_for("scheduler-test", "coordinator"))
     db_url = login.url.render_as_string(hide_password=False)
     with SlowIndex(folder, DELAY_S) as index:
         add_watches(pg_url, index.url)
         env = {"SILICONBENCH_LOG_LEVEL": "INFO"}
-        procs = [CliProc(f"sched-{x}", ["scheduler", "--broker", broker_url, "--database", db_url, "--tick-s", "1",
+        procs = [CliProc(f"sched-{x}", ["scheduler", "--broker", private_broker, "--database", db_url, "--tick-s", "1",
                                         "--schedule", str(tmp_path / f"beat-{x}")], env, tmp_path) for x in "ab"]
         try:
             # Round 1: the first look at the index records what is there; no campaign.

@@ -29,7 +29,7 @@ from storage.tables import Finding, Job
 from storage.watch_tables import Campaign, Notification, Watch, WatchCheck
 
 from .conftest import SMALL
-from .fleet_harness import ROOT, CliProc, RedisServer, free_port, wait_for
+from .fleet_harness import ROOT, CliProc, free_port, wait_for
 from .index_support import folder_with
 from .test_fleet import broker_url, pg_url, workers  # noqa: F401 (fixtures; workers asks for broker_url)
 from .test_notify import SECRET, Receiver
@@ -50,15 +50,6 @@ def campaign(url: str) -> Campaign | None:
 def notifications(url: str) -> list[Notification]:
     with database.session_scope(url) as s:
         return list(s.scalars(select(Notification).order_by(Notification.id)))
-
-
-@pytest.fixture
-def private_broker():
-    """A Redis of this test's own: a flush of the shared test database by a test running beside this one would drop
-    kombu's queue bindings, and Redis then drops what is published to them without a word."""
-    server = RedisServer().start()
-    yield server.url
-    server.stop()
 
 
 def test_new_release_is_benchmarked_on_the_fleet_compared_and_announced(models_dir, pg_url, private_broker, workers,  # noqa: F811
