@@ -26,9 +26,9 @@ from storage.summaries import RESULT_METRICS
 from storage.tables import Job, Result, ResultSummary, Sweep
 
 from .dashboard_seed import MODEL, prefill_values, seed, seed_results
+from .page_support import TIMEOUT_S, point_dashboard_at
 
 APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
-TIMEOUT_S = 60
 
 
 # ----------------------------------------------------------------------------------------------- fixtures
@@ -36,15 +36,10 @@ TIMEOUT_S = 60
 @pytest.fixture
 def url(empty_db, tmp_path, monkeypatch, models_dir):
     """An empty, migrated database the dashboard is pointed at (SILICONBENCH_*), no broker."""
-    u = empty_db
-    monkeypatch.setenv("SILICONBENCH_DATABASE_URL", u)
+    point_dashboard_at(empty_db, monkeypatch, tmp_path)
     monkeypatch.setenv("SILICONBENCH_MODELS_DIR", str(models_dir))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     monkeypatch.delenv("SILICONBENCH_BROKER_URL", raising=False)
-    st.config.set_option("server.address", "127.0.0.1")  # AppTest binds nothing: as served on loopback, no login
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    return u
+    return empty_db
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
-from streamlit.testing.v1 import AppTest
 
 from coordinator.notify import NO_SECRET, SECRET_VAR, deliver_due, queue_notification, verify_signature
 from coordinator.verdicts import message, parse_since
@@ -26,8 +25,9 @@ from storage.database import session_scope
 from storage.tables import Finding, utcnow
 from storage.watch_tables import Notification
 
+from .page_support import run_page
+
 ROOT = Path(__file__).resolve().parent.parent
-PAGE = str(ROOT / "dashboard" / "views" / "regressions.py")
 SECRET = "s3cret-for-tests"
 FINDING = {"watch": "nightly", "campaign_id": 7, "package": "llama-cpp-python", "engine": "llama.cpp",
            "baseline": "0.3.36", "candidate": "0.3.37", "series": "tiny-llama-5m Q4_K_M p512 g128 d0",
@@ -233,16 +233,8 @@ def test_regressions_since_lists_the_verdicts(empty_db):
 
 
 def test_regressions_page_lists_campaign_verdicts(sqlite_url, tmp_path, monkeypatch):
-    import streamlit as st
-
     seed_verdicts(sqlite_url)
-    monkeypatch.setenv("SILICONBENCH_DATABASE_URL", sqlite_url)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    st.config.set_option("server.address", "127.0.0.1")  # AppTest binds nothing: as served on loopback, no login
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    at = AppTest.from_file(PAGE, default_timeout=60).run()
-    assert not at.exception, at.exception
+    at = run_page("regressions", sqlite_url, monkeypatch, tmp_path)
     df = next(d.value for d in at.dataframe if "webhook" in d.value.columns)
     assert list(df["kind"]) == ["suspect_host", "finding", "finding"]  # newest first, the old one too
     assert list(df["webhook"]) == ["pending, 0 tries", "no webhook", "no webhook"]

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from coordinator.history import load_points
 from coordinator.regressions import change_points, find_steps, list_findings, save_findings
@@ -22,9 +21,9 @@ from storage.database import session_scope
 
 from .envs_support import OTHER_MLX_LM, mlx_env
 from .history_seed import seed_results
+from .page_support import run_page
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGE = str(ROOT / "dashboard" / "views" / "regressions.py")
 OWN_MLX_LM = "0.32.2"
 
 
@@ -158,18 +157,10 @@ def test_confirm_refuses_what_cannot_run_side_by_side(url, models_dir, tmp_path)
 # ------------------------------------------------------------------------------------- dashboard page
 
 def test_regressions_page_shows_findings_history_and_confirms(url, models_dir, tmp_path, monkeypatch):
-    import streamlit as st
-
     from embedded import confirm
 
     history(url, models_dir)
-    monkeypatch.setenv("SILICONBENCH_DATABASE_URL", url)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    st.config.set_option("server.address", "127.0.0.1")  # AppTest binds nothing: as served on loopback, no login
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    at = AppTest.from_file(PAGE, default_timeout=60).run()
-    assert not at.exception, at.exception
+    at = run_page("regressions", url, monkeypatch, tmp_path)
     assert any("No findings yet" in i.value for i in at.info)
     at.button(key="rg_scan").click().run()
     assert not at.exception and any("1 steps passed" in s.value for s in at.success)

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 import yaml
 from sqlalchemy import func, select, update
-from streamlit.testing.v1 import AppTest
 
 from coordinator import package_index, watches
 from coordinator.baselines import BASELINE_REASON, versions_with_history
@@ -33,6 +32,7 @@ from .conftest import new_pg_database
 from .fleet_harness import free_port
 from .history_seed import seed_results
 from .index_support import RELEASES, SimpleIndex, folder_with, local_index
+from .page_support import run_page
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD, NEW = RELEASES
@@ -360,8 +360,6 @@ def test_verdict_summary_reads_the_campaign_drivers_verdicts():
 
 
 def test_regressions_page_shows_watches_and_campaigns(pg, tmp_path, monkeypatch):
-    import streamlit as st
-
     add_watch(pg)
     with session_scope(pg) as s:
         watches.check_watch(s, "nightly", checker="t", index_versions={"mlx-lm": [OLD]})
@@ -371,13 +369,7 @@ def test_regressions_page_shows_watches_and_campaigns(pg, tmp_path, monkeypatch)
         c = s.get(Campaign, cid)
         c.verdicts = {**c.verdicts, "phase": "done", "suspects": ["mini-b"], "series": {  # the campaign driver's
             "tiny p64 g16": {"decode_tps": {"verdict": "regression"}, "prefill_tps": {"verdict": "no change"}}}}
-    monkeypatch.setenv("SILICONBENCH_DATABASE_URL", pg)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    st.config.set_option("server.address", "127.0.0.1")  # AppTest binds nothing: as served on loopback, no login
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    at = AppTest.from_file(str(ROOT / "dashboard/views/regressions.py"), default_timeout=60).run()
-    assert not at.exception, at.exception
+    at = run_page("regressions", pg, monkeypatch, tmp_path)
     w = next(d.value for d in at.dataframe if "last checked" in d.value.columns)
     assert list(w["watch"]) == ["nightly"] and list(w["campaigns"]) == [1]
     c = next(d.value for d in at.dataframe if "versions" in d.value.columns)
