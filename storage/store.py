@@ -240,6 +240,11 @@ SAVE_SQL = f"""WITH ins AS (
                    %(m_var)s::float8[], %(m_min)s::float8[], %(m_max)s::float8[]) AS m (metric, n, mean, median, var, min, max)
 )
 SELECT job_id FROM ins"""
+# The same statement committing without waiting for its WAL flush (set_config(..., true): this transaction only),
+# for the result of a job cheaper to rerun than the flush (worker.task.DURABLE_AFTER_S; why nothing is lost or
+# doubled: jobstate.try_claim, whose claim commits the same way).
+SAVE_SQL_ASYNC = SAVE_SQL.removesuffix("SELECT job_id FROM ins") + \
+    "SELECT job_id, set_config('synchronous_commit', 'off', true) FROM ins"
 
 
 def session_executor(session: Session):
@@ -248,12 +253,13 @@ def session_executor(session: Session):
 
 
 def save_result_with(execute, job: JobSpec, result: JobResult, host: str | None = None,
-                     worker: str | None = None) -> bool:
+                     worker: str | None = None, durable: bool = True) -> bool:
     """PostgreSQL's save_result through ``execute(sql, params) -> first row or None``: a Session's connection
     (session_executor), or the worker's held connection (autocommitted, prepared: worker.task).
+    ``durable=False`` (autocommit only): the commit does not wait for its WAL flush (SAVE_SQL_ASYNC).
     SQLAlchemy's exceptions, as from a Session; UnknownJob if the job is not in the database."""
     try:
-        return execute(SAVE_SQL, save_params(job, result, host, worker)) is not None
+        return execute(SAVE_SQL if durable else SAVE_SQL_ASYNC, save_params(job, result, host, worker)) is not None
     except IntegrityError as exc:
         raise _unknown(job, exc) from None
 

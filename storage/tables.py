@@ -88,8 +88,7 @@ class Job(Base):
     __table_args__ = (
         CheckConstraint(_in("status", JOB_STATUSES), name="status"),
         Index("ix_jobs_sweep_id_idx", "sweep_id", "idx", unique=True),
-        Index("ix_jobs_status", "status"),
-        Index("ix_jobs_model_engine_quant", "model", "engine", "quant"),
+        # Claims and results update every index of jobs (none of their updates is HOT): keep them few (0009).
         Index("ix_jobs_status_lease", "status", "lease_expires_at"),
         # The duration estimate: the newest jobs of one configuration, read backwards from the index (0007).
         Index("ix_jobs_duration_key", "model", "engine", "quant", "n_prompt", "n_gen", "n_depth", "created_at"),

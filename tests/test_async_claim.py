@@ -154,3 +154,73 @@ def test_the_worker_path_raises_what_a_session_raises(url):
     assert store.save_result_with(a.execute, job, make_result(job), host="mini-1", worker="mini-1")
     assert a.execute("SELECT pg_backend_pid()", {}) != (pid,)
     a.close(), b.close(), owner.close()
+
+
+# ------------------------------------------------------------- a short job's result: no wait for its flush
+
+def test_a_short_jobs_result_skips_the_fsync(url):
+    job = JOBS[0]
+    held = _held(url, "mini-1")
+    assert store.SAVE_SQL_ASYNC.endswith("set_config('synchronous_commit', 'off', true) FROM ins")
+    assert store.SAVE_SQL_ASYNC.removesuffix(", set_config('synchronous_commit', 'off', true) FROM ins") + " FROM ins" \
+        == store.SAVE_SQL  # the same writes: only the commit's wait differs
+    assert jobstate.try_claim_async_with(held.execute, job.job_id, worker="mini-1", host="mini-1") is not None
+    assert store.save_result_with(held.execute, job, make_result(job), host="mini-1", worker="mini-1", durable=False)
+    assert held.execute("SHOW synchronous_commit", {}) == ("on",)  # its set_config ended with its transaction
+    assert not store.save_result_with(held.execute, job, make_result(job), host="mini-1", worker="mini-1",
+                                      durable=False)  # redelivered: a no-op, as the durable write
+    held.close()
+    assert _stored(url, job.job_id)[6][0] == "ok"
+
+
+def test_a_lost_short_result_is_run_again_once(url):
+    """The server crashes after the claim's WAL was flushed but before the short job's result was: the job is
+    running on the worker's lease, its message acked. The lease expires, the reconciler sends it again, and
+    one result is written."""
+    redis.Redis.from_url(BROKER).flushdb()
+    job = JOBS[0]
+    a = _held(url, "mini-1")
+    assert jobstate.try_claim_async_with(a.execute, job.job_id, worker="mini-1", host="mini-1") is not None
+    with db.session_scope(url) as s:  # the flushed claim, its lease already run out (the worker is gone)
+        s.execute(update(Job).values(lease_expires_at=func.now() - text("interval '1 minute'")))
+    counts = reconcile(url, BROKER, grace_s=0)
+    assert counts["lease_expired"] == 1 and redis.Redis.from_url(BROKER).llen("cap.noop") == 1
+    b = _held(url, "mini-2")
+    again = jobstate.try_claim_async_with(b.execute, job.job_id, worker="mini-2", host="mini-2")
+    assert again is not None and again.attempt == 1  # a lost worker is an interruption, not one of its attempts
+    assert store.save_result_with(b.execute, job, make_result(job), host="mini-2", worker="mini-2", durable=False)
+    with pytest.raises(ProgrammingError):  # the first worker, had it lived on: no longer its job
+        store.save_result_with(a.execute, job, make_result(job), host="mini-1", worker="mini-1", durable=False)
+    with db.session_scope(url) as s:
+        assert s.scalar(select(func.count()).select_from(Result).where(Result.job_id == job.job_id)) == 1
+    a.close(), b.close()
+
+
+def test_the_worker_waits_for_the_flush_only_after_a_long_job(url, tmp_path, monkeypatch):
+    """handle_job on real no-op jobs: under DURABLE_AFTER_S the result commits without waiting; with the
+    threshold at 0 (every job long enough) it waits, as a real benchmark job's result does."""
+    import worker.task as task
+    from siliconbench.jobs import JobSpec, digest
+    from worker.spool import Spool
+
+    noop = []
+    for i in range(2):
+        j = JobSpec(job_id="", sweep_id="noop", sweep_name="noop", index=i, model="noop", engine="llama.cpp",
+                    quant="none", quant_level="full", artifact="none", model_sha256="", workload="noop", n_prompt=1 + i,
+                    n_gen=0, n_depth=0, repetitions=0, warmup=0, delay_s=0, seed=0, timeout_s=60, engine_options={})
+        j.job_id = digest({"sweep": "noop", **j.key()})
+        noop.append(j)
+    with db.session_scope(url) as s:
+        store.create_sweep(s, "noop", SPEC, noop)
+    login = roles.create_login(url, "worker", roles.login_for("mini-1"), host="mini-1").rendered()
+    ctx = task.WorkerContext(name="mini-1", database_url=login, models_dir=tmp_path, spool=Spool(tmp_path / "spool"),
+                             hostname="mini-1")
+    waited = []
+    real = task.save_result_with
+    monkeypatch.setattr(task, "save_result_with", lambda *a, **kw: waited.append(kw["durable"]) or real(*a, **kw))
+    assert task.handle_job(noop[0].job_id, ctx) == "ok"
+    monkeypatch.setattr(task, "DURABLE_AFTER_S", 0.0)
+    assert task.handle_job(noop[1].job_id, ctx) == "ok"
+    assert waited == [False, True]
+    assert task.handle_job(noop[0].job_id, ctx).startswith("refused: job is ok")  # redelivered: no work
+    ctx.held.close()

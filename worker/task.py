@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -34,6 +35,14 @@ log = logging.getLogger(__name__)
 JOB_ID = re.compile(r"^[0-9a-f]{16}$")
 # How long a claim waits for an unreachable database before giving the message back.
 CLAIM_PATIENCE_S = 300
+# A result waits for its WAL flush (fsync: 3.5 ms on this project's VM, pg_test_fsync) before the ack only if
+# its job ran at least this long. A shorter job's result commits without waiting, like every claim: a database
+# crash in the next few hundred ms (wal_writer_delay) may then lose it, and the reconciler runs that job again
+# (its lease expires, or it is queued with no message), once, with the claims' exactly-once argument
+# (jobstate.try_claim). Rerunning a sub-second job costs less than the flush costs every job: for a no-op the
+# flush is more than the rest of its bookkeeping (benchmarks/plumbing.py). A real benchmark job, a fresh child
+# process that loads a model, takes longer than this, so its result is durable before the ack.
+DURABLE_AFTER_S = 1.0
 
 
 @dataclass
@@ -76,8 +85,8 @@ class _HeldConnection:
     around them. Both run on the bare psycopg connection (``execute``), prepared on the server at their
     first use: a job then costs their Bind/Execute and no parsing or planning, nor SQLAlchemy's statement
     machinery on the client (the texts are the ones the Session paths run, so they cannot drift apart).
-    The result commits synchronously (before the ack); the claim does not wait for its fsync (why no
-    result is lost or doubled: jobstate.try_claim). Anything that needs more than one statement (a refused
+    The claim does not wait for its fsync, nor does the result of a job shorter than DURABLE_AFTER_S (why no
+    result is lost or doubled: jobstate.try_claim); a longer job's result commits synchronously, before the ack. Anything that needs more than one statement (a refused
     claim, a requeue) still runs in a session_scope transaction.
 
     A connection that fails is dropped; if it had been idle in our hands (the server restarted, the
@@ -224,10 +233,12 @@ def handle_job(job_id: object, ctx: WorkerContext) -> str:
     log.info("job %s attempt %d: %s", job_id, c.attempt, job.label())
     _lease_keeper(ctx)
     ctx.current_job = job_id
+    started = time.monotonic()
     try:
         result = _execute(job, ctx)
     finally:
         ctx.current_job = None
+    durable = time.monotonic() - started >= DURABLE_AFTER_S
     crashed = result.status == "failed" and (result.error or "").startswith("crash")
     if crashed and attempts_left(c.attempt) and ctx.requeue is not None:
         if _with_db(ctx.database_url, lambda s: requeue(s, job_id, result.error)):
@@ -236,7 +247,7 @@ def handle_job(job_id: object, ctx: WorkerContext) -> str:
             return "requeued"
     try:
         if held is not None:  # one statement (result, samples, job status), autocommitted
-            written = save_result_with(held.execute, job, result, host=host, worker=ctx.name)
+            written = save_result_with(held.execute, job, result, host=host, worker=ctx.name, durable=durable)
         else:
             with session_scope(ctx.database_url) as s:
                 written = save_result(s, job, result, host=host, worker=ctx.name)
