@@ -4,7 +4,9 @@ Each run starts a fresh PostgreSQL database, a private Redis and two real `silic
 this machine, each on its own worker login: one healthy, one slowed by a real busy-wait inside the engine's
 timed calls (benchmarks/_throttle/sitecustomize.py, SILICONBENCH_THROTTLE). Both register the same facts, so
 the same SKU. A sweep with ``placement: each`` runs the same llama.cpp jobs (the tiny model, several fresh
-processes a configuration) on both; ``coordinator.peers.suspect_hosts`` then judges each against the other.
+processes a configuration) on both, one sweep a round, so each round's processes ran side by side and the
+test pairs them (``coordinator.peer_tests``: Wilcoxon signed-rank on the rounds' ratios);
+``coordinator.peers.suspect_hosts`` then judges each against the other.
 Printed: per run each worker's ratio vs its peer per series, who was flagged; at the end the detection rate
 (throttled flagged / runs) and the false-flag rate (healthy flagged / runs), with 95% Wilson intervals.
 
@@ -13,6 +15,7 @@ Printed: per run each worker's ratio vs its peer per series, who was flagged; at
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -106,8 +109,11 @@ def scenario(models_dir: Path, log_dir: Path, *, throttle: float = 0.10, process
         with database.session_scope(url) as s:
             skus = {h.name: sku_of(h) for h in s.scalars(select(Host))}
             points = worker_points(s, sids)
+        # The same processes as if each had run alone (no rounds to pair): the unpaired test, for comparison.
+        alone = [dataclasses.replace(p, sweep_id=p.job_id) for p in points]
         return {"healthy": healthy, "throttled": throttled, "skus": skus, "progress": progress,
                 "flagged": sorted({t.host for t in suspect_hosts(points, skus, METRIC)}),
+                "flagged_unpaired": sorted({t.host for t in suspect_hosts(alone, skus, METRIC)}),
                 "tests": peer_tests(points, skus, METRIC), "wall_s": time.monotonic() - t0}
     finally:
         for w in workers:
@@ -142,22 +148,28 @@ def main(runs: int = typer.Option(5, help="Scenarios to run"),
     console = Console()
     mdir = models_folder(models_dir)
     log_dir = Path(tempfile.mkdtemp(prefix="sb-suspect-logs-"))
-    caught = false = 0
+    caught = false = caught_unpaired = false_unpaired = 0
     t0 = time.monotonic()
     for i in range(1, runs + 1):
         r = scenario(mdir, log_dir, throttle=throttle, processes=processes, repetitions=repetitions,
                      gen=tuple(int(g) for g in gen.split(",")))
         caught += r["throttled"] in r["flagged"]
         false += r["healthy"] in r["flagged"]
+        caught_unpaired += r["throttled"] in r["flagged_unpaired"]
+        false_unpaired += r["healthy"] in r["flagged_unpaired"]
         cells = [f"{'slow' if t.host == r['throttled'] else 'ok'} {_lengths(t.series)} {t.ratio:.3f} p {t.p_value:.2g}"
                  for t in sorted(r["tests"], key=lambda t: (t.host, t.series))]
-        console.print(f"run {i}/{runs} ({r['wall_s']:.0f} s): flagged {r['flagged'] or 'none'}; " + "; ".join(cells))
+        console.print(f"run {i}/{runs} ({r['wall_s']:.0f} s): flagged {r['flagged'] or 'none'} (unpaired: "
+                      f"{r['flagged_unpaired'] or 'none'}); " + "; ".join(cells))
     lo, hi = wilson(caught, runs)
     flo, fhi = wilson(false, runs)
     console.print(f"\n{runs} runs in {time.monotonic() - t0:.0f} s, throttle {throttle:g} ({1 - 1 / (1 + throttle):.1%} "
                   f"slower), {processes} processes a configuration a worker, metric {METRIC}, logs {log_dir}")
     console.print(f"detection: {caught}/{runs} = {caught / runs:.0%} (95% {lo:.0%}–{hi:.0%}); "
                   f"false flags: {false}/{runs} = {false / runs:.0%} (95% {flo:.0%}–{fhi:.0%})")
+    ulo, uhi = wilson(caught_unpaired, runs)
+    console.print(f"the same processes unpaired (Mann-Whitney, as if no rounds): detection {caught_unpaired}/{runs} "
+                  f"= {caught_unpaired / runs:.0%} (95% {ulo:.0%}–{uhi:.0%}); false flags {false_unpaired}/{runs}")
 
 
 if __name__ == "__main__":
