@@ -21,6 +21,7 @@ Target: every ratio within +-2%, perplexity within 0.5%, siliconbench's CV no wo
 from __future__ import annotations
 
 import math
+import signal
 import statistics
 import sys
 from pathlib import Path
@@ -110,6 +111,9 @@ def main(models: str = "tiny-llama-30m,smollm2-135m", rounds: int = 5, reps: int
          gen: int = 128, depth: int = 0, quant: str = "full", threads: int = typer.Option(None),
          perplexity: bool = True, ppl_windows: int = 4, ppl_window_tokens: int = 512,
          models_dir: Path = typer.Option(None)) -> None:
+    # A SIGTERM (a CI timeout, `kill`) becomes an exception, so the tool running now (subprocess.run) is killed
+    # with us instead of running on unobserved; our own jobs' children watch for their parent themselves.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     console = Console(width=200)
     mdir = models_dir or load_settings().resolved_models_dir
     bin_dir = _tools.llama_tools_bin()

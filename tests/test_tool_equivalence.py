@@ -7,8 +7,13 @@ a 2-core VM varies ±20% run to run: benchmarks/fidelity.py measures the ratio w
 
 from __future__ import annotations
 
+import signal
 import statistics
+import subprocess
+import sys
+import time
 
+import psutil
 import pytest
 
 from benchmarks import _tools
@@ -88,3 +93,25 @@ def test_mlx_figures_sit_next_to_mlx_lm_benchmark(models_dir):
     prompt_tps = statistics.median(P / (t / 1000.0) for t in res.measured("ttft_ms"))
     assert 0.5 < prompt_tps / statistics.median(tool["prompt_tps"]) < 2.0
     assert 0.5 < statistics.median(res.measured("decode_tps")) / statistics.median(tool["decode_steps_tps"]) < 2.0
+
+
+def test_fidelity_stopped_takes_its_tool_with_it(models_dir, tools_bin):
+    """SIGTERM to benchmarks/fidelity.py (by the PID we started) while llama-bench runs: llama-bench goes too."""
+    proc = subprocess.Popen([sys.executable, "benchmarks/fidelity.py", "--models", SMALL, "--rounds", "2",
+                             "--reps", "200", "--gen", "256", "--no-perplexity", "--models-dir", str(models_dir)],
+                            cwd=_tools.ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        tool = None
+        deadline = time.monotonic() + 120
+        while tool is None and time.monotonic() < deadline and proc.poll() is None:
+            tool = next((c for c in psutil.Process(proc.pid).children() if c.name() == "llama-bench"), None)
+            time.sleep(0.05)
+        assert tool is not None, "llama-bench never started"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 128 + signal.SIGTERM
+        gone, alive = psutil.wait_procs([tool], timeout=10)
+        assert not alive, f"llama-bench {tool.pid} outlived fidelity.py"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
