@@ -249,8 +249,9 @@ def test_fleet_page_shows_suspect_hosts(seeded):
 
 def test_real_workers_throttled_one_is_flagged(models_dir, tmp_path):
     """Two real workers, one 20% slower inside llama.cpp's timed calls: 3 decode series x 8 rounds, each round
-    one sweep on both, so the test pairs the rounds' processes. A 10% throttle is caught in 18 of 20 runs here
-    (benchmarks/suspect_hosts.py measures the rates over repeated runs); 20% leaves this test no doubt."""
+    one sweep on both, so the test pairs the rounds' processes. A 10% throttle is caught in 18 of 20 runs on a
+    quiet machine and 8 of 20 on a noisier one (benchmarks/suspect_hosts.py measures the rates over repeated
+    runs); 20% was caught in 5 of 5 runs even then."""
     r = scenario(models_dir, tmp_path, throttle=0.25, processes=8)
     assert sum(c.get("ok", 0) for c in r["progress"].values()) == 48, r["progress"]
     assert len(set(r["skus"].values())) == 1  # one machine: the same facts, the same SKU
