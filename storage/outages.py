@@ -16,9 +16,14 @@ from typing import Callable, TypeVar
 import redis
 from sqlalchemy import exc as sa_exc
 
+from siliconbench.errors import UserError
+
 # What "the broker or the database is away" raises, as opposed to a bug.
 OUTAGES = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, sa_exc.OperationalError,
            sa_exc.InterfaceError, ConnectionError, TimeoutError)
+# What a running worker's database call raises while the database is away: the outages, and UserError, which
+# storage.database raises when it cannot open the database (its host unresolvable, the server refusing us).
+DATABASE_DOWN = OUTAGES + (UserError,)
 MAX_BACKOFF_S = 60.0
 T = TypeVar("T")
 

@@ -22,7 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from siliconbench.errors import UserError
 from storage.campaign_hosts import report_env
 from storage.database import session_scope
-from storage.outages import OUTAGES, call_through
+from storage.outages import DATABASE_DOWN, call_through
 from storage.tables import Host
 
 from . import envs, outages
@@ -30,8 +30,7 @@ from .registration import capabilities
 from .task import WorkerContext
 
 log = logging.getLogger(__name__)
-# What makes a report wait (UserError: the database engine could not be made, e.g. its host unresolvable).
-DB_DOWN = OUTAGES + (UserError,)
+DB_DOWN = DATABASE_DOWN  # what makes a report wait
 FIELDS = {"campaign_id", "requirement", "extra", "find_links", "index_url"}
 
 

@@ -12,7 +12,7 @@ from sqlalchemy import insert, update
 from siliconbench.manifest import ModelCatalog
 from siliconbench.queues import HEARTBEAT_S, capability_queue, host_queue
 from storage.database import session_scope
-from storage.outages import OUTAGES
+from storage.outages import DATABASE_DOWN
 from storage.roles import check_worker_name
 from storage.tables import Host, utcnow
 
@@ -84,7 +84,8 @@ class Heartbeat(threading.Thread):
             try:
                 self.beat()
                 outages.DATABASE.up()
-            except OUTAGES as exc:  # the database may be away for a while; keep beating (one line each way)
+            except DATABASE_DOWN as exc:  # it may be away for a while; keep beating (one line each way), as the
+                # lease keeper and the claims do
                 outages.DATABASE.down(exc)
             except Exception as exc:
                 log.warning("heartbeat failed: %s", exc)

@@ -21,7 +21,7 @@ from siliconbench.queues import LEASE_S
 from siliconbench.results import JobResult, JobStatus, failed
 from storage.database import engine_for, session_scope
 from storage.jobstate import attempts_left, claim, renew, requeue, try_claim_async_with
-from storage.outages import OUTAGES, call_through
+from storage.outages import DATABASE_DOWN, call_through
 from storage.roles import refused_by_rules
 from storage.store import save_result, save_result_with
 
@@ -67,8 +67,7 @@ def _with_db(url: str, fn, patience_s: float = CLAIM_PATIENCE_S):
     return _with_db_call(once, patience_s)
 
 
-# What makes a database write wait (UserError: the engine could not be made, e.g. its host unresolvable).
-DB_DOWN = OUTAGES + (UserError,)
+DB_DOWN = DATABASE_DOWN  # what makes a database write wait
 
 
 def _with_db_call(fn, patience_s: float = CLAIM_PATIENCE_S):
