@@ -29,7 +29,6 @@ class Settings(BaseSettings):
     models_dir: Path | None = Field(None, description="Folder of models with manifests. Unset: <data dir>/models.")
     broker_url: str | None = Field(None, description="Redis URL of the Celery broker. Unset: sweeps run in-process.")
     spool_dir: Path | None = Field(None, description="Where a worker keeps results it could not write yet.")
-    max_jobs: int = Field(10_000, gt=0, description="Default limit on a sweep's matrix size")
     keep_samples_days: float | None = Field(
         None, ge=0, description="`siliconbench db prune` deletes raw samples of results older than this many days "
         "once their summaries are stored (never a result, nor a finding's evidence). Unset: keep them forever.")
@@ -48,6 +47,10 @@ class Settings(BaseSettings):
     watch_tick_s: float = Field(
         60.0, gt=0, description="`siliconbench scheduler`: seconds between the watch's ticks (Celery beat): each "
         "checks the due watches, steps the campaigns and delivers notifications.")
+    durable_after_s: float = Field(
+        1.0, ge=0, description="A worker holds a result back for the database's disk flush before acking its job "
+        "only if the job ran at least this long (0: every result); a shorter job's result, lost in a database "
+        "crash, is run again by the reconciler.")
     dashboard_read_only: bool = Field(
         False, description="Offer no write action (submit, cancel, scan, confirm) to anyone, logged in or not.")
 

@@ -197,7 +197,7 @@ def test_a_lost_short_result_is_run_again_once(url):
 
 
 def test_the_worker_waits_for_the_flush_only_after_a_long_job(url, tmp_path, monkeypatch):
-    """handle_job on real no-op jobs: under DURABLE_AFTER_S the result commits without waiting; with the
+    """handle_job on real no-op jobs: under durable_after_s the result commits without waiting; with the
     threshold at 0 (every job long enough) it waits, as a real benchmark job's result does."""
     import worker.task as task
     from siliconbench.jobs import JobSpec, digest
@@ -219,7 +219,7 @@ def test_the_worker_waits_for_the_flush_only_after_a_long_job(url, tmp_path, mon
     real = task.save_result_with
     monkeypatch.setattr(task, "save_result_with", lambda *a, **kw: waited.append(kw["durable"]) or real(*a, **kw))
     assert task.handle_job(noop[0].job_id, ctx) == "ok"
-    monkeypatch.setattr(task, "DURABLE_AFTER_S", 0.0)
+    ctx.durable_after_s = 0.0  # SILICONBENCH_DURABLE_AFTER_S=0: every result waits
     assert task.handle_job(noop[1].job_id, ctx) == "ok"
     assert waited == [False, True]
     assert task.handle_job(noop[0].job_id, ctx).startswith("refused: job is ok")  # redelivered: no work

@@ -18,7 +18,7 @@ from celery.exceptions import InvalidTaskError
 from celery.worker.strategy import default
 
 from siliconbench.queues import MAX_ATTEMPTS, TASK_NOOP, TASK_PREPARE_ENV, TASK_RUN_JOB, celery_settings
-from siliconbench.settings import data_dir
+from siliconbench.settings import data_dir, load_settings
 from storage.broker import enqueue
 from storage.outages import call_through
 
@@ -57,7 +57,7 @@ def context() -> WorkerContext:
         models_dir = Path(_required("SILICONBENCH_MODELS_DIR")).expanduser()
         spool_dir = Path(os.environ.get("SILICONBENCH_SPOOL_DIR") or data_dir() / "spool" / name)
         _ctx = WorkerContext(name=name, database_url=_required("SILICONBENCH_DATABASE_URL"), models_dir=models_dir,
-                             spool=Spool(spool_dir), hostname=name)
+                             spool=Spool(spool_dir), hostname=name, durable_after_s=load_settings().durable_after_s)
     return _ctx
 
 

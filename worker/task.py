@@ -36,13 +36,13 @@ JOB_ID = re.compile(r"^[0-9a-f]{16}$")
 # How long a claim waits for an unreachable database before giving the message back.
 CLAIM_PATIENCE_S = 300
 # A result waits for its WAL flush (fsync: 3.5 ms on this project's VM, pg_test_fsync) before the ack only if
-# its job ran at least this long. A shorter job's result commits without waiting, like every claim: a database
+# its job ran at least this long (SILICONBENCH_DURABLE_AFTER_S: the worker's WorkerContext.durable_after_s). A shorter job's result commits without waiting, like every claim: a database
 # crash in the next few hundred ms (wal_writer_delay) may then lose it, and the reconciler runs that job again
 # (its lease expires, or it is queued with no message), once, with the claims' exactly-once argument
 # (jobstate.try_claim). Rerunning a sub-second job costs less than the flush costs every job: for a no-op the
 # flush is more than the rest of its bookkeeping (benchmarks/plumbing.py). A real benchmark job, a fresh child
 # process that loads a model, takes longer than this, so its result is durable before the ack.
-DURABLE_AFTER_S = 1.0
+DURABLE_AFTER_S = 1.0  # the setting's default (siliconbench.settings)
 
 
 @dataclass
@@ -56,6 +56,7 @@ class WorkerContext:
     current_job: str | None = None  # what the heartbeat reports as running now (and the lease keeper renews)
     lease_keeper: "LeaseKeeper | None" = None  # started with the first job
     held: "_HeldConnection | None" = None  # the connection of the claim and result writes
+    durable_after_s: float = DURABLE_AFTER_S  # a job this long or longer: its result waits for the disk flush
 
 
 def _with_db(url: str, fn, patience_s: float = CLAIM_PATIENCE_S):
@@ -237,7 +238,7 @@ def handle_job(job_id: object, ctx: WorkerContext) -> str:
         result = _execute(job, ctx)
     finally:
         ctx.current_job = None
-    durable = time.monotonic() - started >= DURABLE_AFTER_S
+    durable = time.monotonic() - started >= ctx.durable_after_s
     crashed = result.status == "failed" and (result.error or "").startswith("crash")
     if crashed and attempts_left(c.attempt) and ctx.requeue is not None:
         if _with_db(ctx.database_url, lambda s: requeue(s, job_id, result.error)):
