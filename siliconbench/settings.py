@@ -21,6 +21,9 @@ def data_dir() -> Path:
     return base / "siliconbench"
 
 
+DURABLE_AFTER_S = 1.0  # durable_after_s's default: a worker's WorkerContext has it without loading Settings
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SILICONBENCH_", extra="ignore")
 
@@ -48,9 +51,9 @@ class Settings(BaseSettings):
         60.0, gt=0, description="`siliconbench scheduler`: seconds between the watch's ticks (Celery beat): each "
         "checks the due watches, steps the campaigns and delivers notifications.")
     durable_after_s: float = Field(
-        1.0, ge=0, description="A worker holds a result back for the database's disk flush before acking its job "
-        "only if the job ran at least this long (0: every result); a shorter job's result, lost in a database "
-        "crash, is run again by the reconciler.")
+        DURABLE_AFTER_S, ge=0, description="A worker holds a result back for the database's disk flush before "
+        "acking its job only if the job ran at least this long (0: every result); a shorter job's result, lost in "
+        "a database crash, is run again by the reconciler.")
     dashboard_read_only: bool = Field(
         False, description="Offer no write action (submit, cancel, scan, confirm) to anyone, logged in or not.")
 

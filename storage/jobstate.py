@@ -118,7 +118,7 @@ def try_claim(session: Session, job_id: str, *, worker: str, host: str, lease_s:
       most once for the owner (results are keyed by job id, ON CONFLICT DO NOTHING); a job left without its
       result is queued with no message (acked), or has an expired lease, and the reconciler re-sends it;
     - a duplicate message refused meanwhile on the strength of the lost claim is the same case;
-    - the result of a sub-second job commits the same way (worker.task.DURABLE_AFTER_S). A crash that loses it
+    - the result of a sub-second job commits the same way (SILICONBENCH_DURABLE_AFTER_S). A crash that loses it
       leaves the job running on the worker's lease (its claim flushed) or as before the claim (not flushed
       either), its message acked; the reconciler sends it again either way, and it is run once more.
     A lost claim only loses its attempt count, and a server crash is not the job's failure.

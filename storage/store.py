@@ -241,7 +241,7 @@ SAVE_SQL = f"""WITH ins AS (
 )
 SELECT job_id FROM ins"""
 # The same statement committing without waiting for its WAL flush (set_config(..., true): this transaction only),
-# for the result of a job cheaper to rerun than the flush (worker.task.DURABLE_AFTER_S; why nothing is lost or
+# for the result of a job cheaper to rerun than the flush (SILICONBENCH_DURABLE_AFTER_S; why nothing is lost or
 # doubled: jobstate.try_claim, whose claim commits the same way).
 SAVE_SQL_ASYNC = SAVE_SQL.removesuffix("SELECT job_id FROM ins") + \
     "SELECT job_id, set_config('synchronous_commit', 'off', true) FROM ins"

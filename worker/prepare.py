@@ -30,7 +30,6 @@ from .registration import capabilities
 from .task import WorkerContext
 
 log = logging.getLogger(__name__)
-DB_DOWN = DATABASE_DOWN  # what makes a report wait
 FIELDS = {"campaign_id", "requirement", "extra", "find_links", "index_url"}
 
 
@@ -61,7 +60,7 @@ def _report(ctx: WorkerContext, campaign_id: int, **fields) -> None:
         with session_scope(ctx.database_url) as s:
             report_env(s, campaign_id, ctx.name, **fields)
 
-    call_through(once, outages.DATABASE, outages=DB_DOWN)
+    call_through(once, outages.DATABASE, outages=DATABASE_DOWN)
 
 
 def _advertise(ctx: WorkerContext) -> None:
@@ -73,7 +72,7 @@ def _advertise(ctx: WorkerContext) -> None:
             s.execute(update(Host).where(Host.name == ctx.name)
                       .values(engines=[{"name": e, "version": v} for e, v in engines.items()]))
 
-    call_through(once, outages.DATABASE, outages=DB_DOWN)
+    call_through(once, outages.DATABASE, outages=DATABASE_DOWN)
 
 
 def _install(payload: dict) -> envs.EngineEnv:

@@ -19,6 +19,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
 from siliconbench.errors import UserError
 from siliconbench.queues import LEASE_S
 from siliconbench.results import JobResult, JobStatus, failed
+from siliconbench.settings import DURABLE_AFTER_S
 from storage.database import engine_for, session_scope
 from storage.jobstate import attempts_left, claim, renew, requeue, try_claim_async_with
 from storage.outages import DATABASE_DOWN, call_through
@@ -35,14 +36,6 @@ log = logging.getLogger(__name__)
 JOB_ID = re.compile(r"^[0-9a-f]{16}$")
 # How long a claim waits for an unreachable database before giving the message back.
 CLAIM_PATIENCE_S = 300
-# A result waits for its WAL flush (fsync: 3.5 ms on this project's VM, pg_test_fsync) before the ack only if
-# its job ran at least this long (SILICONBENCH_DURABLE_AFTER_S: the worker's WorkerContext.durable_after_s). A shorter job's result commits without waiting, like every claim: a database
-# crash in the next few hundred ms (wal_writer_delay) may then lose it, and the reconciler runs that job again
-# (its lease expires, or it is queued with no message), once, with the claims' exactly-once argument
-# (jobstate.try_claim). Rerunning a sub-second job costs less than the flush costs every job: for a no-op the
-# flush is more than the rest of its bookkeeping (benchmarks/plumbing.py). A real benchmark job, a fresh child
-# process that loads a model, takes longer than this, so its result is durable before the ack.
-DURABLE_AFTER_S = 1.0  # the setting's default (siliconbench.settings)
 
 
 @dataclass
@@ -56,7 +49,14 @@ class WorkerContext:
     current_job: str | None = None  # what the heartbeat reports as running now (and the lease keeper renews)
     lease_keeper: "LeaseKeeper | None" = None  # started with the first job
     held: "_HeldConnection | None" = None  # the connection of the claim and result writes
-    durable_after_s: float = DURABLE_AFTER_S  # a job this long or longer: its result waits for the disk flush
+    # A result waits for its WAL flush (fsync: 3.5 ms on this project's VM, pg_test_fsync) before the ack only if
+    # its job ran at least this long (SILICONBENCH_DURABLE_AFTER_S). A shorter job's result commits without
+    # waiting, like every claim: a database crash in the next few hundred ms (wal_writer_delay) may then lose it,
+    # and the reconciler runs that job again (its lease expires, or it is queued with no message), once, with the
+    # claims' exactly-once argument (jobstate.try_claim). Rerunning a sub-second job costs less than the flush
+    # costs every job: for a no-op the flush is more than the rest of its bookkeeping (benchmarks/plumbing.py).
+    # A real benchmark job, a fresh child process that loads a model, takes longer, so its result is durable.
+    durable_after_s: float = DURABLE_AFTER_S
 
 
 def _with_db(url: str, fn, patience_s: float = CLAIM_PATIENCE_S):
@@ -68,12 +68,11 @@ def _with_db(url: str, fn, patience_s: float = CLAIM_PATIENCE_S):
     return _with_db_call(once, patience_s)
 
 
-DB_DOWN = DATABASE_DOWN  # what makes a database write wait
 
 
 def _with_db_call(fn, patience_s: float = CLAIM_PATIENCE_S):
     """fn(), retried while the database is unreachable (the message waits); one log line each way."""
-    return call_through(fn, outages.DATABASE, patience_s=patience_s, outages=DB_DOWN)
+    return call_through(fn, outages.DATABASE, patience_s=patience_s, outages=DATABASE_DOWN)
 
 
 class _HeldConnection:
@@ -85,9 +84,10 @@ class _HeldConnection:
     around them. Both run on the bare psycopg connection (``execute``), prepared on the server at their
     first use: a job then costs their Bind/Execute and no parsing or planning, nor SQLAlchemy's statement
     machinery on the client (the texts are the ones the Session paths run, so they cannot drift apart).
-    The claim does not wait for its fsync, nor does the result of a job shorter than DURABLE_AFTER_S (why no
-    result is lost or doubled: jobstate.try_claim); a longer job's result commits synchronously, before the ack. Anything that needs more than one statement (a refused
-    claim, a requeue) still runs in a session_scope transaction.
+    The claim does not wait for its fsync, nor does the result of a job shorter than durable_after_s (why no
+    result is lost or doubled: jobstate.try_claim); a longer job's result commits synchronously, before the
+    ack. Anything that needs more than one statement (a refused claim, a requeue) still runs in a
+    session_scope transaction.
 
     A connection that fails is dropped; if it had been idle in our hands (the server restarted, the
     network blipped), the call is tried once more on a fresh, pre-pinged one from the pool before the
@@ -163,7 +163,7 @@ class LeaseKeeper(threading.Thread):
                     if not renew(s, job_id, worker=self.ctx.name) and self.ctx.current_job == job_id:
                         log.warning("lost the lease of job %s", job_id)
                 outages.DATABASE.up()
-            except DB_DOWN as exc:  # the job keeps running; its result is spooled if need be
+            except DATABASE_DOWN as exc:  # the job keeps running; its result is spooled if need be
                 outages.DATABASE.down(exc)
             except Exception as exc:
                 log.warning("could not renew the lease of %s: %s", job_id, exc)
@@ -210,7 +210,7 @@ def handle_job(job_id: object, ctx: WorkerContext) -> str:
     if ctx.spool.pending():
         try:
             ctx.spool.flush(ctx.database_url)
-        except DB_DOWN as exc:
+        except DATABASE_DOWN as exc:
             outages.DATABASE.down(exc)
         except Exception as exc:
             log.warning("spool not flushed yet: %s", exc)
