@@ -109,11 +109,12 @@ def peer_tests(data, skus: dict[str, str], metric: str, *, min_effect: float = D
                 continue
             for h in sorted(members):
                 peers = sorted(m for m in members if m != h)
-                eff = max(min_effect, _spread([process_values(hosts[m][0]) for m in peers]))
+                peer_values = [process_values(hosts[m][0]) for m in peers]
+                eff = max(min_effect, _spread(peer_values))
                 logs = round_log_ratios(hosts[h], [hosts[m] for m in peers])
                 if len(logs) >= min_processes:
                     ratio, lo, hi, p1 = _paired(logs, worse_is_lower)
-                    n_host, n_peers, paired = len(logs), sum(len(process_values(hosts[m][0])) for m in peers), True
+                    n_host, n_peers, paired = len(logs), sum(map(len, peer_values)), True
                 else:
                     pooled = [p for m in peers for p in hosts[m][0]]
                     c = compare_processes(pooled, hosts[h][0], metric, alpha=1.0 - 1e-9)  # alpha: always a p-value
