@@ -200,16 +200,9 @@ def test_the_worker_waits_for_the_flush_only_after_a_long_job(url, tmp_path, mon
     """handle_job on real no-op jobs: under durable_after_s the result commits without waiting; with the
     threshold at 0 (every job long enough) it waits, as a real benchmark job's result does."""
     import worker.task as task
-    from siliconbench.jobs import JobSpec, digest
     from worker.spool import Spool
 
-    noop = []
-    for i in range(2):
-        j = JobSpec(job_id="", sweep_id="noop", sweep_name="noop", index=i, model="noop", engine="llama.cpp",
-                    quant="none", quant_level="full", artifact="none", model_sha256="", workload="noop", n_prompt=1 + i,
-                    n_gen=0, n_depth=0, repetitions=0, warmup=0, delay_s=0, seed=0, timeout_s=60, engine_options={})
-        j.job_id = digest({"sweep": "noop", **j.key()})
-        noop.append(j)
+    noop = [j.model_copy(update={"workload": "noop", "sweep_id": "noop"}) for j in JOBS[1:3]]  # as test_service
     with db.session_scope(url) as s:
         store.create_sweep(s, "noop", SPEC, noop)
     login = roles.create_login(url, "worker", roles.login_for("mini-1"), host="mini-1").rendered()
