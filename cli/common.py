@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
+from collections.abc import Iterator
 from typing import Callable
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from siliconbench.errors import UserError
 from siliconbench.settings import Settings, load_settings
@@ -51,3 +54,19 @@ def database(s: Settings) -> str:
 
 def is_tty() -> bool:
     return sys.stderr.isatty()
+
+
+@contextlib.contextmanager
+def byte_progress() -> Iterator[Callable[[str, int, int], None]]:
+    """A progress bar per task (hashing, downloading) fed by (description, bytes done, bytes in all)."""
+    bars = Progress(TextColumn("  {task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                    TimeRemainingColumn(), console=console, transient=True)
+    tasks: dict[str, int] = {}
+
+    def update(desc: str, done: int, total: int) -> None:
+        if desc not in tasks:
+            tasks[desc] = bars.add_task(desc, total=total or None)
+        bars.update(tasks[desc], completed=done, total=total or None)
+
+    with bars:
+        yield update

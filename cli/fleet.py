@@ -222,8 +222,8 @@ def cancel(sweep: str = typer.Argument(..., help="Sweep id")) -> None:
 
 @user_errors
 def workers() -> None:
-    """The fleet: online/offline from heartbeats, SKU (what `confirm --sku` takes), engines, models, current job,
-    tallies."""
+    """The fleet: online/offline from heartbeats, SKU (what `confirm --sku` takes), engines, the models each holds
+    with their forms, current job (or the model it is fetching), tallies."""
     from coordinator.fleet import host_views  # verb-local
     from coordinator.peers import sku_of  # verb-local
 
@@ -236,7 +236,8 @@ def workers() -> None:
     for h in hosts:
         t.add_row(h.name, "[green]online[/]" if h.online else "[red]offline[/]", sku_of(h),
                   ", ".join(f"{e} {v}" for e, v in h.engines.items()),
-                  ", ".join(sorted(h.models)), h.current_job_id or "", str(h.jobs_done), str(h.jobs_failed),
+                  h.models_text(), " ".join(filter(None, [h.current_job_id, h.activity_text()])), str(h.jobs_done),
+                  str(h.jobs_failed),
                   h.last_heartbeat.strftime("%Y-%m-%d %H:%M:%S") if h.last_heartbeat else "")
     console.print(t)
 

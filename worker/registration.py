@@ -58,6 +58,18 @@ def register(database_url: str, name: str, models_dir: Path) -> list[str]:
     return queues_for(name, engines, models)
 
 
+def advertise_models(database_url: str, name: str, models_dir: Path) -> None:
+    """Refresh this host's models (after a fetch), so placement and the Fleet page see them at once."""
+    _engines, models = capabilities(models_dir)
+    with session_scope(database_url) as s:
+        s.execute(update(Host).where(Host.name == name).values(models=list(models.values())))
+
+
+def set_activity(database_url: str, name: str, activity: dict | None) -> None:
+    with session_scope(database_url) as s:
+        s.execute(update(Host).where(Host.name == name).values(activity=activity))
+
+
 def mark_offline(database_url: str, name: str) -> None:
     with session_scope(database_url) as s:
         s.execute(update(Host).where(Host.name == name).values(online=False, current_job_id=None))

@@ -17,6 +17,7 @@ from typing import Callable
 from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
 
 from siliconbench.errors import UserError
+from siliconbench.manifest import inside
 from siliconbench.queues import LEASE_S
 from siliconbench.results import JobResult, JobStatus, failed
 from siliconbench.settings import DURABLE_AFTER_S
@@ -29,6 +30,8 @@ from storage.store import save_result, save_result_with
 from . import outages
 from .child import run_job
 from .envs import python_for
+from .models import fetch
+from .registration import advertise_models, set_activity
 from .service.sleep import prevent_sleep
 from .spool import Spool
 
@@ -187,14 +190,54 @@ def _execute(job, ctx: WorkerContext):
     """The job's result: from a fresh child process, or at once for the plumbing benchmark's noop."""
     if job.workload == "noop":  # every step of a job except the engine (benchmarks/plumbing.py)
         return JobResult(job_id=job.job_id, status=JobStatus.ok)
-    if not (ctx.models_dir / job.artifact).resolve().is_relative_to(ctx.models_dir.resolve()):
-        return failed(job.job_id, f"artifact path {job.artifact!r} resolves outside the models folder")
+    if not inside(job.artifact):
+        return failed(job.job_id, f"artifact path {job.artifact!r} leads outside the models folder")
 
+    if job.fetch and not fetch.present(ctx.models_dir, job.model, job.model_sha256):
+        why = _fetch(job, ctx)
+        if why is not None:
+            return failed(job.job_id, why)
     # A job naming an engine version runs under that engine environment's interpreter.
     python = python_for(job.engine, job.engine_version) if job.engine_version else None
     # Issue 11: no idle/system sleep while the child job runs (caffeinate / systemd-inhibit; see worker/service/sleep.py).
     with prevent_sleep(f"siliconbench job {job.job_id}"):
         return run_job(job, ctx.models_dir, python=python)
+
+
+def _fetch(job, ctx: WorkerContext) -> str | None:
+    """Fetch the job's model here before it runs (progress in hosts.activity); why it failed, or None."""
+    art = job.fetch["artifact"]
+    since, last, per_file = time.time(), [0.0], {}
+
+    def report(activity: dict | None) -> None:
+        try:
+            set_activity(ctx.database_url, ctx.name, activity)
+        except Exception as exc:  # progress is for people; the fetch goes on without it
+            log.debug("could not report fetch progress: %s", exc)
+
+    def progress(desc: str, done: int, total: int) -> None:
+        per_file[desc] = done
+        if time.monotonic() - last[0] >= 1.0 or done == total:
+            last[0] = time.monotonic()
+            report({"kind": "fetch", "model": job.model, "quant": job.quant, "file": desc,
+                    "done": sum(per_file.values()), "total": art.get("size_bytes") or total, "since": since})
+
+    log.info("job %s: fetching %s %s from %s", job.job_id, job.model, job.quant, (art.get("origin") or {}).get("location"))
+    progress("starting", 0, 0)
+    try:
+        fetch.fetch_for_job(ctx.models_dir, job.fetch, progress)
+    except UserError as exc:
+        return f"preparing {job.model} {job.quant} on this host failed: {exc.message}"
+    except Exception as exc:  # a broken origin is this job's failure on this host, never the worker's crash
+        log.exception("fetching %s failed", job.model)
+        return f"preparing {job.model} {job.quant} on this host failed: {type(exc).__name__}: {exc}"
+    finally:
+        report(None)
+    try:
+        advertise_models(ctx.database_url, ctx.name, ctx.models_dir)
+    except Exception as exc:  # the model is here; placement sees it at the next registration
+        log.warning("could not refresh %s's models: %s", ctx.name, exc)
+    return None
 
 
 def handle_job(job_id: object, ctx: WorkerContext) -> str:

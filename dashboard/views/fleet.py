@@ -41,7 +41,7 @@ def hosts_table() -> None:
         "suspect": "⚠ suspect" if h["name"] in suspect else "", "host": h["hostname"], "sku": h["sku"],
         "chip": h["chip"], "memory GiB": round(h["memory_bytes"] / 2**30) if h["memory_bytes"] else None,
         "os": h["os"], "engines": ", ".join(f"{e} {v}" for e, v in sorted(h["engines"].items())),
-        "models": ", ".join(h["models"]), "current job": h["current_job_id"] or "",
+        "models": h["forms"], "current job": " ".join(filter(None, [h["current_job_id"], h["activity"]])),
         "last heartbeat": ago(h["last_heartbeat"]), "jobs done": h["jobs_done"], "jobs failed": h["jobs_failed"],
     } for h in hosts]), hide_index=True, width="stretch", key="hosts_table")
 

@@ -54,6 +54,10 @@ def hf_name(gguf_name: str) -> str:
     return _rename(gguf_name, GGUF_TO_HF)
 
 
+def gguf_name(hf: str) -> str:
+    return _rename(hf, HF_TO_GGUF)
+
+
 def permute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
     """HF -> llama.cpp row order: HF rotates (first half, second half) pairs, ggml adjacent pairs."""
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
@@ -115,12 +119,14 @@ def write_hf_dir(out_dir: Path, config: dict, weights: dict[str, np.ndarray], vo
 
 def write_gguf(path: Path, config: dict, weights: dict[str, np.ndarray], vocab: BpeVocab, *, name: str,
                dtype: str = "f16") -> None:
-    """A GGUF F16 (``dtype`` f16) or F32 (f32) file; 1-D norms stay F32 in both, as llama.cpp requires."""
+    """A GGUF F16 (``dtype`` f16), BF16 (bf16) or F32 (f32) file; 1-D norms stay F32, as llama.cpp requires."""
     import gguf  # an engine's own package: optional, needed by that format only
 
-    if dtype not in ("f16", "f32"):
-        raise ValueError(f"dtype {dtype!r}: f16 or f32")
+    if dtype not in ("f16", "f32", "bf16"):
+        raise ValueError(f"dtype {dtype!r}: f16, bf16 or f32")
     matrix = np.float16 if dtype == "f16" else np.float32
+    file_type = {"f16": gguf.LlamaFileType.MOSTLY_F16, "bf16": gguf.LlamaFileType.MOSTLY_BF16,
+                 "f32": gguf.LlamaFileType.ALL_F32}[dtype]
 
     path.parent.mkdir(parents=True, exist_ok=True)
     n_head, n_kv = config["num_attention_heads"], config["num_key_value_heads"]
@@ -137,7 +143,7 @@ def write_gguf(path: Path, config: dict, weights: dict[str, np.ndarray], vocab: 
     w.add_rope_freq_base(float(config["rope_theta"]))
     w.add_layer_norm_rms_eps(float(config["rms_norm_eps"]))
     w.add_vocab_size(config["vocab_size"])
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if dtype == "f16" else gguf.LlamaFileType.ALL_F32)
+    w.add_file_type(file_type)
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
     vocab.add_to_gguf(w)
     for key, t in weights.items():
@@ -145,8 +151,11 @@ def write_gguf(path: Path, config: dict, weights: dict[str, np.ndarray], vocab: 
             t = permute_qk(t, n_head)
         elif key.endswith("k_proj.weight"):
             t = permute_qk(t, n_kv)
+        if dtype == "bf16" and t.ndim > 1:  # numpy has no bfloat16: the bit patterns, tagged BF16
+            w.add_tensor(gguf_name(key), to_bf16_bits(t), raw_shape=t.shape, raw_dtype=gguf.GGMLQuantizationType.BF16)
+            continue
         t = t.astype(np.float32 if t.ndim == 1 else matrix)
-        w.add_tensor(_rename(key, HF_TO_GGUF), np.ascontiguousarray(t))
+        w.add_tensor(gguf_name(key), np.ascontiguousarray(t))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

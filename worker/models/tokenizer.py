@@ -91,6 +91,47 @@ class BpeVocab:
             chat_template=field("tokenizer.chat_template"),
         )
 
+    @classmethod
+    def from_hf_dir(cls, folder: Path) -> BpeVocab:
+        """Rebuild from a Hugging Face folder's ``tokenizer.json`` (byte-level BPE with the GPT-2 or SmolLM
+        pre-tokenizer only: the two llama.cpp pre-tokenizers `to_hf` mirrors exactly)."""
+        path = folder / "tokenizer.json"
+        if not path.is_file():
+            raise UserError("--convert", f"{folder} has no tokenizer.json (a sentencepiece tokenizer.model is not "
+                            "supported here: convert with llama.cpp's convert_hf_to_gguf.py).")
+        tj = json.loads(path.read_text(encoding="utf-8"))
+        model = tj.get("model") or {}
+        pre = _pre_name(tj.get("pre_tokenizer"))
+        if model.get("type") != "BPE" or pre is None:
+            raise UserError("--convert", f"{folder}: tokenizer {model.get('type')!r} with pre-tokenizer "
+                            f"{(tj.get('pre_tokenizer') or {}).get('type')!r} is not one this converter writes "
+                            f"(byte-level BPE, pre-tokenizer {' or '.join(SUPPORTED_PRE)}); convert with "
+                            "llama.cpp's convert_hf_to_gguf.py and add the GGUF.")
+        vocab = model["vocab"]
+        tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+        for added in tj.get("added_tokens") or []:
+            while len(tokens) <= added["id"]:
+                tokens.append(f"<|unused{len(tokens)}|>")
+            tokens[added["id"]] = added["content"]
+        control = sorted(a["id"] for a in tj.get("added_tokens") or [] if a.get("special"))
+        cfg_path, tcfg_path = folder / "config.json", folder / "tokenizer_config.json"
+        cfg = json.loads(cfg_path.read_text()) if cfg_path.is_file() else {}
+        tcfg = json.loads(tcfg_path.read_text()) if tcfg_path.is_file() else {}
+        ids = {t: i for i, t in enumerate(tokens)}
+
+        def special(name: str) -> int | None:
+            tok = tcfg.get(f"{name}_token")
+            tok = tok.get("content") if isinstance(tok, dict) else tok
+            return ids.get(tok) if tok is not None else cfg.get(f"{name}_token_id")
+
+        bos, eos = special("bos"), special("eos")
+        if bos is None or eos is None:
+            raise UserError("--convert", f"{folder}: no BOS/EOS token in tokenizer_config.json or config.json.")
+        merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges") or []]
+        return cls(tokens=tokens, merges=merges, control_ids=control, bos_id=int(bos), eos_id=int(eos), pre=pre,
+                   add_bos=bool(tcfg.get("add_bos_token", False)), pad_id=special("pad"), unk_id=special("unk"),
+                   chat_template=tcfg.get("chat_template") if isinstance(tcfg.get("chat_template"), str) else None)
+
     def __len__(self) -> int:
         return len(self.tokens)
 
@@ -158,3 +199,16 @@ class BpeVocab:
         writer.add_add_eos_token(False)
         if self.chat_template:
             writer.add_chat_template(self.chat_template)
+
+
+def _pre_name(pre: dict | None) -> str | None:
+    """llama.cpp's name for a tokenizer.json pre-tokenizer that `to_hf` writes back the same way."""
+    if not pre:
+        return None
+    if pre.get("type") == "ByteLevel":
+        return "gpt-2"
+    if pre.get("type") == "Sequence":
+        kinds = [(p.get("type"), p.get("individual_digits")) for p in pre.get("pretokenizers", [])]
+        if kinds == [("Digits", True), ("ByteLevel", None)]:
+            return "smollm"
+    return None
