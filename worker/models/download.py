@@ -72,6 +72,8 @@ def fetch_file(url: str, dest: Path, *, sha256: str | None = None, size: int | N
                 total = have + int(length) if length else (size or 0)
                 with partial.open("ab") as fout:
                     _copy(resp, fout, h, have, total, dest.name, progress)
+        if total and partial.stat().st_size != total:  # the connection closed early, without an error
+            raise ConnectionError(f"{partial.stat().st_size:,} of {total:,} bytes arrived")
     except FileNotFoundError as exc:
         raise UserError("source", f"{url}: no such file ({exc.filename}).") from exc
     except urllib.error.HTTPError as exc:
