@@ -51,6 +51,21 @@ def test_real_engine_job(models_dir, engine):
         assert env.blas
 
 
+def test_a_jobs_peak_memory_is_its_own_whatever_the_parent_holds(models_dir):
+    """A parent holding 1.5 GiB (touched) starts the job: the child's peak must not carry it (on Linux,
+    ru_maxrss inherits the parent's high-water mark across fork + exec)."""
+    job = next(j for j in jobs_for(models_dir) if j.engine == "llama.cpp")
+    quiet = run_job(job, models_dir)
+    ballast = bytearray(1536 << 20)
+    for i in range(0, len(ballast), 4096):
+        ballast[i] = 1
+    loaded = run_job(job, models_dir)
+    del ballast
+    assert quiet.status == loaded.status == "ok", (quiet.error, loaded.error)
+    assert loaded.peak_memory_bytes < 1 << 30, loaded.peak_memory_bytes
+    assert abs(loaded.peak_memory_bytes - quiet.peak_memory_bytes) < 0.2 * quiet.peak_memory_bytes
+
+
 def test_crash_becomes_failed_result(models_dir, monkeypatch):
     monkeypatch.setenv("SILICONBENCH_FAULT", "crash")
     job = jobs_for(models_dir)[0]

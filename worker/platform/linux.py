@@ -37,8 +37,14 @@ class Linux:
             os.close(fd)
 
     def own_peak_rss_bytes(self) -> int:
-        """This process's peak RSS: getrusage's ru_maxrss, which Linux reports in KiB."""
-        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+        """This process's peak RSS: VmHWM, the high-water mark of its own address space.
+
+        Not getrusage's ru_maxrss: at exec Linux folds the address space being replaced (the parent's copy
+        after fork, the parent's own under vfork) into the process's maxrss (fs/exec.c exec_mmap,
+        setmax_mm_hiwater_rss), so a child started by a 1 GiB parent reports at least 1 GiB there. The mm made
+        at exec starts its VmHWM at zero."""
+        own = self.peak_rss(os.getpid())
+        return own if own is not None else int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
     def reset_peak_rss(self, pid: int) -> bool:
         """Reset a process's VmHWM (Linux >= 4.0: write 5 to clear_refs); False where that is refused."""
