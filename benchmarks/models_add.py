@@ -51,7 +51,7 @@ def main() -> None:
         fmt = lambda xs: f"{statistics.median(xs):.3f} ({min(xs):.3f}-{max(xs):.3f})"  # noqa: E731
         t.add_row(f.name, f"{f.stat().st_size / 2**20:,.1f} MiB", fmt(first), fmt(again),
                   "met" if statistics.median(again) < TARGET_S else "NOT met")
-    Console().print(t)
+    Console(width=130).print(t)
 
 
 if __name__ == "__main__":
