@@ -4,6 +4,11 @@ siliconbench.aggregate.summarize says over each result's measured samples. SQLit
 
 from __future__ import annotations
 
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from sqlalchemy import select
 
@@ -57,3 +62,40 @@ def test_upgrade_from_0006_backfills_summaries_equal_to_summarize(url):
         assert versions[x.job.job_id] == (x.result.environment.engine_version(x.job.engine)
                                           if x.result.environment else None)
     assert {v for v in versions.values()} >= {"0.3.35", "0.3.36", "0.32.2"}
+
+
+PROJECT = {"siliconbench", "storage", "worker", "coordinator", "embedded", "cli", "dashboard", "migrations"}
+
+
+def test_migrations_import_no_live_code():
+    """A migration carries its SQL and its arithmetic: it imports nothing of the project, whose tables and
+    metric lists move on after it is written."""
+    for path in sorted((Path(__file__).parent.parent / "migrations" / "versions").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not [n for n in names if n.split(".")[0] in PROJECT], (path.name, names)
+
+
+def test_0007_upgrades_a_0006_database_after_a_later_column_joined_result_summaries(url):
+    """The live table gains a column with a default (what a later migration would add): upgrading a database
+    from 0006 still backfills, since 0007's inserts name 0007's columns, not today's table's."""
+    seed(url)
+    seed_results(url, [[1.0, 2.0], [3.0]])
+    with db.session_scope(url) as s:
+        written = {(r.job_id, r.metric): (r.n, r.mean, r.median, r.var, r.min, r.max)
+                   for r in s.scalars(select(ResultSummary))}
+    db.downgrade(url, "0006")
+    db.dispose(url)
+    code = ("import sqlalchemy as sa\nfrom storage import database as db\nfrom storage.tables import ResultSummary\n"
+            "ResultSummary.__table__.append_column(sa.Column('added_later', sa.Integer, default=0))\n"
+            f"db.upgrade({str(url)!r})\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parent.parent, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    with db.session_scope(url) as s:
+        got = {(r.job_id, r.metric): (r.n, r.mean, r.median, r.var, r.min, r.max)
+               for r in s.scalars(select(ResultSummary))}
+    assert set(got) == set(written) and len(got) > 30
+    for key, w in written.items():
+        assert got[key] == pytest.approx(w, rel=1e-12), key

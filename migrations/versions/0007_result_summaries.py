@@ -3,18 +3,22 @@ samples), written with the result and backfilled here for results stored before;
 identity's first ok result: the Compare page's series are found among identities); results.engine_version
 (the engine package's version, read once from the environment JSON); indexes for the dashboard's filters
 
-The backfill computes every summary with siliconbench.aggregate.summarize (storage.summaries.backfill),
-the same code that writes them for new results. Workers may insert summaries of jobs they hold, as samples.
+The backfill is frozen here, with its SQL and its arithmetic as they were at 0007 (the definitions of
+siliconbench.aggregate.summarize then: n, fmean, median, sample variance, min, max over the measured samples;
+peak_memory_bytes and load_s from the results row), so a later change to the live table or metric list cannot
+break the upgrade of an older database. Workers may insert summaries of jobs they hold, as samples.
 
 Revision ID: 0007
 Revises: 0006
 """
 from typing import Sequence, Union
 
+import statistics
+from collections import defaultdict
+from itertools import groupby
+
 from alembic import op
 import sqlalchemy as sa
-
-from storage.summaries import backfill
 
 revision: str = "0007"
 down_revision: Union[str, Sequence[str], None] = "0006"
@@ -34,6 +38,56 @@ def _engine_version_sql(dialect: str) -> str:
     whens = " ".join(f"WHEN '{e}' THEN {pkg(p)}" for e, p in PACKAGES.items())
     return (f"UPDATE results SET engine_version = (SELECT CASE jobs.engine {whens} END FROM jobs "
             f"WHERE jobs.id = results.job_id) WHERE environment IS NOT NULL")
+
+
+RESULT_METRICS = ("peak_memory_bytes", "load_s")  # one value per result, on the results row, at 0007
+BATCH = 5_000
+SELECT_SQL = sa.text(
+    "SELECT r.job_id, r.identity_hash, r.status, r.throttled, r.peak_memory_bytes, r.load_s, s.metric, s.value "
+    "FROM results r LEFT JOIN samples s ON s.job_id = r.job_id AND s.warmup = :f "
+    "WHERE NOT EXISTS (SELECT 1 FROM result_summaries x WHERE x.job_id = r.job_id) ORDER BY r.job_id, s.id")
+INSERT_SQL = sa.text(
+    "INSERT INTO result_summaries (job_id, metric, identity_hash, status, throttled, n, mean, median, var, min, max) "
+    "VALUES (:job_id, :metric, :identity_hash, :status, :throttled, :n, :mean, :median, :var, :min, :max)")
+IDENTITIES_SQL = sa.text(
+    "INSERT INTO result_identities (identity_hash, job_id) SELECT r.identity_hash, min(r.job_id) FROM results r "
+    "WHERE r.status = 'ok' AND NOT EXISTS (SELECT 1 FROM result_identities i WHERE i.identity_hash = r.identity_hash) "
+    "GROUP BY r.identity_hash")
+
+
+def _summary(values: list[float]) -> dict:
+    values = [float(v) for v in values]
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return dict(n=len(values), mean=statistics.fmean(values), median=statistics.median(values), var=sd ** 2,
+                min=min(values), max=max(values))
+
+
+def backfill(conn) -> int:
+    """Summaries of every result that has none, and each identity's first ok result, streamed in job order."""
+    if conn.dialect.name == "postgresql":  # plan the cursor for all its rows (a sort), not for the first ones
+        conn.execute(sa.text("SET LOCAL cursor_tuple_fraction = 1.0"))
+    rows = conn.execute(SELECT_SQL, {"f": False}, execution_options={"stream_results": True, "yield_per": 20_000})
+    batch, written = [], 0
+    for job_id, group in groupby(rows, key=lambda r: r.job_id):
+        group = list(group)
+        first = group[0]
+        measured: dict[str, list[float]] = defaultdict(list)
+        for r in group:
+            if r.metric is not None:
+                measured[r.metric].append(r.value)
+        for metric in RESULT_METRICS:
+            if getattr(first, metric) is not None:
+                measured[metric] = [float(getattr(first, metric))]
+        common = dict(job_id=job_id, identity_hash=first.identity_hash, status=first.status, throttled=first.throttled)
+        batch += [{**common, "metric": m, **_summary(v)} for m, v in measured.items()]
+        if len(batch) >= BATCH:
+            conn.execute(INSERT_SQL, batch)
+            written, batch = written + len(batch), []
+    if batch:
+        conn.execute(INSERT_SQL, batch)
+        written += len(batch)
+    conn.execute(IDENTITIES_SQL)
+    return written
 
 
 def upgrade() -> None:
