@@ -96,7 +96,11 @@ def results_table(records: list[dict], title: str = "") -> Table:
 def _pct(r: dict) -> str:
     """Median decode_bandwidth_pct: decode as a share of the host's memory-bandwidth bound (worker/roofline.py)."""
     s = (r.get("metrics") or {}).get("decode_bandwidth_pct")
-    return f"{s['median']:.0f}%" if s else "—"
+    if not s:
+        return "—"
+    if s["median"] > 100 or ((r.get("extra") or {}).get("roofline") or {}).get("exceeded"):
+        return f"[yellow]{s['median']:.0f}% ⚠ > bound[/]"  # the weights fit a cache, or the probe is wrong
+    return f"{s['median']:.0f}%"
 
 
 def _throttled(r: dict) -> bool:

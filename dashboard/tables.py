@@ -57,7 +57,8 @@ def _pm(s: dict | None, metric: str) -> str:
     if METRICS[metric].unit == "bytes":
         return f"{s['mean'] / 2**20:,.0f} ± {s['stddev'] / 2**20:,.0f} MiB"
     if METRICS[metric].unit == "%":
-        return f"{s['median']:.0f}%"
+        return f"{s['median']:.0f}% ⚠ > bound" if metric == "decode_bandwidth_pct" and s["median"] > 100 \
+            else f"{s['median']:.0f}%"
     return f"{s['mean']:,.1f} ± {s['stddev']:,.1f}"
 
 

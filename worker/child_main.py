@@ -115,6 +115,7 @@ def _run(emit) -> int:
     for s in samples:
         if (pct := roofline.bandwidth_pct(s.values["decode_tps"], ceiling)) is not None:
             s.values["decode_bandwidth_pct"] = pct
+    roofline.mark_exceeded(ceiling, [s.values.get("decode_bandwidth_pct", 0.0) for s in samples if not s.warmup])
     vocab = engine.vocab_size()
     prompt_digest = generate.prompt_ids_digest(engine, job)
     engine.close()
