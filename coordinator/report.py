@@ -86,7 +86,8 @@ def results_table(records: list[dict], title: str = "") -> Table:
                       "[red]failed[/]", "", "", "", "", "", (r["error"] or "")[:60])
             continue
         warn = " ".join(w for w in ("[yellow]⚠ unstable[/]" if r["unstable"] else "",
-                                    "[red]🌡 throttled[/]" if _throttled(r) else "") if w)
+                                    "[red]🌡 throttled[/]" if _throttled(r) else "",
+                                    "[red]⚠ contended[/]" if _contended(r) else "") if w)
         t.add_row(*lead, r["model"], r["quant"], str(r["n_prompt"]), str(r["n_gen"]), str(r["n_depth"]),
                   _pm(r["prefill_tps"]), _pm(r["decode_tps"]), _pct(r), _pm(r["ttft_ms"]), _mib(r["peak_memory_bytes"]),
                   f"{r['load_s']:.3f}" if r["load_s"] is not None else "—", warn)
@@ -105,6 +106,11 @@ def _pct(r: dict) -> str:
 
 def _throttled(r: dict) -> bool:
     return bool(((r.get("extra") or {}).get("thermal") or {}).get("throttled"))
+
+
+def _contended(r: dict) -> bool:
+    """Other processes took real CPU while the job ran (worker/quiet.py)."""
+    return bool(((r.get("extra") or {}).get("contention") or {}).get("contended"))
 
 
 def record_weights(r: dict) -> str:

@@ -48,6 +48,8 @@ class JobSpec(BaseModel):
     process: int = Field(0, ge=0, description="Which of the configuration's fresh processes (round) this job is")
     thermal: Literal["wait", "record", "refuse"] = Field("wait", description="The sweep's thermal gate (spec.py)")
     thermal_timeout_s: float = 600.0
+    busy: Literal["wait", "record", "refuse"] = Field("wait", description="The sweep's quiet-host gate (spec.py)")
+    busy_timeout_s: float = 600.0
     fetch: dict | None = Field(None, description="Set by placement where the artifact has an origin a worker can "
                                "fetch from: {manifest: the model's facts, artifact: the artifact with files and "
                                "origin}; a worker that lacks the artifact fetches it before the job")
@@ -61,7 +63,7 @@ class JobSpec(BaseModel):
             | ({"process"} if not self.process else set())
         # the thermal gate decides when a job runs, and a fetch where its files come from, not what it measures
         return self.model_dump(exclude={"job_id", "sweep_id", "sweep_name", "index", "thermal", "thermal_timeout_s",
-                                        "fetch", "model_notes"} | unset)
+                                        "busy", "busy_timeout_s", "fetch", "model_notes"} | unset)
 
     def label(self) -> str:
         if self.workload == "generate":
@@ -87,6 +89,8 @@ def spec_digest(spec: SweepSpec) -> str:
         data.pop("full_dtype", None)  # likewise sweeps that leave level full to the platform
     if (data.get("thermal"), data.get("thermal_timeout_s")) == ("wait", 600.0):
         data.pop("thermal", None), data.pop("thermal_timeout_s", None)  # and the default thermal gate
+    if (data.get("busy"), data.get("busy_timeout_s")) == ("wait", 600.0):
+        data.pop("busy", None), data.pop("busy_timeout_s", None)  # and the default quiet-host gate
     if data.get("on_interrupt") == "fail":
         data.pop("on_interrupt")
     return digest(data, 12)
@@ -180,6 +184,7 @@ def expand(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str | None = None,
                         model_sha256=art.sha256, workload=w.kind, n_prompt=n_prompt, n_gen=n_gen, n_depth=depth,
                         repetitions=spec.repetitions, warmup=spec.warmup, delay_s=spec.delay_s, seed=spec.seed,
                         timeout_s=spec.timeout_s, engine_options={"threads": opts.threads, **eng_opts}, thermal=spec.thermal, thermal_timeout_s=spec.thermal_timeout_s,
+                        busy=spec.busy, busy_timeout_s=spec.busy_timeout_s,
                         model_notes=model_notes(m),
                     )
                     job.job_id = digest({"sweep": sweep_id, **job.key()})
@@ -249,6 +254,7 @@ def _workload_jobs(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str, mi: in
                 repetitions=spec.repetitions if cfg.repetitions is None else cfg.repetitions,
                 warmup=spec.warmup if cfg.warmup is None else cfg.warmup, delay_s=spec.delay_s, seed=spec.seed,
                 timeout_s=spec.timeout_s, engine_options={"threads": opts.threads, **eng_opts}, params=params, thermal=spec.thermal, thermal_timeout_s=spec.thermal_timeout_s,
+                busy=spec.busy, busy_timeout_s=spec.busy_timeout_s,
                 model_notes=model_notes(m),
             )
             job.job_id = digest({"sweep": sweep_id, **job.key()})

@@ -87,9 +87,20 @@ class JobResult(BaseModel):
 
     @property
     def throttled(self) -> bool | None:
-        """Whether the job began or ended with the host throttled (worker/thermal.py); None if not recorded."""
-        rec = self.extra.get("thermal") or {}
-        return rec.get("throttled")
+        """Whether the job ran disturbed: it began or ended with the host thermally throttled (worker/thermal.py),
+        or it was contended, other processes taking real CPU while it ran (worker/quiet.py). Such results are
+        marked and left out of Compare and regression verdicts unless asked; None if neither was recorded."""
+        heat, load = self.extra.get("thermal") or {}, self.extra.get("contention") or {}
+        if heat.get("throttled") or load.get("contended"):
+            return True
+        if "throttled" in heat or "contended" in load:
+            return False
+        return None
+
+    @property
+    def contended(self) -> bool | None:
+        """Whether other processes took real CPU while the job ran (worker/quiet.py); None if not recorded."""
+        return (self.extra.get("contention") or {}).get("contended")
 
     def measured(self, metric: str) -> list[float]:
         return [s.values[metric] for s in self.samples if not s.warmup and metric in s.values]

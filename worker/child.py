@@ -23,7 +23,7 @@ import psutil
 from siliconbench.jobs import JobSpec
 from siliconbench.results import JobResult, failed
 
-from . import roofline, thermal
+from . import quiet, roofline, thermal
 from .blas import child_blas_env
 
 STDERR_TAIL_CHARS = 4000
@@ -82,10 +82,16 @@ def run_job(
     except thermal.ThermalRefused as exc:
         return failed(job.job_id, str(exc), started_at=datetime.now(timezone.utc),
                       extra={"thermal": {"mode": job.thermal, "refused": True}})
+    try:
+        load = quiet.before_job(job)
+    except quiet.BusyRefused as exc:
+        return failed(job.job_id, str(exc), started_at=datetime.now(timezone.utc),
+                      extra={"contention": {"mode": job.busy, "refused": True}})
     if job.workload == "generate":
         roofline.probed_gbs()  # cached a day; measured here, never in the job's own process
     result = _run_child(job, models_dir, python=python, timeout_s=timeout_s, on_event=on_event)
     result.extra["thermal"] = thermal.after_job(gate, read_thermal)
+    result.extra["contention"] = quiet.after_job(load)
     if job.model_notes:  # e.g. a tokenizer mismatch `models add` was told to allow: on every result
         result.extra["model_notes"] = job.model_notes
     return result

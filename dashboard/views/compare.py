@@ -32,9 +32,11 @@ with st.sidebar:
         # The newest sweep by default: what a user just ran is what they want to see first.
         default = opts["sweeps"][:1] if name == "sweeps" else []
         chosen[name] = tuple(st.multiselect(label, opts.get(name, []), default=default, key=f"f_{name}"))
-    throttled = st.checkbox("Include results that ran throttled", value=False, key="f_throttled",
+    throttled = st.checkbox("Include results that ran throttled or contended", value=False, key="f_throttled",
                             help="Jobs that began or ended with the host thermally throttled (thermal gate, "
-                                 "worker/thermal.py) are left out by default: they measure the cooling, not the engine.")
+                                 "worker/thermal.py), or during which other processes took real CPU (quiet-host "
+                                 "gate, worker/quiet.py), are left out by default: they measure the machine's "
+                                 "other work, not the engine.")
 filters = Filters(**chosen, include_throttled=throttled)
 
 

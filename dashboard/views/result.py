@@ -63,6 +63,15 @@ c4.metric("Thermal", "throttled" if heat.get("throttled") else
                "out of Compare unless asked for.")
 if heat.get("throttled"):
     st.warning(f"The host was throttled when this job began or ended: {heat.get('start')} → {heat.get('end')}")
+load = (d["extra"] or {}).get("contention") or {}
+if load.get("contended"):
+    during = load.get("during") or {}
+    st.warning(f"Contended: other processes took real CPU while this job ran ({'; '.join(load.get('why') or [])}; "
+               f"others {during.get('others_cpu_pct')}% of the cores, steal {during.get('steal_pct')}%). Like a "
+               "throttled result, it is left out of Compare and regression verdicts unless asked for (worker/quiet.py).")
+elif load:
+    st.caption(f"Quiet host: others used {(load.get('during') or {}).get('others_cpu_pct')}% of the cores during the "
+               f"job (gate {load.get('mode')}, waited {load.get('waited_s')} s before it).")
 
 if len(d["attempts"]) > 1:
     st.subheader("Attempts")

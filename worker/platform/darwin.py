@@ -201,6 +201,12 @@ class Darwin:
         finally:
             os.close(fd)
 
+    def memory_pressure_pct(self) -> float | None:
+        """The kernel's memory-pressure level (kern.memorystatus_vm_pressure_level: 1 normal, 2 warning,
+        4 critical, what `memory_pressure` prints) as 0, 50 or 100; None if unreadable."""
+        level = self.sysctl_int("kern.memorystatus_vm_pressure_level")
+        return {1: 0.0, 2: 50.0, 4: 100.0}.get(level) if level is not None else None
+
     def own_peak_rss_bytes(self) -> int:
         """This process's peak RSS: getrusage's ru_maxrss, which macOS reports in bytes."""
         return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)

@@ -36,6 +36,16 @@ class Linux:
         finally:
             os.close(fd)
 
+    def memory_pressure_pct(self) -> float | None:
+        """PSI: the share of the last 10 s in which some task waited for memory (/proc/pressure/memory, some
+        avg10); None where the kernel has no PSI."""
+        text = self._read("proc/pressure/memory") or ""
+        for line in text.splitlines():
+            if line.startswith("some "):
+                fields = dict(f.split("=", 1) for f in line.split()[1:])
+                return float(fields.get("avg10", 0.0))
+        return None
+
     def own_peak_rss_bytes(self) -> int:
         """This process's peak RSS: VmHWM, the high-water mark of its own address space.
 
