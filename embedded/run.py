@@ -1,7 +1,8 @@
 """The embedded default: run a sweep in-process on this machine, no broker, results in the database.
 
 A composition above the worker and the coordinator's storage: expansion from the contract, the worker's
-child-process runner (which imports no engine in this process), and the store's idempotent writes.
+`perform_job` (the fleet worker's too: path check, sleep prevention, thermal and quiet-host gates, a fresh
+child process; no engine is imported in this process), and the store's idempotent writes.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from siliconbench.results import JobResult
 from siliconbench.spec import SweepSpec
 from storage import store
 from storage.database import session_scope
-from worker.child import run_job
+from worker.perform import perform_job
 from worker.environment import host_facts
 from worker.envs import interpreters
 
@@ -83,8 +84,8 @@ def run_jobs(sweep_id: str, jobs: list[JobSpec], pythons: dict, *, database_url:
     for job in jobs:
         if not in_session(lambda s: store.mark_running(s, job.job_id, host=host, worker="embedded")):
             continue  # cancelled (from the dashboard) before it started
-        result = run_job(job, models_dir, python=pythons.get((job.engine, job.engine_version)),
-                         on_event=(lambda e, j=job: on_event(j, e)) if on_event else None)
+        result = perform_job(job, models_dir, python=pythons.get((job.engine, job.engine_version)),
+                             on_event=(lambda e, j=job: on_event(j, e)) if on_event else None)
         in_session(lambda s: store.save_result(s, job, result, host=host, worker="embedded"))
         if on_done:
             on_done(job, result)

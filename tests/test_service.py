@@ -294,6 +294,27 @@ def test_real_job_runs_inside_the_inhibitor(tmp_path, monkeypatch, models_dir):
     assert len([line for line in log.read_text().splitlines() if "--why=probe" not in line]) == 1
 
 
+def test_an_embedded_run_holds_the_same_assertion_through_perform_job(tmp_path, monkeypatch, models_dir, sqlite_url):
+    """`siliconbench run` and the dashboard's runner go through worker.perform.perform_job, as the fleet worker
+    does: the job runs inside the inhibitor here too, and an artifact path that leaves the models folder fails."""
+    from embedded.run import run_sweep
+    from worker.perform import perform_job
+
+    log = tmp_path / "inhibit.log"
+    stand_in(tmp_path / "bin", "systemd-inhibit", log, 'while [ "${1#--}" != "$1" ]; do shift; done\nexec "$@"')
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    spec = parse_sweep({"name": "sleep-embedded", "models": [SMALL], "engines": ["llama.cpp"], "repetitions": 1,
+                        "warmup": 0, "workloads": [{"kind": "generate", "prompt_tokens": [16], "gen_tokens": [4]}]})
+    jobs = expand(spec, ModelCatalog(models_dir))
+    done = []
+    run_sweep(spec, jobs, database_url=sqlite_url, models_dir=models_dir, on_done=lambda j, r: done.append(r))
+    assert [r.status for r in done] == ["ok"], [r.error for r in done]
+    calls = [line for line in log.read_text().splitlines() if "--why=probe" not in line]
+    assert len(calls) == 1 and f"{jobs[0].job_id}" in calls[0]
+    escaping = perform_job(jobs[0].model_copy(update={"artifact": "../../etc/passwd"}), models_dir)
+    assert escaping.status == "failed" and "outside the models folder" in escaping.error
+
+
 # ------------------------------------------------------------------------------------------------ doctor
 
 

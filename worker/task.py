@@ -28,11 +28,10 @@ from storage.roles import refused_by_rules
 from storage.store import save_result, save_result_with
 
 from . import outages
-from .child import run_job
 from .envs import python_for
 from .models import fetch
+from .perform import perform_job
 from .registration import advertise_models, set_activity
-from .service.sleep import prevent_sleep
 from .spool import Spool
 
 log = logging.getLogger(__name__)
@@ -187,21 +186,19 @@ def _held(ctx: WorkerContext) -> _HeldConnection | None:
 
 
 def _execute(job, ctx: WorkerContext):
-    """The job's result: from a fresh child process, or at once for the plumbing benchmark's noop."""
+    """The job's result: its model fetched here if it lacks it, then `perform_job` (also the embedded run's);
+    at once for the plumbing benchmark's noop."""
     if job.workload == "noop":  # every step of a job except the engine (benchmarks/plumbing.py)
         return JobResult(job_id=job.job_id, status=JobStatus.ok)
-    if not inside(job.artifact):
+    if not inside(job.artifact):  # before a fetch writes anything under that path
         return failed(job.job_id, f"artifact path {job.artifact!r} leads outside the models folder")
-
     if job.fetch and not fetch.present(ctx.models_dir, job.model, job.model_sha256):
         why = _fetch(job, ctx)
         if why is not None:
             return failed(job.job_id, why)
     # A job naming an engine version runs under that engine environment's interpreter.
     python = python_for(job.engine, job.engine_version) if job.engine_version else None
-    # Issue 11: no idle/system sleep while the child job runs (caffeinate / systemd-inhibit; see worker/service/sleep.py).
-    with prevent_sleep(f"siliconbench job {job.job_id}"):
-        return run_job(job, ctx.models_dir, python=python)
+    return perform_job(job, ctx.models_dir, python=python)
 
 
 def _fetch(job, ctx: WorkerContext) -> str | None:
