@@ -49,8 +49,11 @@ class HostView:
 
     def models_text(self) -> str:
         """Each model this host holds with its forms: ``smol (Q4_K_M, 4bit), tiny-llama-30m (F16, f32)``."""
-        return ", ".join(f"{n} ({', '.join(a.get('quant', '?') for a in m.get('artifacts', []))})"
-                         for n, m in sorted(self.models.items()))
+        def forms(m: dict) -> str:
+            quants = [a.get("quant", "?") for a in m.get("artifacts", [])]
+            return f" ({', '.join(quants)})" if quants else ""
+
+        return ", ".join(f"{n}{forms(m)}" for n, m in sorted(self.models.items()))
 
     def activity_text(self) -> str:
         a = self.activity or {}

@@ -59,6 +59,7 @@ def fetch_file(url: str, dest: Path, *, sha256: str | None = None, size: int | N
     try:
         if src is not None:
             total = src.stat().st_size
+            check_space(dest.parent, total - have, url)
             with src.open("rb") as fin, partial.open("ab") as fout:
                 fin.seek(have)
                 _copy(fin, fout, h, have, total, dest.name, progress)
@@ -70,6 +71,7 @@ def fetch_file(url: str, dest: Path, *, sha256: str | None = None, size: int | N
                     partial.unlink(missing_ok=True)
                 length = resp.headers.get("Content-Length")
                 total = have + int(length) if length else (size or 0)
+                check_space(dest.parent, total - have, url)
                 with partial.open("ab") as fout:
                     _copy(resp, fout, h, have, total, dest.name, progress)
         if total and partial.stat().st_size != total:  # the connection closed early, without an error
