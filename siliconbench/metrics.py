@@ -102,8 +102,8 @@ _DEFS = [
         "peak_memory_bytes", "bytes", "lower", "job",
         "Peak resident set size of the job's own fresh child process over the whole job: interpreter, engine "
         "import, model load, warmup and all repetitions. Linux: VmHWM of the address space made at exec "
-        "(getrusage's ru_maxrss would carry the parent's peak across fork and exec); macOS: ru_maxrss of the "
-        "task exec made. Whatever the parent held is not in it. Not recorded for restart, "
+        "(getrusage's ru_maxrss would carry the parent's peak across fork and exec); macOS: ru_maxrss (not yet "
+        "checked there for the same inheritance). Not recorded for restart, "
         "concurrent and multiprocess jobs, whose child only drives other processes (see their own metrics).",
     ),
     Metric(
