@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from siliconbench.errors import UserError
 from siliconbench.manifest import ModelCatalog
 
 from .common import byte_progress, console, settings, user_errors
@@ -55,6 +56,35 @@ def add_cmd(
     console.print(t)
     if m.tokenizer_mismatch:
         console.print(f"[yellow]tokenizers differ[/] (recorded on every result): {m.tokenizer_mismatch}")
+
+
+@app.command("quantize")
+@user_errors
+def quantize_cmd(
+    name: str = typer.Argument(..., help="A model in the models folder with an unquantized form"),
+    gguf: str = typer.Option("", "--gguf", help="llama.cpp types, comma-separated: Q8_0,Q6_K,Q5_K_M,Q4_K_M,IQ4_XS,..."),
+    mlx: str = typer.Option("", "--mlx", help="MLX bit widths, comma-separated: 8,6,5,4,3,2"),
+    group_size: int = typer.Option(64, "--group-size", help="MLX group size: 32, 64 or 128"),
+    mlx_recipe: str = typer.Option(None, "--mlx-recipe", help="One of mlx-lm's mixed recipes: mixed_3_6, mixed_4_6, ..."),
+    dir: Path = typer.Option(None, "--dir", help="Models folder"),
+) -> None:
+    """Make more forms of a model from its full precision: llama.cpp's quantizer for GGUF types, mlx-lm's for
+    MLX bit widths; each lands at its level (q8 ... q2) with its size, bits per weight and digest."""
+    from worker.models.quantize import quantize_model  # verb-local: the quantizers are the engines'
+
+    try:
+        bits = [int(b) for b in mlx.split(",") if b.strip()]
+    except ValueError as exc:
+        raise UserError("--mlx", f"{mlx!r}: bit widths are integers, comma-separated (8,6,4).") from exc
+    m, new = quantize_model(_dir(dir), name, gguf_types=gguf.split(","), mlx_bits=bits, group_size=group_size,
+                            recipe=mlx_recipe, say=lambda msg: console.print(f"  {msg}", style="dim"))
+    t = Table(title=f"{m.name}: {len(new)} new form(s)", title_justify="left")
+    for c in ("format", "quant", "level", "bits/weight", "size", "sha256"):
+        t.add_column(c)
+    for a in new:
+        t.add_row(a.format, a.quant, a.level, f"{a.details.get('bits_per_weight', 0):.2f}",
+                  f"{a.size_bytes / 2**20:,.1f} MiB", a.sha256[:12])
+    console.print(t)
 
 
 @app.command("make-tiny")

@@ -1,0 +1,126 @@
+"""`models quantize NAME --gguf Q6_K,Q5_K_M --mlx 6,5,3`: more forms of a model, made from its full precision.
+
+GGUF types come from llama.cpp's own quantizer (through llama-cpp-python: `formats.quantize_gguf`), run on the
+model's unquantized GGUF (F32 first, then BF16, F16); MLX bit widths from mlx-lm's `convert` on its unquantized
+folder (f32 first), affine with a group size of 32, 64 or 128, or one of mlx-lm's mixed recipes. Each new form is
+read back for its facts (bits per weight, tensor types, quantization block) and digested like any other, then
+added to the manifest, which is replaced last in one rename. The types llama.cpp refuses without an importance
+matrix are refused here before anything is made: computing one (llama-imatrix) is not built yet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from siliconbench.errors import UserError
+from siliconbench.manifest import MANIFEST_NAME, Artifact, ModelCatalog
+
+from . import formats
+from .digests import DigestCache, artifact_digest
+from .facts import form_facts
+
+# llama.cpp refuses these without an importance matrix (tools/quantize, src/llama-quant.cpp)
+NEEDS_IMATRIX = ("IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "Q2_K_S")
+MLX_BITS = (2, 3, 4, 5, 6, 8)
+GROUP_SIZES = (32, 64, 128)
+MLX_RECIPES = ("mixed_2_6", "mixed_3_4", "mixed_3_6", "mixed_4_6")
+SOURCE_ORDER = ("f32", "bf16", "f16")
+
+
+def gguf_type_known(name: str) -> bool:
+    import llama_cpp  # the quantizer's own list of file types
+
+    return hasattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{name}")
+
+
+def check_request(gguf_types: list[str], mlx_bits: list[int], group_size: int, recipe: str | None) -> None:
+    """Every requested form is one the quantizers make, before anything is written."""
+    for t in gguf_types:
+        if t in NEEDS_IMATRIX:
+            raise UserError("--gguf", f"{t} needs an importance matrix (llama.cpp refuses it without one), and "
+                            "computing one with llama-imatrix is not built yet: choose a type that does not need it.")
+        if not gguf_type_known(t):
+            raise UserError("--gguf", f"{t!r} is not a type llama.cpp's quantizer knows (Q8_0, Q6_K, Q5_K_M, Q4_K_M, "
+                            "Q4_0, IQ4_XS, IQ3_S, Q3_K_M, Q2_K ...).")
+    for b in mlx_bits:
+        if b not in MLX_BITS:
+            raise UserError("--mlx", f"{b} bits: mlx-lm quantizes to {', '.join(map(str, MLX_BITS))} bits.")
+    if group_size not in GROUP_SIZES:
+        raise UserError("--group-size", f"{group_size}: mlx-lm's group sizes are {', '.join(map(str, GROUP_SIZES))}.")
+    if recipe is not None and recipe not in MLX_RECIPES:
+        raise UserError("--mlx-recipe", f"{recipe!r} is not one of mlx-lm's recipes.", list(MLX_RECIPES))
+
+
+def quantize_model(models_dir: Path, name: str, *, gguf_types: list[str], mlx_bits: list[int],
+                   group_size: int = 64, recipe: str | None = None, say: Callable[[str], None] | None = None):
+    say = say or (lambda _m: None)
+    gguf_types = [t.strip().upper() for t in gguf_types if t.strip()]
+    check_request(gguf_types, mlx_bits, group_size, recipe)
+    cat = ModelCatalog(models_dir)
+    m = cat.get(name, field="name")
+    final = cat.models_dir / name
+    have = {(a.format, a.quant) for a in m.artifacts}
+    src_gguf = _source(m, "gguf", "--gguf") if gguf_types else None
+    src_mlx = _source(m, "mlx", "--mlx") if mlx_bits or recipe else None
+    stage = cat.models_dir / f".{name}.quantizing-{os.getpid()}"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    cache = DigestCache(cat.models_dir)
+    new: list[Artifact] = []
+    try:
+        for t in gguf_types:
+            if ("gguf", t) in have:
+                say(f"GGUF {t}: already there")
+                continue
+            rel = f"gguf/{name}-{t}.gguf"
+            say(f"quantizing GGUF {t} from {src_gguf.quant} with llama.cpp")
+            (stage / "gguf").mkdir(exist_ok=True)
+            formats.quantize_gguf(final / src_gguf.path, stage / rel, t)
+            new.append(_artifact(stage, rel, cache, src_gguf))
+        mlx_forms = [(b, None) for b in mlx_bits] + ([(None, recipe)] if recipe else [])
+        for bits, rec in mlx_forms:
+            quant = f"{rec or f'{bits}bit'}" + ("" if group_size == 64 else f"-g{group_size}")
+            if ("mlx", quant) in have:
+                say(f"MLX {quant}: already there")
+                continue
+            rel = f"mlx-{quant}"
+            say(f"quantizing MLX {quant} from {src_mlx.quant} with mlx-lm")
+            low = bits or int(rec.split("_")[1])  # a recipe's base width: mixed_3_6 is 3 bits, 6 where it matters
+            formats.convert_mlx(final / src_mlx.path, stage / rel, low, group_size, quant_predicate=rec)
+            new.append(_artifact(stage, rel, cache, src_mlx))
+        for a in new:
+            (final / a.path).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(stage / a.path, final / a.path)
+        m.artifacts += new
+        tmp = final / f".{MANIFEST_NAME}.{os.getpid()}"
+        tmp.write_text(json.dumps(m.model_dump(mode="json", exclude_none=True), indent=2) + "\n")
+        tmp.replace(final / MANIFEST_NAME)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return m, new
+
+
+def _source(m, fmt: str, option: str) -> Artifact:
+    full = {a.quant.lower(): a for a in m.artifacts if a.format == fmt and a.level == "full"}
+    for dtype in SOURCE_ORDER:
+        if dtype in full:
+            return full[dtype]
+    raise UserError(option, f"model {m.name!r} has no unquantized {fmt.upper()} form to quantize from "
+                    f"(add one with `models add {m.name} ... --to-existing`, or --convert a checkpoint).")
+
+
+def _artifact(stage: Path, rel: str, cache: DigestCache, src: Artifact) -> Artifact:
+    f = form_facts(stage / rel)
+    if f.format == "mlx":  # keep what mlx-lm reads (its README goes): the folder digests as its artifact
+        for p in (stage / rel).rglob("*"):
+            if p.is_file() and str(p.relative_to(stage / rel)) not in f.files:
+                p.unlink()
+    files = cache.files(f.base, f.files)
+    directory = f.format == "mlx"
+    return Artifact(format=f.format, quant=f.quant, level=f.level, path=rel, size_bytes=sum(x.size_bytes for x in files),
+                    sha256=artifact_digest(files, directory), files=files,
+                    details={**f.details, "quantized_from": src.quant})
