@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from siliconbench.errors import UserError
 from siliconbench.jobs import JobSpec, digest
-from siliconbench.manifest import ModelManifest
+from siliconbench.manifest import Artifact, ModelManifest
 from siliconbench.queues import capability_queue, host_queue
 from siliconbench.spec import HostFilter, SweepSpec
 
@@ -116,7 +116,7 @@ def unfit_reasons(job: JobSpec, host: HostView, manifest: ModelManifest) -> list
     elif job.engine_version and job.engine_version not in [v.strip() for v in host.engines[job.engine].split(",")]:
         reasons.append(f"{host.name} has no {job.engine} {job.engine_version} environment (siliconbench env add)")
     local = host.models.get(job.model)
-    art = next((a for a in manifest.artifacts if a.sha256 == job.model_sha256), None)
+    art = artifact_of(job, manifest)
     if not holds(host, job):
         if art is not None and art.origin is not None and art.origin.fetchable:
             pass  # the worker fetches it before the job (JobSpec.fetch)
@@ -137,6 +137,11 @@ def unfit_reasons(job: JobSpec, host: HostView, manifest: ModelManifest) -> list
     return reasons
 
 
+def artifact_of(job: JobSpec, manifest: ModelManifest) -> Artifact | None:
+    """The fleet manifest's artifact of the job (by digest); None where no host registered it."""
+    return next((a for a in manifest.artifacts if a.sha256 == job.model_sha256), None)
+
+
 def holds(host: HostView, job: JobSpec) -> bool:
     local = host.models.get(job.model)
     return local is not None and any(a.get("sha256") == job.model_sha256 for a in local.get("artifacts", []))
@@ -144,7 +149,7 @@ def holds(host: HostView, job: JobSpec) -> bool:
 
 def fetch_payload(job: JobSpec, manifest: ModelManifest) -> dict | None:
     """What a worker lacking the job's artifact needs to fetch it (None where its origin cannot be fetched)."""
-    art = next((a for a in manifest.artifacts if a.sha256 == job.model_sha256), None)
+    art = artifact_of(job, manifest)
     if art is None or art.origin is None or not art.origin.fetchable:
         return None
     return {"manifest": manifest.model_dump(mode="json", exclude={"artifacts"}, exclude_none=True),

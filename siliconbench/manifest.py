@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import re
 from collections.abc import Iterable
@@ -254,8 +255,11 @@ def size_path(path: Path) -> int:
 
 
 def write_manifest(model_dir: Path, manifest: ModelManifest) -> Path:
+    """Replace the model's manifest in one rename: a reader never sees half of one."""
     out = model_dir / MANIFEST_NAME
-    out.write_text(json.dumps(manifest.model_dump(), indent=2) + "\n")
+    tmp = model_dir / f".{MANIFEST_NAME}.{os.getpid()}"
+    tmp.write_text(json.dumps(manifest.model_dump(mode="json", exclude_none=True), indent=2) + "\n")
+    tmp.replace(out)
     return out
 
 

@@ -10,7 +10,24 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 
-class FileServer:
+class LoopbackServer:
+    """A ThreadingHTTPServer on 127.0.0.1 (a free port) serving in a daemon thread for a ``with`` block."""
+
+    def __init__(self, handler: type):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class FileServer(LoopbackServer):
     def __init__(self, root: Path):
         self.root = Path(root)
         self.cut_after: int | None = None  # bytes: the next response stops there (the connection is closed)
@@ -49,14 +66,5 @@ class FileServer:
                     return
                 self.wfile.write(body)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> "FileServer":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler)
+        self.url = self.base_url

@@ -16,12 +16,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import unquote
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
+
+from .http_files import LoopbackServer
 
 PACKAGE = "mlx-lm"
 RELEASES = ("0.31.3", "0.32.2")  # two real releases, pure-Python wheels (installable on Linux too)
@@ -63,23 +64,14 @@ def local_index(tmp_path_factory) -> Path:
     return folder_with(RELEASES, tmp_path_factory.mktemp("index"))
 
 
-class SimpleIndex:
+class SimpleIndex(LoopbackServer):
     """``folder`` served as a simple index on 127.0.0.1: /simple/, /simple/<project>/ (JSON when the client asks
     and ``json_api``, else HTML), /files/<name>. Filenames in ``yanked`` are marked yanked (PEP 592)."""
 
     def __init__(self, folder: Path, *, json_api: bool = True, yanked: set[str] = frozenset()):
         self.folder, self.json_api, self.yanked, self.requests = Path(folder), json_api, set(yanked), []
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple/"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> "SimpleIndex":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(self._handler())
+        self.url = f"{self.base_url}/simple/"
 
     def files(self, project: str) -> list[Path]:
         out = []

@@ -336,3 +336,23 @@ def test_gpu_facts_are_read_once_per_boot(tmp_path):
     assert Darwin(again, gpu_cache=cache).gpu()["gpu_cores"] == 7 and again.calls == []
     cache.write_text(json.dumps({**json.loads(cache.read_text()), "boot": 0.0}))  # recorded at another boot
     assert Darwin(Recorded(), gpu_cache=cache).gpu()["gpu_cores"] is None
+
+
+class PressureLevel(Recorded):
+    """``sysctl -n kern.memorystatus_vm_pressure_level`` answering one of the values XNU defines for it
+    (bsd/sys/event.h: NOTE_MEMORYSTATUS_PRESSURE_NORMAL 0x1, _WARN 0x2, _CRITICAL 0x4). Not a recorded output:
+    no public recording of this oid was found; the README says so."""
+
+    def __init__(self, level: str):
+        super().__init__()
+        self.values["kern.memorystatus_vm_pressure_level"] = level
+
+
+@pytest.mark.parametrize("level, pct", [("1", 0.0), ("2", 50.0), ("4", 100.0), ("3", None)])
+def test_memory_pressure_level(level, pct):
+    assert Darwin(PressureLevel(level)).memory_pressure_pct() == pct
+
+
+def test_memory_pressure_unknown_on_a_recorded_mac_without_the_oid():
+    """The recorded M4 Max sysctl lines lack the oid: sysctl prints nothing, the gate reads no pressure."""
+    assert Darwin(Recorded(sysctl=("sysctl_m4_max_archspec.txt",))).memory_pressure_pct() is None

@@ -26,13 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-import psutil
-
 from siliconbench.manifest import ModelManifest
 from siliconbench.settings import data_dir
 
 from .host import performance_cores
 from .models.facts import read_gguf_header, safetensors_header, split_parts
+from .quiet import CpuMark
 
 # Apple's unified-memory bandwidth in GB/s (1e9 bytes/s), by chip and, where binned parts differ, GPU cores.
 # Sources: M1 Pro 200 / M1 Max 400: macrumors.com/2022/10/24/macbook-pro-very-high-bandwidth-ram-rumor;
@@ -76,37 +75,6 @@ def measure_gbs(threads: int | None = None, repeats: int = PROBE_REPEATS) -> flo
     return buf.nbytes / best / 1e9
 
 
-def measure_copy_gbs(threads: int | None = None, repeats: int = PROBE_REPEATS) -> float:
-    """The former probe, kept to compare: parallel copies counted as read + write (STREAM copy)."""
-    n = threads or performance_cores()
-    src = np.ones(PROBE_BYTES // 8, dtype=np.float64)
-    dst = np.empty_like(src)
-    parts = np.array_split(np.arange(src.size), n)
-    best = float("inf")
-    for _ in range(repeats):
-        workers = [threading.Thread(target=np.copyto, args=(dst[p[0]:p[-1] + 1], src[p[0]:p[-1] + 1])) for p in parts]
-        t0 = time.perf_counter()
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
-        best = min(best, time.perf_counter() - t0)
-    return 2 * src.nbytes / best / 1e9
-
-
-def others_cpu_pct(fn) -> tuple[object, float]:
-    """fn()'s value, and the share of all cores that other processes used while it ran (system CPU time less
-    this process's, over wall time x cores)."""
-    me = psutil.Process()
-    cpu0, mine0, t0 = psutil.cpu_times(), me.cpu_times(), time.perf_counter()
-    out = fn()
-    cpu1, mine1, wall = psutil.cpu_times(), me.cpu_times(), time.perf_counter() - t0
-    busy = lambda c: c.user + c.system + getattr(c, "nice", 0) + getattr(c, "irq", 0) + getattr(c, "softirq", 0) \
-        + getattr(c, "steal", 0)  # noqa: E731 - steal: another VM had the core
-    used = (busy(cpu1) - busy(cpu0)) - ((mine1.user + mine1.system) - (mine0.user + mine0.system))
-    return out, max(0.0, 100.0 * used / (wall * (psutil.cpu_count() or 1)))
-
-
 def cache_path() -> Path:
     return data_dir() / "bandwidth.json"
 
@@ -125,7 +93,9 @@ def probed_gbs(cache: Path | None = None, refresh: bool = False, measure: bool =
         pass
     if not measure:
         return {}
-    gbs, others = others_cpu_pct(measure_gbs)
+    start = CpuMark.now()
+    gbs = measure_gbs()
+    others = CpuMark.now().since(start)["others_cpu_pct"]
     rec = {"measured_gbs": round(gbs, 2), "method": "read", "threads": performance_cores(),
            "others_cpu_pct": round(others, 1), "measured_at": time.time()}
     if others > BUSY_CPU_PCT:

@@ -13,16 +13,15 @@ model's folder, and the manifest is replaced last, in one rename.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 from siliconbench.errors import UserError
-from siliconbench.manifest import MANIFEST_NAME, Artifact, ModelManifest
+from siliconbench.manifest import MANIFEST_NAME, Artifact, ModelManifest, write_manifest
 
-from .digests import ByteProgress, DigestCache, artifact_digest
+from .digests import ByteProgress, DigestCache, artifact_from
 from .facts import FormFacts, form_facts
 from .sources import Resolved, resolve
 
@@ -84,9 +83,7 @@ def add_model(models_dir: Path, name: str, sources: list[str], *, to_existing: b
             artifacts=kept + new,
             tokenizer_mismatch=mismatch or (existing.tokenizer_mismatch if existing else None))
         _move_into_place(stage, final, new, replace=force and not to_existing)
-        tmp = final / f".{MANIFEST_NAME}.{os.getpid()}"
-        tmp.write_text(json.dumps(manifest.model_dump(mode="json", exclude_none=True), indent=2) + "\n")
-        tmp.replace(final / MANIFEST_NAME)
+        write_manifest(final, manifest)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     say(f"{name}: {len(manifest.artifacts)} artifacts in {final}")
@@ -127,27 +124,18 @@ def _check_same_model(forms: list[tuple[Resolved, FormFacts]], existing: ModelMa
 def _artifact(stage: Path, r: Resolved, f: FormFacts, cache: DigestCache, progress: ByteProgress | None,
               taken: set[str]) -> Artifact:
     """Links (or, for a converted file, the file itself) under ``stage``, and the artifact that describes them."""
-    files = cache.files(f.base, f.files, progress)
-    directory = f.format == "mlx"
     made_here = f.base.is_relative_to(stage)
-    if directory:
-        rel = _free(f"mlx-{f.quant}", taken)
-        for sf in files:
-            link = stage / rel / sf.path
+    rel = _free(f"mlx-{f.quant}", taken) if f.format == "mlx" else _free_gguf(f.files[0], taken)
+    # a converted file exists here only: no origin to fetch it from; its source is in details
+    art = artifact_from(f, rel, cache, origin=None if made_here else r.origin, progress=progress,
+                        details={"converted_from": r.source} if made_here else None)
+    if not made_here:
+        folder = Path(rel) if f.format == "mlx" else Path(rel).parent  # split parts lie beside the first
+        for sf in art.files:
+            link = stage / folder / sf.path
             link.parent.mkdir(parents=True, exist_ok=True)
             os.symlink((f.base / sf.path).absolute(), link)
-    else:
-        rel = _free_gguf(f.files[0], taken)
-        if not made_here:
-            for sf in files:
-                link = stage / Path(rel).parent / sf.path
-                link.parent.mkdir(parents=True, exist_ok=True)
-                os.symlink((f.base / sf.path).absolute(), link)
-    origin = None if made_here else r.origin  # a converted file exists here only; its source is in details
-    return Artifact(format=f.format, quant=f.quant, level=f.level, path=rel,
-                    size_bytes=sum(sf.size_bytes for sf in files), sha256=artifact_digest(files, directory),
-                    files=files, origin=origin,
-                    details={**f.details, **({"converted_from": r.source} if made_here else {})})
+    return art
 
 
 def _free(rel: str, taken: set[str]) -> str:

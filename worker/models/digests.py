@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from siliconbench.manifest import SourceFile, combined_sha256
+from siliconbench.manifest import Artifact, SourceFile, combined_sha256
 
 CACHE_NAME = ".digests.json"
 CHUNK = 4 << 20
@@ -80,3 +80,13 @@ def artifact_digest(files: list[SourceFile], directory: bool) -> str:
     if not directory and len(files) == 1:
         return files[0].sha256
     return combined_sha256((f.path, f.sha256) for f in sorted(files, key=lambda f: f.path))
+
+
+def artifact_from(facts, rel: str, cache: DigestCache, *, origin=None, details: dict | None = None,
+                  progress: ByteProgress | None = None) -> Artifact:
+    """The artifact of one form (`facts.FormFacts`) at ``rel`` in its model's folder: its files digested (through
+    the cache), their total size, the artifact's digest, and the facts read from the files."""
+    files = cache.files(facts.base, facts.files, progress)
+    return Artifact(format=facts.format, quant=facts.quant, level=facts.level, path=rel,
+                    size_bytes=sum(f.size_bytes for f in files), sha256=artifact_digest(files, facts.format == "mlx"),
+                    files=files, origin=origin, details={**facts.details, **(details or {})})

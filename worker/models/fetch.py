@@ -10,13 +10,12 @@ model's manifest here gains the artifact last, so a half-fetched model is never 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
 
 from siliconbench.errors import UserError
-from siliconbench.manifest import MANIFEST_NAME, Artifact, ModelManifest
+from siliconbench.manifest import MANIFEST_NAME, Artifact, ModelManifest, write_manifest
 
 from .digests import ByteProgress, DigestCache, artifact_digest
 from .download import DigestMismatch, check_space, fetch_file
@@ -52,7 +51,7 @@ def fetch_for_job(models_dir: Path, payload: dict, progress: ByteProgress | None
         stage = models_dir / FETCHING / art.sha256[:16]
         for sf, url in zip(art.files, file_urls(origin, [f.path for f in art.files], directory)):
             fetch_file(url, stage / sf.path, sha256=sf.sha256, size=sf.size_bytes, progress=progress)
-        _check_digest(art, [*art.files], directory)
+        _check_digest(art, art.files, directory)
         (final / folder).mkdir(parents=True, exist_ok=True)
         for sf in art.files:
             (final / folder / sf.path).parent.mkdir(parents=True, exist_ok=True)
@@ -92,6 +91,4 @@ def _register(final: Path, facts: ModelManifest, art: Artifact) -> None:
         m.artifacts = [a for a in m.artifacts if a.path != art.path and a.sha256 != art.sha256] + [art]
     else:
         m = facts.model_copy(update={"artifacts": [art]})
-    tmp = final / f".{MANIFEST_NAME}.{os.getpid()}"
-    tmp.write_text(json.dumps(m.model_dump(mode="json", exclude_none=True), indent=2) + "\n")
-    tmp.replace(mf)
+    write_manifest(final, m)

@@ -10,17 +10,16 @@ matrix are refused here before anything is made: computing one (llama-imatrix) i
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 from siliconbench.errors import UserError
-from siliconbench.manifest import MANIFEST_NAME, Artifact, ModelCatalog
+from siliconbench.manifest import Artifact, ModelCatalog, write_manifest
 
 from . import formats
-from .digests import DigestCache, artifact_digest
+from .digests import DigestCache, artifact_from
 from .facts import form_facts
 
 # llama.cpp refuses these without an importance matrix (tools/quantize, src/llama-quant.cpp)
@@ -96,9 +95,7 @@ def quantize_model(models_dir: Path, name: str, *, gguf_types: list[str], mlx_bi
             (final / a.path).parent.mkdir(parents=True, exist_ok=True)
             os.replace(stage / a.path, final / a.path)
         m.artifacts += new
-        tmp = final / f".{MANIFEST_NAME}.{os.getpid()}"
-        tmp.write_text(json.dumps(m.model_dump(mode="json", exclude_none=True), indent=2) + "\n")
-        tmp.replace(final / MANIFEST_NAME)
+        write_manifest(final, m)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return m, new
@@ -119,8 +116,4 @@ def _artifact(stage: Path, rel: str, cache: DigestCache, src: Artifact) -> Artif
         for p in (stage / rel).rglob("*"):
             if p.is_file() and str(p.relative_to(stage / rel)) not in f.files:
                 p.unlink()
-    files = cache.files(f.base, f.files)
-    directory = f.format == "mlx"
-    return Artifact(format=f.format, quant=f.quant, level=f.level, path=rel, size_bytes=sum(x.size_bytes for x in files),
-                    sha256=artifact_digest(files, directory), files=files,
-                    details={**f.details, "quantized_from": src.quant})
+    return artifact_from(f, rel, cache, details={"quantized_from": src.quant})
