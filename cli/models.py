@@ -66,6 +66,8 @@ def quantize_cmd(
     mlx: str = typer.Option("", "--mlx", help="MLX bit widths, comma-separated: 8,6,5,4,3,2"),
     group_size: int = typer.Option(64, "--group-size", help="MLX group size: 32, 64 or 128"),
     mlx_recipe: str = typer.Option(None, "--mlx-recipe", help="One of mlx-lm's mixed recipes: mixed_3_6, mixed_4_6, ..."),
+    imatrix_file: Path = typer.Option(None, "--imatrix", help="An importance matrix (llama-imatrix's GGUF or .dat) "
+                                      "for every GGUF type; unset: one is computed for the types that need it"),
     dir: Path = typer.Option(None, "--dir", help="Models folder"),
 ) -> None:
     """Make more forms of a model from its full precision: llama.cpp's quantizer for GGUF types, mlx-lm's for
@@ -77,14 +79,24 @@ def quantize_cmd(
     except ValueError as exc:
         raise UserError("--mlx", f"{mlx!r}: bit widths are integers, comma-separated (8,6,4).") from exc
     m, new = quantize_model(_dir(dir), name, gguf_types=gguf.split(","), mlx_bits=bits, group_size=group_size,
-                            recipe=mlx_recipe, say=lambda msg: console.print(f"  {msg}", style="dim"))
+                            recipe=mlx_recipe, imatrix_file=imatrix_file,
+                            say=lambda msg: console.print(f"  {msg}", style="dim"))
     t = Table(title=f"{m.name}: {len(new)} new form(s)", title_justify="left")
-    for c in ("format", "quant", "level", "bits/weight", "size", "sha256"):
+    for c in ("format", "quant", "level", "bits/weight", "size", "imatrix", "tensor types", "sha256"):
         t.add_column(c)
     for a in new:
+        matrix = a.details.get("imatrix")
         t.add_row(a.format, a.quant, a.level, f"{a.details.get('bits_per_weight', 0):.2f}",
-                  f"{a.size_bytes / 2**20:,.1f} MiB", a.sha256[:12])
+                  f"{a.size_bytes / 2**20:,.1f} MiB", matrix["sha256"][:12] if matrix else "—",
+                  tensor_types(a.details), a.sha256[:12])
     console.print(t)
+
+
+def tensor_types(details: dict) -> str:
+    """A GGUF's tensors by type, most first ("Q6_K 61, Q8_0 30, F32 61"): where a k-quant fell back for rows its
+    256-wide blocks do not divide, it shows here."""
+    types = details.get("tensor_types") or {}
+    return ", ".join(f"{k} {v}" for k, v in sorted(types.items(), key=lambda kv: -kv[1])) or "—"
 
 
 @app.command("make-tiny")

@@ -6,9 +6,11 @@ import csv
 import json
 import sys
 from enum import Enum
+from pathlib import Path
 
 import typer
 
+from siliconbench.errors import UserError
 from storage.database import session_scope
 
 from .common import console, database, settings, user_errors
@@ -25,6 +27,8 @@ def results(
     sweep: str = typer.Option(None, "--sweep", help="Sweep id (default: the latest sweep)"),
     all_sweeps: bool = typer.Option(False, "--all", help="Every stored result, not only one sweep"),
     fmt: Format = typer.Option(Format.table, "--format", help="table | csv | json"),
+    plot: Path = typer.Option(None, "--plot", help="Also write the quantization matrix's frontier plots (quality "
+                              "and speed against size) to this HTML file"),
 ) -> None:
     """Print the results of a sweep; JSON carries every raw sample and the environment."""
     from coordinator.export import load_records, to_csv_rows  # verb-local
@@ -33,7 +37,9 @@ def results(
 
     url = database(settings())
     if fmt is Format.table and not all_sweeps:
-        print_sweep_table(url, sweep, console=console)
+        records = print_sweep_table(url, sweep, console=console)
+        if plot is not None:
+            write_plot(records, plot)
         return
     with session_scope(url) as s:
         sweep_id = None if all_sweeps else (sweep or store.latest_sweep_id(s))
@@ -51,3 +57,16 @@ def results(
         from coordinator.report import results_table  # verb-local
 
         console.print(results_table(records, title="all results"))
+
+
+def write_plot(records: list[dict], path: Path) -> None:
+    """Every model's frontier charts into one HTML page (altair; opens in any browser)."""
+    from coordinator.quant_matrix import frontier_chart, matrix_rows  # verb-local
+
+    import altair as alt  # the dashboard extra's plotting library
+
+    charts = [frontier_chart(m, rows) for m, rows in matrix_rows(records).items() if any(r.kld for r in rows)]
+    if not charts:
+        raise UserError("--plot", "this sweep has no perplexity jobs with kl_divergence: nothing to plot.")
+    alt.vconcat(*charts).save(str(path))
+    console.print(f"frontier plots written to {path}")

@@ -11,6 +11,7 @@ from siliconbench.manifest import weights_of
 from storage import store
 from storage.database import session_scope
 from .export import load_records, summary_dict
+from .quant_matrix import matrix_rows, matrix_table
 from .workload_tables import TABLES, workload_table
 
 CONFIG_KEYS = ("sweep_id", "engine", "engine_version", "model", "quant", "n_prompt", "n_gen", "n_depth")
@@ -136,8 +137,8 @@ def ratio_table(records: list[dict]) -> Table | None:
         return None
     versions = any(len(v.get(e, [])) > 1 for v in cells.values() for e in ("llama.cpp", "mlx"))
     t = Table(title="llama.cpp ÷ MLX, ratio of means (tok/s: >1 = llama.cpp faster; TTFT and memory: <1 = llama.cpp lower)", title_justify="left")
-    left = ("host", "model", "level", "weights", "versions")
-    for col in ("host", "model", "level", "weights", *(("versions",) if versions else ()), "prompt", "gen", "depth",
+    left = ("host", "model", "level", "paired", "weights", "versions")
+    for col in ("host", "model", "level", "paired", "weights", *(("versions",) if versions else ()), "prompt", "gen", "depth",
                 "prefill", "decode", "TTFT", "peak mem"):
         t.add_column(col, justify="right" if col not in left else "left")
     mixed = 0
@@ -156,7 +157,7 @@ def ratio_table(records: list[dict]) -> Table | None:
         cells = [ratio("prefill_tps"), ratio("decode_tps"), ratio("ttft_ms"), mem]
         if wa != wb:
             cells = [f"[red]{c}[/]" if c != "—" else c for c in cells]
-        t.add_row(host, model, str(level), weights, *label, str(p), str(g), str(d), *cells)
+        t.add_row(host, model, str(level), f"{a['quant']} ÷ {b['quant']}", weights, *label, str(p), str(g), str(d), *cells)
     if mixed:
         t.caption = (f"[bold red]⚠[/] {mixed} row(s) pair different weight dtypes: their ratios mix the engines "
                      "with the bytes each reads per token. For a matched pair rerun level full on a model made "
@@ -184,6 +185,9 @@ def print_sweep_table(url: str, sweep_id: str | None, console: Console | None = 
         mine = [r for r in records if r["workload"] == kind]
         if mine:
             console.print(workload_table(kind, mine))
+    if any((r.get("extra") or {}).get("kld") for r in records):
+        for model, rows in matrix_rows(records).items():
+            console.print(matrix_table(model, rows))
     unstable = [r for r in records if r["unstable"]]
     for r in unstable:
         what = "" if r["workload"] == "generate" else " " + " ".join([r["workload"]] + [

@@ -10,6 +10,8 @@ from typing import Callable
 
 from rich.table import Table
 
+from siliconbench.manifest import QUANT_LEVELS
+
 Cell = Callable[[dict], str]
 
 
@@ -135,6 +137,8 @@ TABLES: dict[str, tuple[str, list[tuple[str, str, Cell]]]] = {
         ("Perplexity", "right", stat("perplexity", "mean", "{:,.3f}")),
         ("File size", "right", lambda r: (f"{_m(r, 'file_size_bytes')['mean'] / 1e6:,.1f} MB"
                                           if _m(r, "file_size_bytes") else "—")),
+        ("KLD", "right", stat("kld_mean", "mean", "{:.5f}")),
+        ("same top", "right", stat("same_top_pct", "mean", "{:.2f} %")),
         ("tokens scored", "right", field("extra.scored_tokens")),
     ]),
     "multiprocess": ("several engine processes decoding at once", KEY + [
@@ -146,8 +150,8 @@ TABLES: dict[str, tuple[str, list[tuple[str, str, Cell]]]] = {
     ]),
 }
 
-# The perplexity table lists formats in the reference's order: full precision, then 8-bit, then 4-bit.
-LEVEL_ORDER = {"full": 0, "q8": 1, "q4": 2}
+# The perplexity table lists formats in the reference's order: full precision, then 8-bit ... 2-bit.
+LEVEL_ORDER = {level: i for i, level in enumerate(QUANT_LEVELS)}
 
 
 def workload_table(kind: str, records: list[dict]) -> Table:

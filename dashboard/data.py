@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import streamlit as st
 
-from coordinator import fleet, peers, queries
+from coordinator import export, fleet, peers, queries
 from coordinator import watches as watch_store  # watches and their campaigns (Regressions page)
 from dashboard import runner
 from siliconbench.errors import UserError
@@ -86,6 +86,13 @@ def recent_results(url: str, version: tuple, failed_only: bool) -> list[dict]:
 def result_detail(url: str, version: tuple, job_id: str) -> dict | None:
     with session_scope(url) as s:
         return queries.result_detail(s, job_id)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def sweep_records(url: str, version: tuple, sweep_id: str) -> list[dict]:
+    """Export records of one sweep (the quantization matrix joins its perplexity and generate jobs)."""
+    with session_scope(url) as s:
+        return export.load_records(s, sweep_id=sweep_id)
 
 
 SWEEPS_SHOWN = 200  # the Sweeps page lists the newest (and every live one), not all of history

@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from .errors import UserError
-from .manifest import FULL_DTYPES, ModelCatalog, auto_full_dtype
+from .manifest import ENGINE_FORMAT, FULL_DTYPES, QUANT_LEVELS, ModelCatalog, auto_full_dtype
 from .spec import SweepSpec
 from .workloads import configs, engine_params, n_configs
 
@@ -96,13 +96,16 @@ def spec_digest(spec: SweepSpec) -> str:
     return digest(data, 12)
 
 
+MAX_FORMATS = 24  # what [all] counts as in the bound before expansion: the forms per engine of a model
+
+
 def count_jobs(spec: SweepSpec) -> int:
     """Upper bound of the matrix size, computed before expanding anything."""
     per_workload = sum(len(w.prompt_tokens) * len(w.gen_tokens) * len(w.depth) if w.kind == "generate" else n_configs(w)
                        for w in spec.workloads)
     versions = max((len(v) for v in (spec.engine_versions or {}).values()), default=1)
-    return len(spec.models) * len(spec.engines) * len(spec.quantizations) * per_workload * versions \
-        * spec.resolved_processes
+    forms = sum(MAX_FORMATS if q.lower() == "all" else 1 for q in spec.quantizations)
+    return len(spec.models) * len(spec.engines) * forms * per_workload * versions * spec.resolved_processes
 
 
 def full_dtype_of(spec: SweepSpec, catalog: ModelCatalog, setting: str | None = None) -> tuple[str, bool]:
@@ -150,18 +153,14 @@ def expand(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str | None = None,
                             f"{catalog.models_dir} by its logical name.", catalog.names())
         manifests[name] = catalog.get(name, field=f"models[{i}]")
 
-    full = full_dtype_of(spec, catalog, full_dtype) if any(q.lower() == "full" for q in spec.quantizations) else None
+    full = full_dtype_of(spec, catalog, full_dtype) \
+        if any(q.lower() in ("full", "all") for q in spec.quantizations) else None
     jobs: list[JobSpec] = []
-    for (mi, name), (qi, quant) in itertools.product(enumerate(spec.models), enumerate(spec.quantizations)):
+    pairs = [(mi, name, qi, resolved)
+             for (mi, name), (qi, quant) in itertools.product(enumerate(spec.models), enumerate(spec.quantizations))
+             for resolved in resolutions(spec, manifests[name], qi, quant, full)]
+    for mi, name, qi, resolved in pairs:
         m = manifests[name]
-        if quant.lower() == "full" and full is not None:
-            resolved = m.full_pair(spec.engines, full[0], exact=full[1])
-        else:
-            resolved = {e: m.artifact_for(e, quant) for e in spec.engines}
-        if not any(resolved.values()):
-            what = f"{quant!r} ({full[0]} weights, full_dtype)" if quant.lower() == "full" and full else repr(quant)
-            raise UserError(f"quantizations[{qi}]", f"model {name!r} has no artifact for {what} "
-                            f"for engines {', '.join(spec.engines)}.", m.quant_names())
         for wi, w in enumerate(spec.workloads):
             if w.kind != "generate":  # the other kinds expand through siliconbench.workloads
                 jobs += _workload_jobs(spec, catalog, sweep_id, mi, m, resolved, wi, w, start=len(jobs),
@@ -190,6 +189,45 @@ def expand(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str | None = None,
                     job.job_id = digest({"sweep": sweep_id, **job.key()})
                     jobs.append(job)
     return _rounds(spec, jobs)
+
+
+def resolutions(spec: SweepSpec, m, qi: int, quant: str, full: tuple[str, bool] | None) -> list[dict]:
+    """The artifact each engine runs for ``quantizations[qi]``, as one {engine: artifact | None} per pair.
+
+    A level is one pair (the sweep's ``pairing``, else DEFAULT_PAIRING, else the level's first artifact);
+    ``full`` the pair of one weight dtype; ``all`` every level's pair, then each remaining form on its own."""
+    engines = spec.engines
+    q = quant.lower()
+    if q == "all":
+        out = [r for level in QUANT_LEVELS for r in _level_pair(spec, m, level, full)]
+        taken = {(a.format, a.quant) for r in out for a in r.values() if a}
+        for a in m.artifacts:
+            if (a.format, a.quant) not in taken and any(ENGINE_FORMAT[e] == a.format for e in engines):
+                out.append({e: a if ENGINE_FORMAT[e] == a.format else None for e in engines})
+        if not out:
+            raise UserError(f"quantizations[{qi}]", f"model {m.name!r} has no form for engines {', '.join(engines)}.")
+        return out
+    out = _level_pair(spec, m, q, full) if q in QUANT_LEVELS else [{e: m.artifact_for(e, quant) for e in engines}]
+    if not out:
+        what = f"{quant!r} ({full[0]} weights, full_dtype)" if q == "full" and full else repr(quant)
+        raise UserError(f"quantizations[{qi}]", f"model {m.name!r} has no artifact for {what} "
+                        f"for engines {', '.join(engines)}.", m.quant_names())
+    return out
+
+
+def _level_pair(spec: SweepSpec, m, level: str, full: tuple[str, bool] | None) -> list[dict]:
+    """[the level's pair] or [] where no engine has it."""
+    engines = spec.engines
+    if level == "full" and full is not None:
+        pair = m.full_pair(engines, full[0], exact=full[1])
+    else:
+        chosen = (spec.pairing or {}).get(level) or {}
+        pair = {e: m.artifact_for(e, chosen.get(e, level)) for e in engines}
+        for e, name in chosen.items():
+            if e in engines and pair[e] is None:
+                raise UserError(f"pairing.{level}.{e}", f"model {m.name!r} has no {e} form {name!r}.",
+                                m.quant_names())
+    return [pair] if any(pair.values()) else []
 
 
 def model_notes(m) -> dict:

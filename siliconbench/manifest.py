@@ -35,6 +35,12 @@ ENGINE_FORMAT: dict[str, str] = {"llama.cpp": "gguf", "mlx": "mlx"}
 # Precision classes that let one sweep say "q4" and get Q4_K_M for llama.cpp and 4-bit for MLX.
 QUANT_LEVELS: tuple[str, ...] = ("full", "q8", "q6", "q5", "q4", "q3", "q2")
 Level = Literal["full", "q8", "q6", "q5", "q4", "q3", "q2"]
+# Which type of each format a level means when a model has several (Q4_0, IQ4_XS and Q4_K_M are all q4):
+# the pairs the reference comparison puts side by side. A sweep's `pairing` overrides them.
+DEFAULT_PAIRING: dict[str, dict[str, str]] = {
+    "gguf": {"q8": "Q8_0", "q6": "Q6_K", "q5": "Q5_K_M", "q4": "Q4_K_M", "q3": "Q3_K_M", "q2": "Q2_K"},
+    "mlx": {"q8": "8bit", "q6": "6bit", "q5": "5bit", "q4": "4bit", "q3": "3bit", "q2": "2bit"},
+}
 # The unquantized weight dtypes a model is written in, and each format's exact quant name for them.
 FULL_DTYPES: tuple[str, ...] = ("f32", "f16", "bf16")
 FULL_QUANT: dict[str, dict[str, str]] = {"gguf": {"f32": "F32", "f16": "F16", "bf16": "BF16"},
@@ -163,7 +169,8 @@ class ModelManifest(BaseModel):
 
         An exact name matches as written ("F16" is GGUF's, "f16" MLX's: [F16] still means llama.cpp only), and
         case-insensitively only where no artifact of the model carries it as written ("q4_k_m"). A level gives
-        the first artifact of that level in manifest order; for ``full`` with ``dtype`` given, the one of that
+        the format's usual type for it (DEFAULT_PAIRING: Q4_K_M with MLX 4-bit g64 ...) where the model has it,
+        else the first artifact of that level in manifest order; for ``full`` with ``dtype`` given, the one of that
         weight dtype (see `full_pair` for how a sweep picks it)."""
         fmt = ENGINE_FORMAT[engine]
         mine = [a for a in self.artifacts if a.format == fmt]
@@ -171,10 +178,10 @@ class ModelManifest(BaseModel):
         for art in mine:
             if art.quant == quant or (not written and art.quant.lower() == quant.lower()):
                 return art
-        for art in mine:
-            if art.level == quant.lower() and (dtype is None or art.level != "full" or weight_dtype(art.quant) == dtype):
-                return art
-        return None
+        level = [a for a in mine if a.level == quant.lower()
+                 and (dtype is None or a.level != "full" or weight_dtype(a.quant) == dtype)]
+        preferred = DEFAULT_PAIRING[fmt].get(quant.lower())
+        return next((a for a in level if a.quant == preferred), level[0] if level else None)
 
     def full_artifacts(self, engine: str) -> dict[str, Artifact]:
         """The engine's level-``full`` artifacts by weight dtype (f32, f16, bf16), in manifest order."""

@@ -282,6 +282,40 @@ WORKLOAD_DEFS = [
         "Size on disk of the artifact evaluated (a GGUF file, or an MLX directory's files), beside its perplexity "
         "as in the reference comparison's Format | Perplexity | File size table.",
     ),
+    # ---- KL-divergence (perplexity with params.kl_divergence): the same windows, against full precision.
+    Metric(
+        "window_kld", "nats", "lower", "window",
+        "Mean KL-divergence of one window's scored positions against the own engine's base (see kld_mean).",
+    ),
+    Metric(
+        "kld_mean", "nats", "lower", "job",
+        "Mean over every scored position of KL(base || model) = sum over the vocabulary of p_base x (log p_base - "
+        "log p_model), base = the model's full-precision form on the job's own engine (params.kld_bases: the "
+        "highest precision both engines share, by digest), on exactly the perplexity windows' tokens. "
+        "llama-perplexity --kl-divergence's arithmetic (tools/perplexity/perplexity.cpp): the base's log-probs "
+        "kept as its base file keeps them (uint16 per token over [max-16, max] of the logits, float scale and "
+        "minimum), only base log-probs above -16 summed; = its 'Mean KLD' on the same GGUF files and "
+        "--chunks windows. The base is computed once per host, engine, digest and token set and reused.",
+    ),
+    Metric("kld_median", "nats", "lower", "job", "Median of the per-position KLD (kld_mean), as the tool's 'Median KLD'."),
+    Metric("kld_p90", "nats", "lower", "job", "90th percentile of the per-position KLD: the tool's '90.0% KLD' "
+           "(linear between the two nearest sorted values)."),
+    Metric("kld_p99", "nats", "lower", "job", "99th percentile of the per-position KLD: the tool's '99.0% KLD'."),
+    Metric("kld_p999", "nats", "lower", "job", "99.9th percentile of the per-position KLD: the tool's '99.9% KLD'."),
+    Metric("kld_max", "nats", "lower", "job", "Largest per-position KLD: the tool's 'Maximum KLD'."),
+    Metric(
+        "same_top_pct", "%", "higher", "job",
+        "Share of scored positions where the model's most likely next token is the base's (ties: the lowest id; "
+        "the base's from its uint16 log-probs): the tool's 'Same top p'; extra.kld.same.same_top_count is its count.",
+    ),
+    Metric(
+        "cross_kld_mean", "nats", "lower", "job",
+        "kld_mean against the other engine's full-precision form (an MLX job against the GGUF base, a llama.cpp "
+        "job against the MLX one), on the same token ids: which engine's quantization is closer to one original. "
+        "Needs both forms' vocabularies equal (`models add` checks the tokenizers).",
+    ),
+    Metric("cross_kld_p99", "nats", "lower", "job", "kld_p99 against the other engine's full-precision form."),
+    Metric("cross_same_top_pct", "%", "higher", "job", "same_top_pct against the other engine's full-precision form."),
     # ---- multiprocess: params.processes engine processes, each with the model loaded, decoding at once.
     Metric(
         "mp_aggregate_decode_tps", "tokens/s", "higher", "repetition",

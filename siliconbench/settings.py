@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     watch_tick_s: float = Field(
         60.0, gt=0, description="`siliconbench scheduler`: seconds between the watch's ticks (Celery beat): each "
         "checks the due watches, steps the campaigns and delivers notifications.")
+    llama_tools_dir: Path | None = Field(
+        None, description="Folder of llama.cpp's own tools (llama-imatrix, llama-quantize, ...). Unset: where "
+        "scripts/build_llama_tools.sh puts them, ~/.cache/siliconbench/tools/llama.cpp-<version>/bin.")
     busy_cpu_pct: float = Field(
         BUSY_CPU_PCT, ge=0, le=100, description="The quiet-host gate's threshold: other processes' CPU, as a share "
         "of all cores, above which the host is busy before a job and a job is marked contended (worker/quiet.py). "

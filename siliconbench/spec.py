@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
 
 from .errors import UserError
-from .manifest import ENGINES, FullDtype
+from .manifest import ENGINES, FullDtype, Level
 from .workloads import (KINDS, ConcurrentWorkload, LongContextWorkload, MultiprocessWorkload, PerplexityWorkload,
                         RestartWorkload, SwapWorkload)
 
@@ -107,7 +107,13 @@ class SweepSpec(Strict):
     description: str = ""
     models: Annotated[list[str], Field(min_length=1)]
     engines: Annotated[list[Literal["llama.cpp", "mlx"]], Field(min_length=1)] = list(ENGINES)
-    quantizations: Annotated[list[str], Field(min_length=1)] = ["full"]
+    quantizations: Annotated[list[str], Field(min_length=1)] = Field(
+        ["full"], description="Levels (full, q8, q6, q5, q4, q3, q2: one artifact per engine, paired), exact names "
+        "(Q4_K_M, IQ4_XS, 4bit-g32), or [all]: every form each model has, the levels' pairs first")
+    pairing: dict[Level, dict[Literal["llama.cpp", "mlx"], str]] | None = Field(
+        None, description="Which exact type an engine runs for a level, where the default pair is not wanted "
+        "(defaults: Q8_0/8bit, Q6_K/6bit, Q5_K_M/5bit, Q4_K_M/4bit, Q3_K_M/3bit, Q2_K/2bit), e.g. "
+        "{q4: {llama.cpp: IQ4_XS, mlx: 4bit-g32}}")
     workloads: Annotated[list[Workload], Field(min_length=1)] = [GenerateWorkload()]
     repetitions: PositiveInt = Field(5, description="Measured repetitions inside each process (after warmup)")
     processes: PositiveInt | None = Field(
@@ -162,6 +168,13 @@ class SweepSpec(Strict):
     def _unique(cls, v: list[str]) -> list[str]:
         if len(set(v)) != len(v):
             raise ValueError("lists each entry more than once")
+        return v
+
+    @field_validator("quantizations")
+    @classmethod
+    def _all_alone(cls, v: list[str]) -> list[str]:
+        if "all" in (q.lower() for q in v) and len(v) > 1:
+            raise ValueError("[all] already names every form: list it alone")
         return v
 
     @field_validator("engine_versions")

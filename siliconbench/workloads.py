@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
 
 from .errors import UserError
-from .manifest import ModelCatalog, ModelManifest
+from .manifest import ENGINES, ModelCatalog, ModelManifest
 
 Port = Annotated[int, Field(ge=1024, le=65535)]
 Counts = Annotated[list[PositiveInt], Field(min_length=1)]
@@ -96,6 +96,10 @@ class PerplexityWorkload(_Strict):
     window_tokens: Annotated[int, Field(ge=2)] = 512
     windows: PositiveInt = 8
     offset_tokens: Annotated[int, Field(ge=0)] = Field(0, description="First token of the first window")
+    kl_divergence: bool = Field(
+        False, description="Also the KL-divergence of each format's next-token distributions against the model's "
+        "full precision (llama-perplexity --kl-divergence's definitions), against each engine's full-precision "
+        "form the model has: its own engine's (kld_*) and the other's (cross_kld_*)")
 
 
 class MultiprocessWorkload(_Strict):
@@ -167,14 +171,29 @@ def configs(w, wi: int, m: ModelManifest, catalog: ModelCatalog, engines: list[s
             raise UserError(f"{at}.window_tokens", f"mode llama-perplexity scores 0-based tokens n/2+1..n-1 of each "
                             f"window: window_tokens = {w.window_tokens} leaves none; use 4 or more "
                             "(or mode all-tokens).")
+        params = {"text": w.text, "mode": w.mode, "window_tokens": w.window_tokens, "windows": w.windows,
+                  "offset_tokens": w.offset_tokens}
+        if w.kl_divergence:
+            params["kld_bases"] = kld_bases(m, catalog, f"{at}.kl_divergence")
         # Deterministic: the windows are the samples, so repetitions and warmup would only repeat them.
-        return [Config(w.window_tokens, 0, {"text": w.text, "mode": w.mode, "window_tokens": w.window_tokens,
-                                            "windows": w.windows, "offset_tokens": w.offset_tokens},
-                       repetitions=1, warmup=0)]
+        return [Config(w.window_tokens, 0, params, repetitions=1, warmup=0)]
     if w.kind == "multiprocess":
         _fits(w.prompt_tokens + w.gen_tokens, m, f"{at}.prompt_tokens", "prompt_tokens + gen_tokens")
         return [Config(w.prompt_tokens, w.gen_tokens, {"processes": k}) for k in w.processes]
     raise AssertionError(f"no expansion for workload kind {w.kind!r}")
+
+
+def kld_bases(m: ModelManifest, catalog: ModelCatalog, where: str) -> list[dict]:
+    """The full-precision form of each engine the KL-divergence is measured against: the highest precision
+    both share (f32, then f16, bf16), by content digest, so results against different bases never pool."""
+    pair = m.full_pair(ENGINES, "f32")
+    bases = [{"engine": e, "quant": a.quant, "sha256": a.sha256,
+              "artifact": str(catalog.artifact_path(m.name, a, field=where).relative_to(catalog.models_dir))}
+             for e, a in pair.items() if a is not None]
+    if not bases:
+        raise UserError(where, f"model {m.name!r} has no full-precision form (F32/F16/BF16 GGUF or an unquantized "
+                        "MLX folder) to measure the KL-divergence against; add one with `models add --to-existing`.")
+    return bases
 
 
 def engine_params(w, wi: int, cfg: Config, engine: str, model: str, art, catalog: ModelCatalog,

@@ -6,6 +6,16 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+
+def nll_of(logits: np.ndarray, targets: list[int]) -> list[float]:
+    """NLL of each target from its row of float32 logits: log-softmax in float64."""
+    x = np.asarray(logits, dtype=np.float64)
+    top = x.max(axis=1, keepdims=True)
+    logz = np.log(np.exp(x - top).sum(axis=1)) + top[:, 0]
+    return list(logz - x[np.arange(len(x)), targets])
+
 
 class Engine(ABC):
     """One loaded model in one engine. Every method returns only after the engine has synchronized,
@@ -76,8 +86,14 @@ class Engine(ABC):
     def detokenize(self, tokens: list[int]) -> str: ...
 
     @abstractmethod
-    def token_nll(self, tokens: list[int]) -> list[float]:
-        """Negative log-likelihood (nats) of tokens[1:], each given the tokens before it, from a fresh cache."""
+    def window_logits(self, tokens: list[int], first: int = 0) -> np.ndarray:
+        """(len(tokens) - 1 - first, vocab) float32 logits of positions first..n-2, each predicting the next token,
+        all from one evaluation of the window from a fresh cache (synchronized)."""
+
+    def token_nll(self, tokens: list[int], first: int = 0) -> list[float]:
+        """Negative log-likelihood (nats) of tokens[first + 1:], each given all tokens before it, from a fresh
+        cache: log-softmax of the engine's float32 logits, in float64 (the same arithmetic for every engine)."""
+        return nll_of(self.window_logits(tokens, first), tokens[first + 1:])
 
     @abstractmethod
     def kv_cache(self) -> dict[str, float]:

@@ -156,15 +156,12 @@ class LlamaCppEngine(Engine):
     def detokenize(self, tokens: list[int]) -> str:
         return self.llm.detokenize(tokens).decode(errors="replace")
 
-    def token_nll(self, tokens: list[int], first: int = 0) -> list[float]:
-        """NLL of tokens[first + 1:], each predicted from all of ``tokens`` before it, from an empty cache."""
+    def window_logits(self, tokens: list[int], first: int = 0) -> np.ndarray:
         self.reset()
-        self._eval(tokens[:-1])  # position i's logits predict token i + 1
-        n = len(tokens) - 1
-        logits = np.asarray(self.llm.scores[first:n], dtype=np.float64)  # needs logits_all at load
-        top = logits.max(axis=1, keepdims=True)
-        logz = np.log(np.exp(logits - top).sum(axis=1)) + top[:, 0]
-        return list(logz - logits[np.arange(n - first), tokens[first + 1:]])
+        # The whole window, as llama-perplexity evaluates it: a graph one token shorter gives logits ~1e-3 apart
+        # (other kernel shapes), enough to move the tool's uint16 base rows and flip near-tied top tokens.
+        self._eval(tokens)
+        return np.array(self.llm.scores[first:len(tokens) - 1], dtype=np.float32)  # needs logits_all at load
 
     def perplexity_bos(self) -> int | None:
         """The BOS id when the vocab adds BOS (llama_vocab_get_add_bos, as llama-perplexity asks), else None."""

@@ -125,18 +125,14 @@ class MlxEngine(Engine):
     def detokenize(self, tokens: list[int]) -> str:
         return self.tokenizer.decode(tokens)
 
-    def token_nll(self, tokens: list[int], first: int = 0) -> list[float]:
-        """NLL of tokens[first + 1:], each predicted from all of ``tokens`` before it, from an empty cache."""
-
+    def window_logits(self, tokens: list[int], first: int = 0) -> np.ndarray:
         mx = self.mx
         self.reset()
         with mx.stream(self.stream):
-            logits = self.model(mx.array(tokens[:-1])[None], cache=self.cache)[0, first:].astype(mx.float32)
+            # the whole window, as the llama.cpp adapter (and llama-perplexity): row i predicts token i + 1
+            logits = self.model(mx.array(tokens)[None], cache=self.cache)[0, first:-1].astype(mx.float32)
             mx.eval(logits)
-        x = np.asarray(logits, dtype=np.float64)  # the same float64 log-softmax as the llama.cpp adapter
-        top = x.max(axis=1, keepdims=True)
-        logz = np.log(np.exp(x - top).sum(axis=1)) + top[:, 0]
-        return list(logz - x[np.arange(len(tokens) - 1 - first), tokens[first + 1:]])
+        return np.array(logits, dtype=np.float32)
 
     def perplexity_bos(self) -> int | None:
         """The BOS id when the tokenizer adds BOS (encode with special tokens puts it first), else None: the

@@ -5,11 +5,14 @@ model's unquantized GGUF (F32 first, then BF16, F16); MLX bit widths from mlx-lm
 folder (f32 first), affine with a group size of 32, 64 or 128, or one of mlx-lm's mixed recipes. Each new form is
 read back for its facts (bits per weight, tensor types, quantization block) and digested like any other, then
 added to the manifest, which is replaced last in one rename. The types llama.cpp refuses without an importance
-matrix are refused here before anything is made: computing one (llama-imatrix) is not built yet.
+matrix get one (worker/models/imatrix.py): the user's ``--imatrix FILE`` (then used for every GGUF type asked),
+or one computed with llama-imatrix on the shipped calibration text (used for those types only), kept in the
+model's ``imatrix/`` folder by the digests of its source and text; its digest is on every artifact made with it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable
@@ -18,7 +21,7 @@ from pathlib import Path
 from siliconbench.errors import UserError
 from siliconbench.manifest import Artifact, ModelCatalog, write_manifest
 
-from . import formats
+from . import formats, imatrix
 from .digests import DigestCache, artifact_from
 from .facts import form_facts
 
@@ -36,12 +39,16 @@ def gguf_type_known(name: str) -> bool:
     return hasattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{name}")
 
 
-def check_request(gguf_types: list[str], mlx_bits: list[int], group_size: int, recipe: str | None) -> None:
-    """Every requested form is one the quantizers make, before anything is written."""
+def check_request(gguf_types: list[str], mlx_bits: list[int], group_size: int, recipe: str | None,
+                  imatrix_file: Path | None = None) -> None:
+    """Every requested form is one the quantizers make, with the tools it needs, before anything is written."""
+    if imatrix_file is not None:
+        imatrix.from_file(imatrix_file)
+        imatrix.tool("llama-quantize", "--imatrix")
+    elif any(t in NEEDS_IMATRIX for t in gguf_types):
+        for name in ("llama-imatrix", "llama-quantize"):
+            imatrix.tool(name, "--gguf")  # names the build script where the tools are missing
     for t in gguf_types:
-        if t in NEEDS_IMATRIX:
-            raise UserError("--gguf", f"{t} needs an importance matrix (llama.cpp refuses it without one), and "
-                            "computing one with llama-imatrix is not built yet: choose a type that does not need it.")
         if not gguf_type_known(t):
             raise UserError("--gguf", f"{t!r} is not a type llama.cpp's quantizer knows (Q8_0, Q6_K, Q5_K_M, Q4_K_M, "
                             "Q4_0, IQ4_XS, IQ3_S, Q3_K_M, Q2_K ...).")
@@ -55,10 +62,11 @@ def check_request(gguf_types: list[str], mlx_bits: list[int], group_size: int, r
 
 
 def quantize_model(models_dir: Path, name: str, *, gguf_types: list[str], mlx_bits: list[int],
-                   group_size: int = 64, recipe: str | None = None, say: Callable[[str], None] | None = None):
+                   group_size: int = 64, recipe: str | None = None, imatrix_file: Path | None = None,
+                   say: Callable[[str], None] | None = None):
     say = say or (lambda _m: None)
     gguf_types = [t.strip().upper() for t in gguf_types if t.strip()]
-    check_request(gguf_types, mlx_bits, group_size, recipe)
+    check_request(gguf_types, mlx_bits, group_size, recipe, imatrix_file)
     cat = ModelCatalog(models_dir)
     m = cat.get(name, field="name")
     final = cat.models_dir / name
@@ -71,15 +79,21 @@ def quantize_model(models_dir: Path, name: str, *, gguf_types: list[str], mlx_bi
     cache = DigestCache(cat.models_dir)
     new: list[Artifact] = []
     try:
-        for t in gguf_types:
-            if ("gguf", t) in have:
-                say(f"GGUF {t}: already there")
-                continue
+        todo = [t for t in gguf_types if ("gguf", t) not in have]
+        for t in sorted(set(gguf_types) - set(todo)):
+            say(f"GGUF {t}: already there")
+        matrix = _importance_matrix(final, src_gguf, todo, imatrix_file, say)
+        for t in todo:
             rel = f"gguf/{name}-{t}.gguf"
-            say(f"quantizing GGUF {t} from {src_gguf.quant} with llama.cpp")
             (stage / "gguf").mkdir(exist_ok=True)
-            formats.quantize_gguf(final / src_gguf.path, stage / rel, t)
-            new.append(_artifact(stage, rel, cache, src_gguf))
+            if matrix and (imatrix_file is not None or t in NEEDS_IMATRIX):
+                say(f"quantizing GGUF {t} from {src_gguf.quant} with llama.cpp and the importance matrix")
+                imatrix.quantize(final / src_gguf.path, stage / rel, t, matrix[0])
+                new.append(_artifact(stage, rel, cache, src_gguf, matrix=matrix[1]))
+            else:
+                say(f"quantizing GGUF {t} from {src_gguf.quant} with llama.cpp")
+                formats.quantize_gguf(final / src_gguf.path, stage / rel, t)
+                new.append(_artifact(stage, rel, cache, src_gguf))
         mlx_forms = [(b, None) for b in mlx_bits] + ([(None, recipe)] if recipe else [])
         for bits, rec in mlx_forms:
             quant = f"{rec or f'{bits}bit'}" + ("" if group_size == 64 else f"-g{group_size}")
@@ -101,6 +115,28 @@ def quantize_model(models_dir: Path, name: str, *, gguf_types: list[str], mlx_bi
     return m, new
 
 
+def _importance_matrix(final: Path, src: Artifact | None, todo: list[str], given: Path | None,
+                       say) -> tuple[Path, dict] | None:
+    """(the matrix file, what to record) where one is given or a type needs one; computed once per source
+    digest and calibration text, then reused from the model's imatrix/ folder."""
+    if given is not None:
+        return given, imatrix.from_file(given)
+    if not any(t in NEEDS_IMATRIX for t in todo):
+        return None
+    _, calibration = imatrix.calibration_text()
+    path = final / "imatrix" / f"{src.sha256[:16]}-{calibration['sha256'][:16]}.gguf"
+    record_path = path.with_suffix(".json")
+    if path.is_file() and record_path.is_file():
+        say(f"importance matrix: reusing {path.relative_to(final)}")
+        return path, json.loads(record_path.read_text())
+    path.parent.mkdir(exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    record = {**imatrix.compute(final / src.path, partial, say), "from": src.quant, "path": str(path.relative_to(final))}
+    os.replace(partial, path)
+    record_path.write_text(json.dumps(record, indent=1))
+    return path, record
+
+
 def _source(m, fmt: str, option: str) -> Artifact:
     full = {a.quant.lower(): a for a in m.artifacts if a.format == fmt and a.level == "full"}
     for dtype in SOURCE_ORDER:
@@ -110,10 +146,11 @@ def _source(m, fmt: str, option: str) -> Artifact:
                     f"(add one with `models add {m.name} ... --to-existing`, or --convert a checkpoint).")
 
 
-def _artifact(stage: Path, rel: str, cache: DigestCache, src: Artifact) -> Artifact:
+def _artifact(stage: Path, rel: str, cache: DigestCache, src: Artifact, matrix: dict | None = None) -> Artifact:
     f = form_facts(stage / rel)
     if f.format == "mlx":  # keep what mlx-lm reads (its README goes): the folder digests as its artifact
         for p in (stage / rel).rglob("*"):
             if p.is_file() and str(p.relative_to(stage / rel)) not in f.files:
                 p.unlink()
-    return artifact_from(f, rel, cache, details={"quantized_from": src.quant})
+    details = {"quantized_from": src.quant, **({"imatrix": matrix} if matrix else {})}
+    return artifact_from(f, rel, cache, details=details)

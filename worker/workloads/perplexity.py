@@ -28,6 +28,9 @@ import time
 from siliconbench.errors import WorkloadError
 from siliconbench.manifest import size_path
 
+from ..engines.base import nll_of
+from ..models.facts import form_facts
+from . import kld
 from .common import Context, Outcome, SampleLog, corpus_text, done, engine_for, rss_now_bytes
 
 
@@ -73,31 +76,50 @@ def run(ctx: Context) -> Outcome:
     job, p = ctx.job, ctx.job.params
     window, count = p["window_tokens"], p["windows"]
     mode = p.get("mode", "all-tokens")  # jobs from before modes existed scored all tokens
-    engine = engine_for(job, {**job.engine_options, "logits_all": True})
+    options = {**job.engine_options, "logits_all": True}
+    vocab = engine_for(job, options)
+    vocab.load_vocab(ctx.artifact)  # the ids and BOS first: a missing KLD base is computed from them
+    ids = vocab.tokenize(corpus_text())
+    bos = bos_for(vocab, mode)
+    vocab.close()
+    chunks, first = scored_windows(ids, mode, bos, window, count, p["offset_tokens"])
+    used = [t for c in chunks for t in c]
+    tokens_sha = hashlib.sha256(json.dumps(used).encode()).hexdigest()
+    bases = kld.BaseSet(ctx, p.get("kld_bases") or [], tokens_sha, first, chunks, n_ctx=window + 16)
+    bases.prepare()  # every base this job does not itself produce, computed or read before its model loads
+    engine = engine_for(job, options)
     baseline = rss_now_bytes()
     t = time.perf_counter()
-    engine.load(ctx.artifact, {**job.engine_options, "logits_all": True}, n_ctx=window + 16)
+    engine.load(ctx.artifact, options, n_ctx=window + 16)
     load_s = time.perf_counter() - t
     ctx.emit("loaded", load_s=load_s)
-    ids = engine.tokenize(corpus_text())
-    bos = bos_for(engine, mode)
-    chunks, first = scored_windows(ids, mode, bos, window, count, p["offset_tokens"])
     log = SampleLog()
     total_nll, scored = 0.0, 0
     for i, chunk in enumerate(chunks):
-        nll = engine.token_nll(chunk, first)
+        logits = engine.window_logits(chunk, first)
+        nll = nll_of(logits, chunk[first + 1:])
         if not all(math.isfinite(x) for x in nll):
             raise WorkloadError(f"window {i}: the engine returned non-finite log-likelihoods")
         total_nll += sum(nll)
         scored += len(nll)
-        log.add({"window_nll": sum(nll) / len(nll)})
+        log.add({"window_nll": sum(nll) / len(nll), **bases.window(i, logits, chunk[first + 1:])})
         ctx.emit("window", index=i)
     done(ctx, 0, False)  # the job's one repetition: all windows
-    log.add({"perplexity": math.exp(total_nll / scored), "file_size_bytes": size_path(ctx.artifact)})
-    used = [t for c in chunks for t in c]
+    log.add({"perplexity": math.exp(total_nll / scored), "file_size_bytes": size_path(ctx.artifact),
+             **bases.finish()})
     extra = {"format": format_label(ctx), "text": p["text"], "mode": mode, "bos": bos, "first_scored": first + 1,
-             "text_tokens": len(ids), "scored_tokens": scored,
-             "tokens_sha256": hashlib.sha256(json.dumps(used).encode()).hexdigest(), "n_ctx": window + 16}
+             "text_tokens": len(ids), "scored_tokens": scored, "tokens_sha256": tokens_sha, "n_ctx": window + 16,
+             **weights_facts(ctx)}
+    if bases.bases:
+        extra["kld"] = bases.describe()
     outcome = Outcome(samples=log.samples, engine=engine, extra=extra, load_s=load_s, baseline_memory_bytes=baseline)
     engine.close()
     return outcome
+
+
+
+def weights_facts(ctx: Context) -> dict:
+    """Bits per weight and a GGUF's tensors by type, from the files' headers: the size axis of a quantization
+    table, and where a k-quant fell back for rows its blocks do not divide."""
+    details = form_facts(ctx.artifact).details
+    return {k: details[k] for k in ("bits_per_weight", "tensor_types", "quantization") if details.get(k) is not None}
