@@ -9,6 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
+import yaml
 
 from coordinator.quant_matrix import MatrixRow, mark_frontier, matrix_rows
 from siliconbench.errors import UserError
@@ -161,3 +162,32 @@ def test_ours_beside_llama_perplexity_kl_divergence_on_the_same_files(models):
         assert kld_bench.agrees(r["kld_mean"], r["tool"]["kld_mean"]), r  # 1 %, or the 6 decimals it prints
         assert r["tool"]["same_top_count"] == r["same_top_count"], r
         assert kld_bench.agrees(r["kld_p99"], r["tool"]["kld_p99"]), r
+
+
+def test_a_model_added_by_hand_gets_the_quantization_matrix_without_code(tmp_path, models_dir):
+    """The user's journey on a held-out model: `models add` (a GGUF and an MLX folder), `models quantize`, the
+    matrix sweep run embedded, the table printed and the frontier plot written."""
+    from .test_cli import sb
+
+    env = {"SILICONBENCH_MODELS_DIR": str(tmp_path / "models"), "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    src = models_dir / SMALL
+    add = sb("models", "add", "held-out", str(src / f"gguf/{SMALL}-F32.gguf"), str(src / "mlx-f32"), env=env)
+    assert add.returncode == 0, add.stderr + add.stdout
+    q = sb("models", "quantize", "held-out", "--gguf", "Q4_K_M,Q4_0", "--mlx", "4", env=env)
+    assert q.returncode == 0, q.stderr + q.stdout
+    sweep = tmp_path / "matrix.yaml"
+    sweep.write_text(yaml.safe_dump({
+        "name": "held-out-matrix", "models": ["held-out"], "quantizations": ["all"], "repetitions": 1,
+        "warmup": 0, "workloads": [{"kind": "perplexity", "kl_divergence": True, "window_tokens": W, "windows": N},
+                                   {"kind": "generate", "prompt_tokens": [16], "gen_tokens": [4], "depth": [0]}]}))
+    run = sb("run", str(sweep), env=env)
+    assert run.returncode == 0, run.stderr + run.stdout
+    out = run.stdout
+    assert "held-out: every format, by speed, size and closeness to full precision" in out.replace("\n", " ")
+    for fmt in ("F32 (llama.cpp)", "Q4_K_M (llama.cpp)", "Q4_0 (llama.cpp)", "MLX 4-bit (group 64)"):
+        assert fmt in out, fmt
+    assert "◆" in out and "KLD vs F32 (GGUF)" in out and "KLD vs f32 (MLX)" in out
+    plot = tmp_path / "frontier.html"
+    res = sb("results", "--plot", str(plot), env=env)
+    assert res.returncode == 0, res.stderr
+    assert "vega" in plot.read_text() and "mean KLD" in plot.read_text()

@@ -2,5 +2,6 @@
 
 ``kld`` is the arithmetic (llama-perplexity --kl-divergence's, in numpy, so one figure means the same whichever
 engine produced the logits); ``bases`` keeps a full-precision model's distributions on disk, once per model,
-engine and token set, so no job recomputes them. Imports numpy and the contract only: no engine, no database.
+engine and token set, so no job recomputes them; ``base_maker`` computes one in a fresh process of its engine.
+Imports the contract and the engines; no database, no broker.
 """

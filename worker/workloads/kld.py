@@ -1,9 +1,9 @@
 """The KL-divergence half of a perplexity job: its bases, and every window compared against them.
 
 A job names its bases (``params.kld_bases``: each engine's full-precision form, by digest). Before the job's own
-model loads, each base is read from the host's store or, missing, computed there: the base's engine loads the base
-artifact, evaluates the job's very windows and the rows are kept (worker/quality/bases.py). The job whose artifact
-is a base produces that base from its own pass instead. Figures against the job's own engine's base are the
+model loads, each base is read from the host's store or, missing, computed there by a fresh process of the
+base's own engine (worker/quality/base_maker.py) on the job's very windows, and kept (worker/quality/bases.py).
+The job whose artifact is a base produces that base from its own pass instead. Figures against the job's own engine's base are the
 ``kld_*`` metrics; against the other engine's, ``cross_kld_*``: an MLX 4-bit against the GGUF F32 base and a
 Q4_K_M against the MLX f32 one, so two engines' quantizations are compared to one original.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from siliconbench.errors import WorkloadError
 
-from ..engines import get_engine
+from ..quality import base_maker
 from ..quality import bases as store
 from ..quality.kld import BaseRows, RowStats, base_rows, compare, summary
 from .common import Context
@@ -51,8 +51,7 @@ class BaseSet:
             if b.own:
                 b.rows = []  # filled window by window from the job's own logits
             else:
-                b.rows = self._compute(b)
-                store.save(b.key, self.ctx.models_dir, b.rows)
+                b.rows = self._compute(b)  # made and stored by a process of the base's own engine
 
     def _compute(self, b: Base) -> list[BaseRows]:
         path = self.ctx.models_dir / b.spec["artifact"]
@@ -60,17 +59,12 @@ class BaseSet:
             raise WorkloadError(f"the KL-divergence base {b.spec['engine']} {b.spec['quant']} ({b.spec['artifact']}) "
                                 "is not on this host: add that form here, or run the job where it is")
         self.ctx.emit("kld_base", engine=b.spec["engine"], quant=b.spec["quant"])
-        engine = get_engine(b.spec["engine"])
-        options = {"logits_all": True}
-        if b.spec["engine"] == self.ctx.job.engine:
-            options = {**self.ctx.job.engine_options, **options}
-        engine.options = options
-        engine.load(path, options, n_ctx=self.n_ctx)
-        positions = len(self.chunks[0]) - 1 - self.first
-        store.check_size(len(self.chunks), positions, engine.vocab_size())
-        rows = [base_rows(engine.window_logits(chunk, self.first)) for chunk in self.chunks]
-        engine.close()
-        return rows
+        job = self.ctx.job
+        # the job's threads for either engine; its other options only where the base runs on its own engine
+        options = dict(job.engine_options) if b.spec["engine"] == job.engine else \
+            {"threads": job.engine_options.get("threads")}
+        base_maker.make(self.ctx.models_dir, b.spec, b.key, self.chunks, self.first, self.n_ctx, options)
+        return store.load(b.key, self.ctx.models_dir)
 
     def window(self, i: int, logits, targets: list[int]) -> dict[str, float]:
         """Compare window ``i``'s logits with every base; {'window_kld': mean KLD against the own engine's base}."""

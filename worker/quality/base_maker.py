@@ -1,0 +1,60 @@
+"""A KL-divergence base computed in a fresh process of the base's own engine: ``python -m worker.quality.base_maker``.
+
+A job of one engine needs the other engine's base too, and an engine's process is set up before it starts (MLX's
+BLAS is an LD_PRELOAD on Linux): computed inside a llama.cpp job, an MLX base ran on MLX's bundled reference BLAS,
+single-threaded and ~30x slower. So every base a job does not produce from its own pass is made here, in a child
+with the environment a job of that engine gets, and read back from the store (worker/quality/bases.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from siliconbench.errors import WorkloadError
+
+from ..blas import child_blas_env
+from ..engines import get_engine
+from . import bases
+from .kld import base_rows
+
+STDERR_TAIL = 2000
+
+
+def make(models_dir: Path, spec: dict, key: bases.BaseKey, chunks: list[list[int]], first: int, n_ctx: int,
+         options: dict) -> None:
+    """Compute and store the base ``key`` of ``spec`` (engine, artifact) in a child of that engine."""
+    env = dict(os.environ)
+    if env.get("SILICONBENCH_MLX_BLAS"):  # this process is an MLX job's: its preload is not the base's business
+        env.pop("LD_PRELOAD", None)
+    if spec["engine"] == "mlx":
+        env.update(child_blas_env(options.get("blas", "auto"), options.get("threads")))
+    request = {"models_dir": str(models_dir), "spec": spec, "key": key.__dict__, "chunks": chunks, "first": first,
+               "n_ctx": n_ctx, "options": options}
+    run = subprocess.run([sys.executable, "-m", "worker.quality.base_maker"], input=json.dumps(request),
+                         capture_output=True, text=True, env=env)
+    if run.returncode != 0 or bases.load(key, models_dir) is None:
+        raise WorkloadError(f"computing the KL-divergence base {spec['engine']} {spec['quant']} failed "
+                            f"(exit {run.returncode}): {run.stderr.strip()[-STDERR_TAIL:]}")
+
+
+def _make_here(request: dict) -> None:
+    models_dir, spec = Path(request["models_dir"]), request["spec"]
+    key = bases.BaseKey(**request["key"])
+    engine = get_engine(spec["engine"])
+    options = {**request["options"], "logits_all": True}
+    engine.options = options
+    engine.load(models_dir / spec["artifact"], options, n_ctx=request["n_ctx"])
+    chunks, first = request["chunks"], request["first"]
+    bases.check_size(len(chunks), len(chunks[0]) - 1 - first, engine.vocab_size())
+    rows = [base_rows(engine.window_logits(chunk, first)) for chunk in chunks]
+    engine.close()
+    bases.save(key, models_dir, rows)
+
+
+if __name__ == "__main__":
+    sys.stdout = sys.stderr  # engine chatter stays out of the way
+    _make_here(json.loads(sys.stdin.read()))
