@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
 import sys
 from enum import Enum
 from pathlib import Path
@@ -37,9 +38,9 @@ def results(
 
     url = database(settings())
     if fmt is Format.table and not all_sweeps:
-        records = print_sweep_table(url, sweep, console=console)
+        print_sweep_table(url, sweep, console=console)
         if plot is not None:
-            write_plot(records, plot)
+            write_plot(sweep, plot)
         return
     with session_scope(url) as s:
         sweep_id = None if all_sweeps else (sweep or store.latest_sweep_id(s))
@@ -59,14 +60,10 @@ def results(
         console.print(results_table(records, title="all results"))
 
 
-def write_plot(records: list[dict], path: Path) -> None:
-    """Every model's frontier charts into one HTML page (altair; opens in any browser)."""
-    from coordinator.quant_matrix import frontier_chart, matrix_rows  # verb-local
-
-    import altair as alt  # the dashboard extra's plotting library
-
-    charts = [frontier_chart(m, rows) for m, rows in matrix_rows(records).items() if any(r.kld for r in rows)]
-    if not charts:
-        raise UserError("--plot", "this sweep has no perplexity jobs with kl_divergence: nothing to plot.")
-    alt.vconcat(*charts).save(str(path))
+def write_plot(sweep: str | None, path: Path) -> None:
+    """The frontier charts as an HTML page, drawn by the dashboard's side (the CLI imports no plotting library)."""
+    cmd = [sys.executable, "-m", "dashboard.quant_plot", str(path)] + (["--sweep", sweep] if sweep else [])
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise UserError("--plot", (run.stderr.strip().splitlines() or ["the plot could not be drawn"])[-1])
     console.print(f"frontier plots written to {path}")

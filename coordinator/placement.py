@@ -103,6 +103,8 @@ def select_hosts(spec: SweepSpec, hosts: list[HostView]) -> list[HostView]:
             continue
         if sel.gpu_cores and sel.gpu_cores != h.details.get("gpu_cores"):
             continue
+        if sel.gpu and sel.gpu.lower() not in str((h.details.get("gpu") or {}).get("name") or "").lower():
+            continue
         out.append(h)
     return out
 

@@ -257,6 +257,28 @@ WORKLOAD_DEFS = [
         "The same memory computed from the model's shape: 2 (K, V) x layers x KV heads x head_dim x tokens x "
         "bytes of the cache dtype (llama.cpp F16: 2; MLX: the dtype of its cache arrays), tokens = depth + gen.",
     ),
+    # ---- a CUDA host (worker/platform/nvidia.py): the device's own memory and energy, read through NVML.
+    Metric(
+        "device_memory_peak_bytes", "bytes", "lower", "repetition",
+        "Peak GPU memory of the job's process during one repetition (from the fresh KV cache to the last decode "
+        "step), sampled every 20 ms from NVML's per-process accounting (nvmlDeviceGetComputeRunningProcesses, "
+        "the figure nvidia-smi lists per process); where NVML does not list the process, the device's used memory "
+        "above what it was before the model loaded (extra.device_memory.source says which). CUDA hosts only; a "
+        "Mac's unified memory is peak_footprint_bytes.",
+    ),
+    Metric(
+        "prefill_j_per_token", "J/token", "lower", "repetition",
+        "GPU energy per prompt token: the GPU's cumulative energy counter (nvmlDeviceGetTotalEnergyConsumption, "
+        "the whole board) read before the prefill region and after the first token is chosen, / n_prompt. Only "
+        "where that region lasts 0.25 s or more: the counter moves in steps, so a shorter region is not stored. "
+        "Includes whatever else the GPU did meanwhile (the quiet-host gate checks the CPU, not the GPU).",
+    ),
+    Metric(
+        "decode_j_per_token", "J/token", "lower", "repetition",
+        "GPU energy per generated token over the decode region (read right after the first token and right after "
+        "the last step), / n_gen; regions of 0.25 s or more only. No engine's own tool reports it.",
+    ),
+    Metric("decode_tokens_per_j", "tokens/J", "higher", "repetition", "1 / decode_j_per_token: tokens per joule."),
     # ---- perplexity: params.windows non-overlapping windows of params.window_tokens tokens of the shipped text.
     Metric(
         "window_nll", "nats/token", "lower", "window",

@@ -97,6 +97,8 @@ class HostFilter(Strict):
     model: str | None = Field(None, description="The Mac's hw.model, e.g. 'Mac16,11' (case-insensitive, exact)")
     gpu_cores: PositiveInt | None = Field(
         None, description="Exactly this many GPU cores: binned chips (an M4 Pro with 16 or 20) differ only here")
+    gpu: str | None = Field(None, description="Substring of a CUDA host's GPU name as NVML gives it, "
+                            "case-insensitive ('H200', 'RTX 4090'); Macs have none")
 
 
 HostSelector = Literal["all"] | Annotated[list[str], Field(min_length=1)] | HostFilter

@@ -7,6 +7,7 @@ mlx's Linux CPU wheel bundles a reference BLAS: a 512x1024x2816 float32 matmul t
 from __future__ import annotations
 
 import os
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from . import platform
@@ -25,10 +26,24 @@ def find_openblas() -> str | None:
     return None
 
 
+def mlx_on_cuda() -> bool:
+    """MLX's CUDA backend is installed (the mlx-cuda-12 / mlx-cuda-13 wheel that `mlx[cuda13]` brings)."""
+    for dist in ("mlx-cuda-13", "mlx-cuda-12", "mlx-cuda"):
+        try:
+            version(dist)
+            return True
+        except PackageNotFoundError:
+            continue
+    return False
+
+
 def child_blas_env(mode: str, threads: int | None) -> dict[str, str]:
-    """Environment for an MLX child: LD_PRELOAD of OpenBLAS for 'auto'/'openblas' where it exists."""
+    """Environment for an MLX child: LD_PRELOAD of OpenBLAS for 'auto'/'openblas' where it exists; none where
+    MLX runs on a CUDA GPU (the preload is for MLX's CPU build, whose matmuls it serves)."""
     if platform.current().name == "Darwin":
         return {"SILICONBENCH_MLX_BLAS": "Accelerate"}
+    if mlx_on_cuda() and mode == "auto":
+        return {"SILICONBENCH_MLX_BLAS": "none (CUDA device)"}
     env: dict[str, str] = {}
     lib = find_openblas() if mode in ("auto", "openblas") else None
     if mode == "openblas" and lib is None:

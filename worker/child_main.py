@@ -7,6 +7,7 @@ parent keeps the tail of. Peak RSS is this process's own: it ran nothing else.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import sys
@@ -23,7 +24,8 @@ from siliconbench.manifest import ModelCatalog
 from siliconbench.results import Environment, JobResult, JobStatus
 
 from . import platform, roofline
-from .engines import get_engine
+from .engines import engine_log, get_engine
+from .platform.nvidia import DeviceMeter, Nvml
 from .environment import host_facts
 from .serving.server import kill_live_groups
 from .workloads import generate, run_workload
@@ -65,6 +67,10 @@ def _die_with_parent() -> None:
 
 
 def main() -> int:
+    # A crash inside an engine (a native fault) still leaves a Python traceback and the engine's last log lines
+    # in stderr, whose tail the runner keeps with the failed result.
+    faulthandler.enable()
+    engine_log.tee_to_stderr()
     _die_with_parent()
     out = os.fdopen(int(sys.argv[1]), "w", buffering=1)
     sys.stdout = sys.stderr  # engine chatter must never corrupt the result pipe
@@ -101,13 +107,16 @@ def _run(emit) -> int:
 
     path = models_dir / job.artifact
     n_ctx = job.n_depth + job.n_prompt + job.n_gen + 16
+    nvml = Nvml.open()  # a CUDA host: the job's device memory and the GPU's energy (None elsewhere)
+    meter = DeviceMeter(nvml).start() if nvml else None
     t0 = time.perf_counter()
     engine.load(path, job.engine_options, n_ctx=n_ctx)
     load_s = time.perf_counter() - t0
     _fault("load")
     emit("loaded", load_s=load_s)
 
-    samples = generate.run(engine, job, on_rep=lambda r, warm: emit("repetition", index=r, warmup=warm))
+    samples = generate.run(engine, job, on_rep=lambda r, warm: emit("repetition", index=r, warmup=warm),
+                           meter=meter)
     desc = engine.describe()
     env = Environment(**host_facts(), **desc)
     ceiling = roofline.bound(ModelCatalog(models_dir).get(job.model), path, job.n_depth, job.n_prompt, job.n_gen,
@@ -118,6 +127,7 @@ def _run(emit) -> int:
     roofline.mark_exceeded(ceiling, [s.values.get("decode_bandwidth_pct", 0.0) for s in samples if not s.warmup])
     vocab = engine.vocab_size()
     prompt_digest = generate.prompt_ids_digest(engine, job)
+    device = {**meter.stop(), **engine.memory_facts()} if meter else engine.memory_facts()
     engine.close()
     result = JobResult(
         job_id=job.job_id, status=JobStatus.ok, started_at=started, load_s=load_s,
@@ -125,7 +135,7 @@ def _run(emit) -> int:
         peak_footprint_bytes=platform.current().lifetime_max_phys_footprint(os.getpid()),
         baseline_footprint_bytes=baseline_footprint, samples=samples,
         environment=env, extra={"n_ctx": n_ctx, "vocab_size": vocab, "prompt_ids_sha256": prompt_digest,
-                                "roofline": ceiling},
+                                "roofline": ceiling, **({"device_memory": device} if device else {})},
     )
     emit("result", result=json.loads(result.model_dump_json()))
     return 0

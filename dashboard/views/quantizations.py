@@ -5,8 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from coordinator.quant_matrix import frontier_chart, matrix_rows
+from coordinator.quant_matrix import matrix_rows
 from dashboard import data
+from dashboard.quant_plot import frontier_chart
 
 st.title("Quantizations")
 st.caption("Run examples/quant-matrix.yaml (perplexity with KL-divergence and generate, every format of a model) "

@@ -100,5 +100,10 @@ class Engine(ABC):
         """The KV cache after the last evaluation: {"bytes": as the engine reports it, "dtype_bytes": per element,
         "tokens": positions held}."""
 
+    def memory_facts(self) -> dict:
+        """What the engine says it allocated (llama.cpp's model / KV / compute buffers per device), for the
+        result's extra beside the measured peaks; {} where it says nothing."""
+        return {}
+
     def close(self) -> None:
         """Free the model (the child process exits right after; this keeps the order explicit)."""

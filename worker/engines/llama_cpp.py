@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import re
 from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
 
+from siliconbench.errors import EngineError
+
 from ..host import performance_cores
+from . import engine_log
 from .base import Engine
 from .llama_threadpool import LLAMA_BENCH_POLL, Threadpools
 
@@ -17,6 +21,8 @@ from .llama_threadpool import LLAMA_BENCH_POLL, Threadpools
 KV_TYPES = {"f32": (0, 4.0), "f16": (1, 2.0), "bf16": (30, 2.0), "q8_0": (8, 34 / 32), "q4_0": (2, 18 / 32),
             "q4_1": (3, 20 / 32), "iq4_nl": (20, 18 / 32), "q5_0": (6, 22 / 32), "q5_1": (7, 24 / 32)}
 FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}  # LLAMA_FLASH_ATTN_TYPE_AUTO / DISABLED / ENABLED
+OFFLOADED = re.compile(r"offloaded (\d+/\d+) layers to GPU")
+BUFFER = re.compile(r"(\S+) (model|KV|compute) buffer size =\s*([\d.]+) MiB")
 
 
 def build_info() -> dict[str, str]:
@@ -71,6 +77,7 @@ def _context_flash_attn(flash_attn_type: int, log: list[str]):
     @lib.llama_log_callback
     def keep(level, text, user_data):
         log.append(text.decode(errors="replace"))
+        engine_log.line(log[-1])
 
     internals.LlamaContext = Context
     lib.llama_log_set(keep, ctypes.c_void_p(0))
@@ -79,6 +86,36 @@ def _context_flash_attn(flash_attn_type: int, log: list[str]):
     finally:
         internals.LlamaContext = original
         lib.llama_log_set(_logger.llama_log_callback, ctypes.c_void_p(0))
+
+
+@contextlib.contextmanager
+def _engine_said(engine: str, path: Path):
+    """An engine's failure to load carries what it said last (llama-cpp-python raises only 'Failed to load')."""
+    try:
+        yield
+    except Exception as exc:
+        raise EngineError(f"{engine} could not load {path.name}: {exc}; its last log lines: "
+                          f"{engine_log.tail() or '(none)'}") from exc
+
+
+def buffers(log: list[str]) -> dict[str, float]:
+    """llama.cpp's allocations by device and kind from its load log ("CUDA0 model buffer size = 2100.00 MiB"),
+    MiB: {"CUDA0 model": 2100.0, "CUDA0 KV": 64.0, "CPU compute": 8.0, ...}, summed where a kind repeats."""
+    out: dict[str, float] = {}
+    for text in log:
+        for dev, kind, mib in BUFFER.findall(text):
+            key = f"{dev} {kind}"
+            out[key] = out.get(key, 0.0) + float(mib)
+    return out
+
+
+def offloaded_layers(log: list[str]) -> str | None:
+    """'17/17' from llama.cpp's load log ("offloaded 17/17 layers to GPU"): what was offloaded, not asked for."""
+    for text in log:
+        m = OFFLOADED.search(text)
+        if m:
+            return m.group(1)
+    return None
 
 
 def resolved_flash_attn(log: list[str], requested: str) -> str:
@@ -106,7 +143,7 @@ class LlamaCppEngine(Engine):
         fa = flash_attn_mode(options.get("flash_attn", "auto"))
         type_k, type_v = str(options.get("type_k", "f16")), str(options.get("type_v", "f16"))
         log: list[str] = []
-        with _context_flash_attn(FLASH_ATTN[fa], log):
+        with _context_flash_attn(FLASH_ATTN[fa], log), _engine_said("llama.cpp", path):
             self.llm = llama_cpp.Llama(
                 model_path=str(path), n_ctx=n_ctx, n_batch=n_batch, n_ubatch=int(options.get("n_ubatch", 512)),
                 n_threads=threads, n_threads_batch=threads, n_gpu_layers=int(options.get("n_gpu_layers", -1)),
@@ -115,12 +152,16 @@ class LlamaCppEngine(Engine):
                 logits_all=bool(options.get("logits_all", False)), verbose=False,
             )
         self.ctx = self.llm._ctx.ctx
+        self._buffers = buffers(log)
         # Persistent worker threads, as llama.cpp's own tools have (else ggml starts threads for every graph).
         self.pools = Threadpools(self.ctx, threads, threads, poll=LLAMA_BENCH_POLL)
         self.n_batch = n_batch
         self.kv_dtype_bytes = (KV_TYPES[type_k][1] + KV_TYPES[type_v][1]) / 2  # per element, K and V averaged
         self.options = {**options, "threads": self.llm.n_threads, "threads_batch": self.llm.n_threads_batch,
                         "n_ctx": n_ctx, "flash_attn": fa, "flash_attn_effective": resolved_flash_attn(log, fa),
+                        # only on a build that can offload: a CPU build's results keep the identity they had
+                        **({"gpu_layers_offloaded": offloaded_layers(log)}
+                           if llama_cpp.llama_supports_gpu_offload() else {}),
                         "type_k": type_k, "type_v": type_v, "threadpool": True,
                         "poll": LLAMA_BENCH_POLL}
         # One preallocated single-token batch for decode, as llama-bench's test_gen reuses its batch.
@@ -255,6 +296,9 @@ class LlamaCppEngine(Engine):
 
     def dtypes(self) -> dict[str, str]:
         return dict(getattr(self, "_dtypes", {}))  # empty when no model was loaded (server workloads)
+
+    def memory_facts(self) -> dict:
+        return {"llama_buffers_mib": self._buffers} if getattr(self, "_buffers", None) else {}
 
     def _read_dtypes(self) -> dict[str, str]:
         """The weights' storage type as llama.cpp names the file (llama_model_desc: "llama ?B F16" -> "F16"),

@@ -25,7 +25,9 @@ class ThreadpoolParams(ctypes.Structure):
 def _libs():
     import llama_cpp  # the engine: optional, imported by the job that runs it
 
-    lib_dir = Path(llama_cpp.__file__).parent / "lib"
+    # The folder libllama was loaded from (the wheel's lib/, or LLAMA_CPP_LIB_PATH's build): a second copy of
+    # ggml from elsewhere would give the context a thread pool of another library.
+    lib_dir = Path(llama_cpp.llama_cpp._lib._name).parent
     ext = "dylib" if (lib_dir / "libggml-base.dylib").exists() else "so"
     base = ctypes.CDLL(str(lib_dir / f"libggml-base.{ext}"))
     cpu = ctypes.CDLL(str(lib_dir / f"libggml-cpu.{ext}"))

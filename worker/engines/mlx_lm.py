@@ -18,6 +18,15 @@ def _device_info(mx) -> dict:
     return mx.device_info() if hasattr(mx, "device_info") else {}  # older mlx releases lack it
 
 
+def gpu_backend(mx) -> str:
+    """Which GPU backend MLX's gpu device is: CUDA (mlx-cuda) or Metal (a Mac). Ask CUDA first: mx.metal exists
+    on every build and says False off a Mac."""
+    cuda = getattr(mx, "cuda", None)
+    if cuda is not None and cuda.is_available():
+        return "CUDA"
+    return "Metal"
+
+
 class MlxEngine(Engine):
     name = "mlx"
 
@@ -159,7 +168,7 @@ class MlxEngine(Engine):
         import mlx.core as mx  # the engine: optional, imported by the job that runs it
 
         dev = mx.default_device()
-        backend = "Metal" if "gpu" in str(dev).lower() else "CPU"
+        backend = gpu_backend(mx) if "gpu" in str(dev).lower() else "CPU"
         blas = os.environ.get("SILICONBENCH_MLX_BLAS", "bundled" if platform.current().name == "Linux" else "Accelerate")
         return {
             "packages": {"mlx": version("mlx"), "mlx-lm": version("mlx-lm")},

@@ -10,12 +10,27 @@ import os
 import platform
 import resource
 import socket
+from functools import lru_cache
 from pathlib import Path
 
 import psutil
 
+from .nvidia import gpu_facts
+
 # Trip types at which the kernel starts limiting the CPU ("active" trips only start fans).
 LIMITING_TRIPS = ("passive", "hot", "critical")
+
+
+@lru_cache(maxsize=1)
+def _gpu() -> dict | None:
+    return gpu_facts()
+
+
+def gpu_details() -> dict:
+    """{"gpu": NVML's facts} on a CUDA host (nvidia-ml-py and a driver), else nothing: CPU hosts keep the
+    identity they had."""
+    gpu = _gpu()
+    return {"gpu": gpu} if gpu else {}
 
 
 class Linux:
@@ -125,7 +140,7 @@ class Linux:
                 "memory_bytes": int(psutil.virtual_memory().total), "machine": platform.machine(),
                 "python": platform.python_version(),
                 "host_details": {"physical_cores": self.physical_cores(), "kernel": platform.release(),
-                                 "distribution": distribution or None}}
+                                 "distribution": distribution or None, **gpu_details()}}
 
     def thermal_zones(self) -> list[dict]:
         """Each /sys/class/thermal zone: its type, temperature and lowest CPU-limiting trip point (deg C)."""
