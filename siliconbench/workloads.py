@@ -166,6 +166,9 @@ def configs(w, wi: int, m: ModelManifest, catalog: ModelCatalog, engines: list[s
             _fits(d + w.gen_tokens, m, f"{at}.depths[{j}]", f"depth {d} + gen_tokens {w.gen_tokens}")
         return [Config(d, w.gen_tokens, {"depth": d}) for d in w.depths]
     if w.kind == "perplexity":
+        if m.synthetic:
+            raise UserError(f"{at}.kind", f"model {m.name!r} has random weights (models make-synthetic): its "
+                            "perplexity and KL-divergence mean nothing; measure them on a real model.")
         _fits(w.window_tokens, m, f"{at}.window_tokens", "window_tokens")
         if w.mode == "llama-perplexity" and w.window_tokens < 4:
             raise UserError(f"{at}.window_tokens", f"mode llama-perplexity scores 0-based tokens n/2+1..n-1 of each "

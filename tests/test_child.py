@@ -94,3 +94,6 @@ def test_engine_error_is_reported(models_dir, tmp_path):
     (broken / job.artifact).write_bytes(b"GGUF but not really")
     res = run_job(job, broken)
     assert res.status == "failed" and res.error.startswith("engine error")
+    # what llama.cpp itself said (its log is pointed at /dev/null while it loads) travels with the error
+    assert "its last log lines" in res.error and "gguf" in res.error.lower(), res.error
+    assert "gguf" in (res.stderr_tail or "").lower()  # and as it came, in the child's stderr

@@ -93,9 +93,13 @@ def main() -> int:
 def _run(emit) -> int:
     job = JobSpec.model_validate_json(sys.stdin.read())
     models_dir = Path(os.environ["SILICONBENCH_MODELS_DIR"])
+    nvml = Nvml.open()  # a CUDA host: the job's device memory and the GPU's energy (None elsewhere)
     if job.workload != "generate":  # every other kind runs in worker/workloads/<kind>.py
-
-        emit("result", result=json.loads(run_workload(job, models_dir, emit).model_dump_json()))
+        meter = DeviceMeter(nvml).start() if nvml else None
+        result = run_workload(job, models_dir, emit)
+        if meter:
+            result.extra["device_memory"] = meter.stop()
+        emit("result", result=json.loads(result.model_dump_json()))
         return 0
     started = datetime.now(timezone.utc)
     engine = get_engine(job.engine)
@@ -107,7 +111,6 @@ def _run(emit) -> int:
 
     path = models_dir / job.artifact
     n_ctx = job.n_depth + job.n_prompt + job.n_gen + 16
-    nvml = Nvml.open()  # a CUDA host: the job's device memory and the GPU's energy (None elsewhere)
     meter = DeviceMeter(nvml).start() if nvml else None
     t0 = time.perf_counter()
     engine.load(path, job.engine_options, n_ctx=n_ctx)
@@ -120,7 +123,8 @@ def _run(emit) -> int:
     desc = engine.describe()
     env = Environment(**host_facts(), **desc)
     ceiling = roofline.bound(ModelCatalog(models_dir).get(job.model), path, job.n_depth, job.n_prompt, job.n_gen,
-                             engine.dtypes().get("kv_cache", "f16"), env.chip, env.host_details.get("gpu_cores"))
+                             engine.dtypes().get("kv_cache", "f16"), env.chip, env.host_details.get("gpu_cores"),
+                             gpu=env.host_details.get("gpu") if env.backend == "CUDA" else None)
     for s in samples:
         if (pct := roofline.bandwidth_pct(s.values["decode_tps"], ceiling)) is not None:
             s.values["decode_bandwidth_pct"] = pct

@@ -161,10 +161,21 @@ def kv_bytes_per_token(m: ModelManifest, position: float, kv_dtype: str) -> floa
 
 
 def bound(manifest: ModelManifest, artifact: Path, n_depth: int, n_prompt: int, n_gen: int, kv_dtype: str,
-          chip: str | None, gpu_cores: int | None) -> dict:
-    """The roofline record of a decode job: bytes per token, the bandwidth used and where it came from."""
+          chip: str | None, gpu_cores: int | None, gpu: dict | None = None) -> dict:
+    """The roofline record of a decode job: bytes per token, the bandwidth used and where it came from.
+
+    ``gpu``: where the engine ran on a discrete GPU (a CUDA backend), its NVML facts: the weights stream from the
+    device's own memory, so its datasheet bandwidth (else the bus-derived one) is the bound, never the host's."""
     weights = weight_bytes(artifact)
     kv = kv_bytes_per_token(manifest, n_depth + n_prompt + (n_gen - 1) / 2, kv_dtype)
+    if gpu:
+        gbs = gpu.get("bandwidth_datasheet_gbs") or gpu.get("bandwidth_theoretical_gbs")
+        record = {"weights_bytes": weights, "kv_bytes_per_token": round(kv), "bytes_per_token": round(weights + kv)}
+        if gbs:
+            record |= {"bandwidth_gbs": gbs, "bandwidth_source": f"{gpu.get('name')} datasheet"
+                       if gpu.get("bandwidth_datasheet_gbs") else f"{gpu.get('name')} bus width x memory clock",
+                       "bound_tps": round(gbs * 1e9 / (weights + kv), 2)}
+        return record
     published = published_gbs(chip, gpu_cores)
     probe = probed_gbs(measure=False)
     gbs = published or probe.get("measured_gbs")

@@ -181,13 +181,14 @@ def quantize_gguf(src: Path, dst: Path, quant: str) -> None:
         raise EngineError(f"llama_model_quantize {src.name} -> {quant} failed with status {rc}")
 
 
-def convert_mlx(src_dir: Path, dst_dir: Path, bits: int, group_size: int = 64, quant_predicate: str | None = None) -> None:
+def convert_mlx(src_dir: Path, dst_dir: Path, bits: int, group_size: int = 64, quant_predicate: str | None = None,
+                dtype: str = "float32") -> None:
     """mlx-lm affine quantization (or one of its mixed recipes, ``bits`` then its low width); float32 scales
-    and norms because f16 math is slow on MLX's CPU."""
+    and norms by default because f16 math is slow on MLX's CPU (a GPU's model takes bfloat16, as published)."""
     from mlx_lm import convert  # an engine's own package: optional, needed by that format only
 
     with contextlib.redirect_stdout(io.StringIO()):  # mlx-lm prints [INFO] lines
-        convert(str(src_dir), str(dst_dir), quantize=True, q_bits=bits, q_group_size=group_size, dtype="float32",
+        convert(str(src_dir), str(dst_dir), quantize=True, q_bits=bits, q_group_size=group_size, dtype=dtype,
                 quant_predicate=quant_predicate)
 
 
