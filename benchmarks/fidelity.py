@@ -110,7 +110,7 @@ PAIRS = {  # engine -> (our metric, its label, tool key, tool label)
 def main(models: str = "tiny-llama-30m,smollm2-135m", rounds: int = 5, reps: int = 5, prompt: int = 512,
          gen: int = 128, depth: int = 0, quant: str = "full", threads: int = typer.Option(None),
          perplexity: bool = True, ppl_windows: int = 4, ppl_window_tokens: int = 512,
-         models_dir: Path = typer.Option(None)) -> None:
+         models_dir: Path = typer.Option(None), engines: str = "llama.cpp,mlx") -> None:
     # A SIGTERM (a CI timeout, `kill`) becomes an exception, so the tool running now (subprocess.run) is killed
     # with us instead of running on unobserved; our own jobs' children watch for their parent themselves.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
@@ -121,6 +121,7 @@ def main(models: str = "tiny-llama-30m,smollm2-135m", rounds: int = 5, reps: int
     options: dict[tuple, dict] = {}
     for model in models.split(","):
         spec = parse_sweep({"name": "fidelity", "models": [model], "quantizations": [quant], "repetitions": reps,
+                            "engines": engines.split(","),
                             "warmup": 1, "engine_options": {"threads": threads},
                             "workloads": [{"kind": "generate", "prompt_tokens": [prompt], "gen_tokens": [gen],
                                            "depth": [depth]}]})

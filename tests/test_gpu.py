@@ -52,8 +52,8 @@ def test_a_job_runs_on_the_gpu_with_device_memory_and_energy(models_dir, engine,
     else:
         assert env.blas.startswith("none")  # no OpenBLAS preload for MLX on CUDA
     # energy: decode regions of >= 0.25 s only (a tiny model decodes 256 tokens faster than that on an H200)
-    decode_s = [job.n_gen / s.values["decode_tps"] for s in measured]
-    if min(decode_s) >= 0.25:
-        assert all(s.values["decode_j_per_token"] > 0 for s in measured)
-    else:
-        assert not any("decode_j_per_token" in s.values for s in measured)
+    for s in measured:
+        if job.n_gen / s.values["decode_tps"] >= 0.25:
+            assert s.values["decode_j_per_token"] > 0
+        else:
+            assert "decode_j_per_token" not in s.values

@@ -53,8 +53,14 @@ def _fault(point: str) -> None:
 
 
 def _die_with_parent() -> None:
-    """Exit if the worker that started us dies (kill -9 leaves no one to kill our process group)."""
+    """Exit if the worker that started us dies (kill -9 leaves no one to kill our process group).
+
+    Linux: the kernel's parent-death signal, no thread in the job's process. Elsewhere a watcher thread."""
     parent = os.getppid()
+    if sys.platform == "linux" and _parent_death_signal():
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os._exit(3)
+        return
 
     def watch() -> None:
         while True:
@@ -66,14 +72,31 @@ def _die_with_parent() -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
+def _parent_death_signal() -> bool:
+    """prctl(PR_SET_PDEATHSIG, SIGTERM): the kernel ends this process when its parent dies. SIGTERM's handler
+    kills the servers a workload started (kill_live_groups) before exiting."""
+    import ctypes
+    import signal
+
+    def on_term(*_):
+        kill_live_groups()
+        os._exit(3)
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0) == 0  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return False
+
+
 def main() -> int:
     # A crash inside an engine (a native fault) still leaves a Python traceback and the engine's last log lines
-    # in stderr, whose tail the runner keeps with the failed result.
-    faulthandler.enable()
+    # in stderr, whose tail the runner keeps: both go to a copy of fd 2, because llama-cpp-python points fd 2 at
+    # /dev/null while a model loads. (stdout is that same file already: the result goes to its own pipe.)
     engine_log.tee_to_stderr()
+    faulthandler.enable(file=engine_log.stream(), all_threads=True)
     _die_with_parent()
     out = os.fdopen(int(sys.argv[1]), "w", buffering=1)
-    sys.stdout = sys.stderr  # engine chatter must never corrupt the result pipe
 
     def emit(event: str, **payload) -> None:
         out.write(json.dumps({"event": event, **payload}) + "\n")

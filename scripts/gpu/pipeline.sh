@@ -68,10 +68,16 @@ gpu_tests() {
   return "${PIPESTATUS[0]}"
 }
 
-fidelity() {  # fidelity QUANT: ours / llama-bench and / mlx_lm.benchmark, interleaved, on the 1B shape
-  python3 benchmarks/fidelity.py --models synthetic-llama-3.2-1b --quant "$1" --rounds 5 --reps 5 --prompt 512 \
-    --gen 128 --no-perplexity 2>&1 | tee "$G/out/fidelity-$1.log"
+fidelity() {  # fidelity QUANT ENGINES: ours / llama-bench and / mlx_lm.benchmark, interleaved, on the 1B shape
+  python3 benchmarks/fidelity.py --models synthetic-llama-3.2-1b --quant "$1" --engines "$2" --rounds 3 --reps 5 \
+    --prompt 512 --gen 128 --no-perplexity 2>&1 | tee "$G/out/fidelity-$1-${2//./}.log"
   return "${PIPESTATUS[0]}"
+}
+
+diagnose() {  # why a llama.cpp job's child crashed on CUDA (kept whatever it finds)
+  python3 scripts/gpu/diagnose.py "$G/models/synthetic-llama-3.2-1b/gguf/synthetic-llama-3.2-1b-F16.gguf" "$G/out"
+  bash scripts/gpu/backtrace.sh "$G/out/backtrace.txt"
+  return 0
 }
 
 sweep() {  # sweep FILE: run embedded (SQLite), keep the printed tables and every record as JSON
@@ -88,14 +94,20 @@ step llama_src llama_src
 step wheels wheels
 step mlx mlx
 step nvml python3 scripts/gpu/record_nvml.py "$G/out/nvml-h200.json"
-step wait_build wait_build
-step gpu_tests gpu_tests
-step model_1b $SB models make-synthetic --shape llama-3.2-1b --n-ctx 40960
-step fidelity_full fidelity full
-step fidelity_q4 fidelity q4
-step model_8b $SB models make-synthetic --shape llama-3-8b --n-ctx 40960 --drop-full
+# the models' files and MLX forms while llama.cpp builds (unmeasured work); their GGUF quantizations after it
+step model_1b $SB models make-synthetic --shape llama-3.2-1b --n-ctx 40960 --gguf ""
+step model_8b $SB models make-synthetic --shape llama-3-8b --n-ctx 40960 --gguf ""
 step shape_32b shape_32b
+step wait_build wait_build
+step diagnose diagnose
+step q4_1b $SB models quantize synthetic-llama-3.2-1b --gguf Q4_K_M
+step q4_8b $SB models quantize synthetic-llama-3-8b --gguf Q4_K_M
 step sizes sweep examples/gpu-sizes.yaml
+step gpu_tests gpu_tests
+step fidelity_q4_mlx fidelity q4 mlx
+step fidelity_q4_llama fidelity q4 llama.cpp
 step long_context sweep examples/gpu-long-context.yaml
+step fidelity_full_mlx fidelity full mlx
+step fidelity_full_llama fidelity full llama.cpp
 touch "$G/done/ALL"
 echo "== $(date +%T) pipeline finished" >> "$LOG"

@@ -14,5 +14,6 @@ done
 echo "done: $(ls "$G/done" 2>/dev/null | tr '\n' ' ')"
 echo "failed: $(ls "$G/failed" 2>/dev/null | tr '\n' ' ')"
 tail -n 60 "$G/out/pipeline.log" 2>/dev/null
-[ -n "${OUT:-}" ] && cp "$G"/out/* "$OUT"/ 2>/dev/null
+# one archive of every output (a call brings back at most 8 files), and the log beside it
+[ -n "${OUT:-}" ] && tar -czf "$OUT/gpu-out.tgz" -C "$G" out 2>/dev/null && cp "$G/out/pipeline.log" "$OUT/" 2>/dev/null
 true

@@ -9,15 +9,27 @@ engine runs (``tee_to_stderr``); the engines pass every log line through ``line`
 from __future__ import annotations
 
 import os
+import sys
 from collections import deque
 
 TAIL: deque[str] = deque(maxlen=200)
 _fd: int | None = None
+_file = None
 
 
 def tee_to_stderr() -> None:
     global _fd
     _fd = os.dup(2)
+
+
+def stream():
+    """The copy of stderr as a file object (faulthandler writes there), or sys.stderr before tee_to_stderr."""
+    global _file
+    if _fd is None:
+        return sys.stderr
+    if _file is None:
+        _file = os.fdopen(_fd, "w", closefd=False)
+    return _file
 
 
 def line(text: str) -> None:
