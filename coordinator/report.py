@@ -68,6 +68,7 @@ def results_table(records: list[dict], title: str = "") -> Table:
     many_hosts = len({host_of(r) for r in records}) > 1
     versions = any(r.get("engine_version") for r in records) and len({r.get("engine_version") for r in records}) > 1
     many_procs = any(r["processes"] > 1 for r in records)
+    device = any(_device_peak(r) for r in records)  # a CUDA host: the GPU's own memory beside the host's
     if many_hosts:
         t.add_column("host")
     t.add_column("engine")
@@ -77,20 +78,23 @@ def results_table(records: list[dict], title: str = "") -> Table:
         t.add_column("procs", justify="right")
     for col, just in [("model", "left"), ("quant", "left"), ("prompt", "right"),
                       ("gen", "right"), ("depth", "right"), ("prefill tok/s", "right"), ("decode tok/s", "right"),
-                      ("% bw", "right"), ("TTFT ms", "right"), ("peak mem", "right"), ("load s", "right"), ("", "left")]:
+                      ("% bw", "right"), ("TTFT ms", "right"), ("peak mem", "right"),
+                      *([("device mem", "right"), ("J/token", "right")] if device else []),
+                      ("load s", "right"), ("", "left")]:
         t.add_column(col, justify=just)
     for r in records:
         lead = ([host_of(r)] if many_hosts else []) + [r["engine"]] + ([r.get("engine_version") or "—"] if versions else []) \
             + ([str(r["processes"])] if many_procs else [])
         if r["status"] != "ok":
             t.add_row(*lead, r["model"], r["quant"], str(r["n_prompt"]), str(r["n_gen"]), str(r["n_depth"]),
-                      "[red]failed[/]", "", "", "", "", "", (r["error"] or "")[:60])
+                      "[red]failed[/]", "", "", "", "", *([""] * (2 if device else 0)), "", (r["error"] or "")[:60])
             continue
         warn = " ".join(w for w in ("[yellow]⚠ unstable[/]" if r["unstable"] else "",
                                     "[red]🌡 throttled[/]" if _throttled(r) else "",
                                     "[red]⚠ contended[/]" if _contended(r) else "") if w)
         t.add_row(*lead, r["model"], r["quant"], str(r["n_prompt"]), str(r["n_gen"]), str(r["n_depth"]),
                   _pm(r["prefill_tps"]), _pm(r["decode_tps"]), _pct(r), _pm(r["ttft_ms"]), _mib(r["peak_memory_bytes"]),
+                  *([_mib(_device_peak(r)), _joules(r)] if device else []),
                   f"{r['load_s']:.3f}" if r["load_s"] is not None else "—", warn)
     return t
 
@@ -103,6 +107,17 @@ def _pct(r: dict) -> str:
     if s["median"] > 100 or ((r.get("extra") or {}).get("roofline") or {}).get("exceeded"):
         return f"[yellow]{s['median']:.0f}% ⚠ > bound[/]"  # the weights fit a cache, or the probe is wrong
     return f"{s['median']:.0f}%"
+
+
+def _device_peak(r: dict) -> int | None:
+    """The job's peak GPU memory on a CUDA host (worker/platform/nvidia.py), None elsewhere."""
+    return ((r.get("extra") or {}).get("device_memory") or {}).get("peak_device_memory_bytes")
+
+
+def _joules(r: dict) -> str:
+    """Decode joules per token (mean), where the decode region was long enough to read the GPU's counter."""
+    s = (r.get("metrics") or {}).get("decode_j_per_token")
+    return f"{s['mean']:.3f}" if s else "—"
 
 
 def _throttled(r: dict) -> bool:

@@ -169,13 +169,7 @@ def bound(manifest: ModelManifest, artifact: Path, n_depth: int, n_prompt: int, 
     weights = weight_bytes(artifact)
     kv = kv_bytes_per_token(manifest, n_depth + n_prompt + (n_gen - 1) / 2, kv_dtype)
     if gpu:
-        gbs = gpu.get("bandwidth_datasheet_gbs") or gpu.get("bandwidth_theoretical_gbs")
-        record = {"weights_bytes": weights, "kv_bytes_per_token": round(kv), "bytes_per_token": round(weights + kv)}
-        if gbs:
-            record |= {"bandwidth_gbs": gbs, "bandwidth_source": f"{gpu.get('name')} datasheet"
-                       if gpu.get("bandwidth_datasheet_gbs") else f"{gpu.get('name')} bus width x memory clock",
-                       "bound_tps": round(gbs * 1e9 / (weights + kv), 2)}
-        return record
+        return gpu_record(gpu, weights, kv)
     published = published_gbs(chip, gpu_cores)
     probe = probed_gbs(measure=False)
     gbs = published or probe.get("measured_gbs")
@@ -185,6 +179,17 @@ def bound(manifest: ModelManifest, artifact: Path, n_depth: int, n_prompt: int, 
             "bandwidth_gbs": gbs, "bandwidth_source": "published" if published else "measured",
             "published_gbs": published, "measured_gbs": probe.get("measured_gbs"), "probe_method": probe.get("method"),
             "bound_tps": round(gbs * 1e9 / (weights + kv), 2)}
+
+
+def gpu_record(gpu: dict, weights: int, kv: float) -> dict:
+    """The roofline record against a discrete GPU's own memory (NVML facts: worker/platform/nvidia.py)."""
+    record = {"weights_bytes": weights, "kv_bytes_per_token": round(kv), "bytes_per_token": round(weights + kv)}
+    gbs = gpu.get("bandwidth_datasheet_gbs") or gpu.get("bandwidth_theoretical_gbs")
+    if gbs:
+        source = "datasheet" if gpu.get("bandwidth_datasheet_gbs") else "bus width x memory clock"
+        record |= {"bandwidth_gbs": gbs, "bandwidth_source": f"{gpu.get('name')} {source}",
+                   "bound_tps": round(gbs * 1e9 / (weights + kv), 2)}
+    return record
 
 
 def bandwidth_pct(decode_tps: float, record: dict) -> float | None:

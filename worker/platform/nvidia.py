@@ -28,6 +28,11 @@ DATASHEET_GBS: tuple[tuple[str, float], ...] = (
     ("A100-SXM4-80GB", 2039.0), ("A100 80GB", 2039.0), ("A100", 1555.0), ("L40S", 864.0),
     ("RTX 4090", 1008.0), ("RTX 3090", 936.0),
 )
+# FP32 cores per SM by compute capability (CUDA C++ Programming Guide, throughput of native arithmetic
+# instructions): NVML's device attributes (multiprocessorCount) answer NotSupported outside MIG, as on the H200,
+# so the SM count is its CUDA cores over these.
+CORES_PER_SM = {"7.0": 64, "7.5": 64, "8.0": 64, "8.6": 128, "8.7": 128, "8.9": 128, "9.0": 128, "10.0": 128,
+                "12.0": 128}
 SAMPLE_S = 0.02  # NVML's per-process memory is a cheap query; 20 ms catches allocations that live longer
 
 
@@ -107,13 +112,16 @@ class Nvml:
         mem_mhz = self._try("nvmlDeviceGetMaxClockInfo", h, getattr(lib, "NVML_CLOCK_MEM", 2))
         power = self._try("nvmlDeviceGetPowerManagementLimit", h)
         theoretical = bus_bits / 8 * 2 * mem_mhz * 1e6 / 1e9 if bus_bits and mem_mhz else None
+        capability = f"{cc[0]}.{cc[1]}" if cc else None
+        cores = self._try("nvmlDeviceGetNumGpuCores", h)
+        sm = getattr(attrs, "multiprocessorCount", None) if attrs else None
+        if sm is None and cores and capability in CORES_PER_SM:
+            sm = cores // CORES_PER_SM[capability]
         return {
             "name": name, "memory_bytes": int(lib.nvmlDeviceGetMemoryInfo(h).total),
             "driver": driver.decode() if isinstance(driver, bytes) else driver,
             "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None,
-            "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None,
-            "sm_count": getattr(attrs, "multiprocessorCount", None) if attrs else None,
-            "cuda_cores": self._try("nvmlDeviceGetNumGpuCores", h),
+            "compute_capability": capability, "sm_count": sm, "cuda_cores": cores,
             "memory_bus_bits": bus_bits, "memory_clock_mhz": mem_mhz,
             "bandwidth_theoretical_gbs": round(theoretical, 1) if theoretical else None,
             "bandwidth_datasheet_gbs": datasheet_gbs(name),
@@ -183,7 +191,8 @@ class DeviceMeter:
 
     def stop(self) -> dict:
         self._stop.set()
-        self._thread.join(timeout=1)
+        if self._thread.is_alive():
+            self._thread.join(timeout=1)
         self.sample()
         if self.peak_process:
             return {"peak_device_memory_bytes": self.peak_process, "source": "nvml per-process"}
