@@ -18,4 +18,5 @@ quickstart: models
 test: bootstrap
 	@scripts/test_deps.sh
 	@scripts/services.sh
+	$(VENV)/bin/ruff check .
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)

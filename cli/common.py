@@ -52,10 +52,6 @@ def database(s: Settings) -> str:
     return url
 
 
-def is_tty() -> bool:
-    return sys.stderr.isatty()
-
-
 @contextlib.contextmanager
 def byte_progress() -> Iterator[Callable[[str, int, int], None]]:
     """A progress bar per task (hashing, downloading) fed by (description, bytes done, bytes in all)."""

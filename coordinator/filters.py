@@ -75,11 +75,6 @@ def conditions(f: Filters, result_level: bool = True) -> list:
     return conds
 
 
-def needs_jobs(f: Filters) -> bool:
-    """Whether ``f`` filters on a jobs column (else the results table alone answers)."""
-    return any(getattr(f, name) for name in JOB_FILTERS)
-
-
 def ok_results(f: Filters, identities=None):
     """job_id and identity (k) of the ok results matching ``f`` (and among ``identities`` if given)."""
     q = (select(Result.job_id, Result.identity_hash.label("k")).join(Job, Job.id == Result.job_id)

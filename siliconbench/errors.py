@@ -28,10 +28,6 @@ class EngineError(SiliconbenchError):
     """An engine failed while loading or running a model."""
 
 
-class JobFailed(SiliconbenchError):
-    """A job's child process crashed, timed out or reported an error."""
-
-
 class WorkloadError(SiliconbenchError):
     """A job's setting turned out impossible at run time (a port in use, a server never ready, a text too
     short): the job is recorded as failed with this reason and the runner goes on."""

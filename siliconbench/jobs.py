@@ -207,7 +207,11 @@ def resolutions(spec: SweepSpec, m, qi: int, quant: str, full: tuple[str, bool] 
         if not out:
             raise UserError(f"quantizations[{qi}]", f"model {m.name!r} has no form for engines {', '.join(engines)}.")
         return out
-    out = _level_pair(spec, m, q, full) if q in QUANT_LEVELS else [{e: m.artifact_for(e, quant) for e in engines}]
+    if q in QUANT_LEVELS:
+        out = _level_pair(spec, m, q, full)
+    else:
+        pair = {e: m.artifact_for(e, quant) for e in engines}
+        out = [pair] if any(pair.values()) else []
     if not out:
         what = f"{quant!r} ({full[0]} weights, full_dtype)" if q == "full" and full else repr(quant)
         raise UserError(f"quantizations[{qi}]", f"model {m.name!r} has no artifact for {what} "

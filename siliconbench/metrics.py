@@ -368,8 +368,6 @@ WORKLOAD_DEFS = [
 _DEFS += WORKLOAD_DEFS
 
 METRICS: dict[str, Metric] = {m.name: m for m in _DEFS}
-REPETITION_METRICS = [m.name for m in _DEFS if m.scope == "repetition"]
-JOB_METRICS = [m.name for m in _DEFS if m.scope == "job"]
 
 
 def get(name: str) -> Metric:

@@ -17,7 +17,6 @@ import json
 import os
 from datetime import timedelta
 
-import pytest
 from sqlalchemy import select
 
 from siliconbench.watch_spec import parse_watch

@@ -124,13 +124,6 @@ def list_envs(root: Path | str | None = None) -> list[EngineEnv]:
     return sorted(_read(envs_root(root)).values(), key=lambda e: (e.engine, e.package, e.version, e.name))
 
 
-def get_env(name: str, root: Path | str | None = None) -> EngineEnv:
-    envs = _read(envs_root(root))
-    if name not in envs:
-        raise UserError("env", f"no engine environment {name!r} on this host.", sorted(envs))
-    return envs[name]
-
-
 # ------------------------------------------------------------------------------------------- install
 
 def _probe(python: str, engine: str) -> dict[str, str]:
