@@ -25,7 +25,7 @@ from siliconbench.errors import UserError
 from siliconbench.manifest import ModelManifest, level_of, write_manifest
 
 from . import formats
-from .tiny import INIT_STD, RMS_NORM_EPS
+from .tiny import INIT_STD, RMS_NORM_EPS, llama_weights
 from .tokenizer import BpeVocab
 
 # Published shapes (the models' config.json on the Hub), llama architecture. Untied output embeddings for all
@@ -81,23 +81,7 @@ def weights(config: dict, seed: int) -> dict[str, np.ndarray]:
         offset = (offset + 7919) % POOL
         return np.resize(np.roll(pool, offset), (rows, cols))
 
-    h, f, v = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
-    kv = config["num_key_value_heads"] * config["head_dim"]
-    w = {"model.embed_tokens.weight": mat(v, h)}
-    for i in range(config["num_hidden_layers"]):
-        p = f"model.layers.{i}."
-        w[p + "input_layernorm.weight"] = np.ones(h, np.float32)
-        w[p + "self_attn.q_proj.weight"] = mat(h, h)
-        w[p + "self_attn.k_proj.weight"] = mat(kv, h)
-        w[p + "self_attn.v_proj.weight"] = mat(kv, h)
-        w[p + "self_attn.o_proj.weight"] = mat(h, h)
-        w[p + "post_attention_layernorm.weight"] = np.ones(h, np.float32)
-        w[p + "mlp.gate_proj.weight"] = mat(f, h)
-        w[p + "mlp.up_proj.weight"] = mat(f, h)
-        w[p + "mlp.down_proj.weight"] = mat(h, f)
-    w["model.norm.weight"] = np.ones(h, np.float32)
-    w["lm_head.weight"] = mat(v, h)
-    return w
+    return llama_weights(config, mat)
 
 
 def make_synthetic(models_dir: Path, shape: str, *, name: str | None = None, seed: int = 0,

@@ -74,14 +74,20 @@ def tiny_config(*, hidden_size: int, n_layers: int, n_heads: int, n_kv_heads: in
 def init_weights(config: dict, seed: int) -> dict[str, np.ndarray]:
     """Seeded N(0, 0.02) matrices and unit norms, in a fixed order, in HF names and layout."""
     rng = np.random.default_rng(seed)
-    h, f, v = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
-    kv = config["num_key_value_heads"] * config["head_dim"]
 
     def mat(rows: int, cols: int) -> np.ndarray:
         # Rounded to float16-representable values so the F16 GGUF holds exactly these weights.
         w = rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(INIT_STD)
         return w.astype(np.float16).astype(np.float32)
 
+    return llama_weights(config, mat)
+
+
+def llama_weights(config: dict, mat: Callable[[int, int], np.ndarray]) -> dict[str, np.ndarray]:
+    """Every tensor of a llama model in HF names and layout, in a fixed order: matrices from ``mat(rows, cols)``,
+    norms 1."""
+    h, f, v = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
+    kv = config["num_key_value_heads"] * config["head_dim"]
     weights = {"model.embed_tokens.weight": mat(v, h)}
     for i in range(config["num_hidden_layers"]):
         p = f"model.layers.{i}."
@@ -97,7 +103,6 @@ def init_weights(config: dict, seed: int) -> dict[str, np.ndarray]:
     weights["model.norm.weight"] = np.ones(h, np.float32)
     weights["lm_head.weight"] = mat(v, h)
     return weights
-
 
 def make_tiny(
     models_dir: Path,
