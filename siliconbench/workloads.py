@@ -174,8 +174,10 @@ def configs(w, wi: int, m: ModelManifest, catalog: ModelCatalog, engines: list[s
             raise UserError(f"{at}.window_tokens", f"mode llama-perplexity scores 0-based tokens n/2+1..n-1 of each "
                             f"window: window_tokens = {w.window_tokens} leaves none; use 4 or more "
                             "(or mode all-tokens).")
+        # protocol 2: each window evaluated whole, as llama-perplexity does (before: one token shorter, logits
+        # ~1e-3 apart). Part of the job key, so figures measured the old way are never pooled with these.
         params = {"text": w.text, "mode": w.mode, "window_tokens": w.window_tokens, "windows": w.windows,
-                  "offset_tokens": w.offset_tokens}
+                  "offset_tokens": w.offset_tokens, "protocol": 2}
         if w.kl_divergence:
             params["kld_bases"] = kld_bases(m, catalog, f"{at}.kl_divergence")
         # Deterministic: the windows are the samples, so repetitions and warmup would only repeat them.
