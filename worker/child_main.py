@@ -55,12 +55,9 @@ def _fault(point: str) -> None:
 def _die_with_parent() -> None:
     """Exit if the worker that started us dies (kill -9 leaves no one to kill our process group).
 
-    Linux: the kernel's parent-death signal, no thread in the job's process. Elsewhere a watcher thread."""
+    A thread, not the kernel's parent-death signal: a signal's Python handler waits for the engine's native call
+    to return (minutes of a long prefill), and SIGKILL would leave the servers a workload started."""
     parent = os.getppid()
-    if sys.platform == "linux" and _parent_death_signal():
-        if os.getppid() != parent:  # the parent died before the signal was armed
-            os._exit(3)
-        return
 
     def watch() -> None:
         while True:
@@ -70,23 +67,6 @@ def _die_with_parent() -> None:
                 os._exit(3)
 
     threading.Thread(target=watch, daemon=True).start()
-
-
-def _parent_death_signal() -> bool:
-    """prctl(PR_SET_PDEATHSIG, SIGTERM): the kernel ends this process when its parent dies. SIGTERM's handler
-    kills the servers a workload started (kill_live_groups) before exiting."""
-    import ctypes
-    import signal
-
-    def on_term(*_):
-        kill_live_groups()
-        os._exit(3)
-
-    signal.signal(signal.SIGTERM, on_term)
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0) == 0  # 1: PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return False
 
 
 def main() -> int:
