@@ -63,10 +63,13 @@ def tool_kld(bin_dir: Path, base_gguf: Path, gguf: Path, text: Path, tmp: Path, 
         if run.returncode != 0:
             raise RuntimeError(f"llama-perplexity --kl-divergence-base failed:\n{run.stderr[-2000:]}")
     cmd = [exe, "-m", str(gguf), *common, "--kl-divergence-base", str(base_file), "--kl-divergence"]
-    run = subprocess.run(cmd, capture_output=True, text=True)
-    both = run.stdout + run.stderr
-    stats = {k: float(v) for k, v in STAT.findall(both)}
-    top = SAME_TOP.search(both)
+    for _attempt in range(3):  # llama.cpp's log thread can lose its last lines (the statistics) on a busy machine
+        run = subprocess.run(cmd, capture_output=True, text=True)
+        both = run.stdout + run.stderr
+        stats = {k: float(v) for k, v in STAT.findall(both)}
+        top = SAME_TOP.search(both)
+        if run.returncode != 0 or ("Mean" in stats and top is not None):
+            break
     if run.returncode != 0 or "Mean" not in stats or top is None:
         raise RuntimeError(f"llama-perplexity --kl-divergence failed (rc {run.returncode}):\n{both[-3000:]}")
     return {"kld_mean": stats["Mean"], "kld_p99": stats.get("99.0%"), "same_top_pct": float(top.group(1)),

@@ -97,7 +97,7 @@ def rows(url: str, model, **where):
     ({"every": 30}, "every", "a number and a unit"),
     ({"every": "often"}, "every", "a number and a unit"),
     ({"hosts": {"chip": 4}}, "hosts.chip", "valid string"),
-    ({"hosts": {"cpu": "M4"}}, "hosts.cpu", "Known settings here: chip, engine, gpu_cores"),
+    ({"hosts": {"cpu": "M4"}}, "hosts.cpu", "Known settings here: chip, engine, gpu, gpu_cores"),
     ({"hosts": []}, "hosts", "at least 1 item"),
     ({"hosts": "some"}, "hosts", "'all', a list of worker names, or a filter"),
     ({"notify": {"webhook": "ftp://example.com/x"}}, "notify.webhook", "http:// or https://"),
