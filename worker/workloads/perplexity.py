@@ -51,6 +51,8 @@ def format_label(ctx: Context) -> str:
     config = json.loads((ctx.artifact / "config.json").read_text())
     q = config.get("quantization") or config.get("quantization_config")
     if q:
+        if job.quant != f"{q.get('bits')}bit" and not job.quant.startswith(f"{q.get('bits')}bit-g"):
+            return f"MLX {job.quant} (group {q.get('group_size')})"  # a mixed recipe: its base width says little
         return f"MLX {q.get('bits')}-bit (group {q.get('group_size')})"
     return f"{job.quant} (MLX)"
 
