@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from siliconbench.settings import load_settings
+
 ROOT = Path(__file__).resolve().parent.parent
 TRIAL = re.compile(r"Trial \d+:\s+prompt_tps=([\d.]+), generation_tps=([\d.]+)")
 
@@ -19,9 +21,9 @@ TRIAL = re.compile(r"Trial \d+:\s+prompt_tps=([\d.]+), generation_tps=([\d.]+)")
 def llama_tools_bin() -> Path:
     """The folder holding llama-bench and llama-perplexity: SILICONBENCH_LLAMA_TOOLS_DIR where set (a CUDA build on
     a GPU host: scripts/gpu/), else built on first use by scripts/build_llama_tools.sh (~7 min, then cached)."""
-    configured = os.environ.get("SILICONBENCH_LLAMA_TOOLS_DIR")
+    configured = load_settings().llama_tools_dir
     if configured:
-        return Path(configured)
+        return configured
     out = subprocess.run([str(ROOT / "scripts/build_llama_tools.sh")], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHON": sys.executable})
     return Path(out.stdout.strip().splitlines()[-1])

@@ -5,25 +5,17 @@ next to the built llama-perplexity binary on the same GGUF."""
 from __future__ import annotations
 
 import math
-import os
-from importlib.metadata import version
-from pathlib import Path
 
 import pytest
 
 from siliconbench.errors import UserError
 from siliconbench.manifest import ModelCatalog
+from worker.models.imatrix import tools_dir
 
 from .conftest import SMALL
 from .workload_helpers import jobs_for, run, values
 
 W, N = 64, 3
-
-
-def _tools_bin() -> Path:
-    """Where scripts/build_llama_tools.sh puts llama-perplexity (the bootstrap and CI build it there)."""
-    cache = Path(os.environ.get("SILICONBENCH_TOOLS_CACHE", Path.home() / ".cache/siliconbench/tools"))
-    return cache / f"llama.cpp-{version('llama-cpp-python')}" / "bin"
 
 
 def test_perplexity_same_windows_both_engines(models_dir):
@@ -75,7 +67,7 @@ def test_both_modes_run_on_both_engines(models_dir):
 
 def test_llama_perplexity_mode_matches_the_tools(models_dir):
     """Ours beside llama-perplexity (same GGUF) and mlx_lm.perplexity's eval_ppl (same MLX directory): within 0.5%."""
-    bin_dir = _tools_bin()
+    bin_dir = tools_dir()  # scripts/build_llama_tools.sh builds them there (the bootstrap and CI do)
     if not (bin_dir / "llama-perplexity").exists():
         pytest.skip(f"{bin_dir / 'llama-perplexity'} is not built: run scripts/build_llama_tools.sh "
                     "(the bootstrap and CI build it)")

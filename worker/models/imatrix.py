@@ -11,6 +11,7 @@ score (offset 0). Either way the matrix's digest and source are written on every
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 from pathlib import Path
 
@@ -24,13 +25,16 @@ CALIBRATION_CHUNK_TOKENS = 512
 
 
 def tools_dir() -> Path:
-    """Where llama.cpp's own tools are: the setting, else where scripts/build_llama_tools.sh builds them."""
+    """Where llama.cpp's own tools are: the setting, else where scripts/build_llama_tools.sh builds them (its
+    SILICONBENCH_TOOLS_CACHE, default ~/.cache/siliconbench/tools). The one answer for the worker, the tests and
+    the benchmarks."""
     configured = load_settings().llama_tools_dir
     if configured:
         return configured
     import llama_cpp  # the version of the tools built with the engine's own vendored llama.cpp
 
-    return Path.home() / ".cache/siliconbench/tools" / f"llama.cpp-{llama_cpp.__version__}" / "bin"
+    cache = Path(os.environ.get("SILICONBENCH_TOOLS_CACHE") or Path.home() / ".cache/siliconbench/tools")
+    return cache / f"llama.cpp-{llama_cpp.__version__}" / "bin"
 
 
 def tool(name: str, option: str) -> Path:

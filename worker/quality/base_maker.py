@@ -19,14 +19,15 @@ from siliconbench.errors import WorkloadError
 from ..blas import child_blas_env
 from ..engines import get_engine
 from . import bases
-from .kld import base_rows
+from .kld import BaseRows, base_rows
 
 STDERR_TAIL = 2000
 
 
 def make(models_dir: Path, spec: dict, key: bases.BaseKey, chunks: list[list[int]], first: int, n_ctx: int,
-         options: dict) -> None:
-    """Compute and store the base ``key`` of ``spec`` (engine, artifact) in a child of that engine."""
+         options: dict) -> list[BaseRows]:
+    """Compute and store the base ``key`` of ``spec`` (engine, artifact) in a child of that engine; its rows,
+    read back once from the store."""
     env = dict(os.environ)
     if env.get("SILICONBENCH_MLX_BLAS"):  # this process is an MLX job's: its preload is not the base's business
         env.pop("LD_PRELOAD", None)
@@ -36,9 +37,11 @@ def make(models_dir: Path, spec: dict, key: bases.BaseKey, chunks: list[list[int
                "n_ctx": n_ctx, "options": options}
     run = subprocess.run([sys.executable, "-m", "worker.quality.base_maker"], input=json.dumps(request),
                          capture_output=True, text=True, env=env)
-    if run.returncode != 0 or bases.load(key, models_dir) is None:
+    rows = bases.load(key, models_dir) if run.returncode == 0 else None
+    if rows is None:
         raise WorkloadError(f"computing the KL-divergence base {spec['engine']} {spec['quant']} failed "
                             f"(exit {run.returncode}): {run.stderr.strip()[-STDERR_TAIL:]}")
+    return rows
 
 
 def _make_here(request: dict) -> None:

@@ -63,8 +63,7 @@ class BaseSet:
         # the job's threads for either engine; its other options only where the base runs on its own engine
         options = dict(job.engine_options) if b.spec["engine"] == job.engine else \
             {"threads": job.engine_options.get("threads")}
-        base_maker.make(self.ctx.models_dir, b.spec, b.key, self.chunks, self.first, self.n_ctx, options)
-        return store.load(b.key, self.ctx.models_dir)
+        return base_maker.make(self.ctx.models_dir, b.spec, b.key, self.chunks, self.first, self.n_ctx, options)
 
     def window(self, i: int, logits, targets: list[int]) -> dict[str, float]:
         """Compare window ``i``'s logits with every base; {'window_kld': mean KLD against the own engine's base}."""
