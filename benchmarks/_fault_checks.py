@@ -15,15 +15,15 @@ from pathlib import Path
 import redis
 from sqlalchemy import func, select, update
 
-from coordinator import fleet
+from coordinator.fleet import sweeps as fleet
 from siliconbench.errors import UserError
 from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import parse_sweep
-from storage import store
+from storage import sweep_store
 from storage.database import session_scope
 from storage.tables import Job, Result, SampleRow, utcnow
-from tests.fleet_harness import wait_for
+from harness.fleet import wait_for
 
 from ._fleet import get
 
@@ -94,7 +94,7 @@ def _probe_reconciler(url: str, broker_url: str, models_dir: Path, slot) -> bool
                         "repetitions": 1, "workloads": [{"kind": "generate", "prompt_tokens": [16], "gen_tokens": [4]}]})
     job = expand(spec, ModelCatalog(models_dir))[0]
     with session_scope(url) as s:
-        store.create_sweep(s, job.sweep_id, spec, [job])
+        sweep_store.create_sweep(s, job.sweep_id, spec, [job])
         s.execute(update(Job).where(Job.id == job.job_id).values(status="queued", queue=GHOST_QUEUE,
                                                                  enqueued_at=utcnow() - timedelta(minutes=5)))
     r = redis.Redis.from_url(broker_url)

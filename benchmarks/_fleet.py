@@ -1,7 +1,7 @@
 """The fault campaign's fleet (benchmarks/faults.py): real processes, killed by the PID we started them with and
 put back as an operator's supervisor would (launchd, systemd), plus a watch on the processes they spawn.
 
-Workers, the private Redis and the TCP cut in front of PostgreSQL are tests/fleet_harness.py's; the reconcile
+Workers, the private Redis and the TCP cut in front of PostgreSQL are harness/fleet.py's; the reconcile
 loop and the dashboard are plain CLI subprocesses (its ``CliProc``).
 """
 
@@ -14,7 +14,7 @@ from typing import Callable
 
 import psutil
 
-from tests.fleet_harness import CliProc, free_port
+from harness.fleet import CliProc, free_port
 
 STARTUP_GRACE_S = 15  # a process without a ready line that exits sooner never got going
 MAX_RESTART_BACKOFF_S = 10.0

@@ -34,8 +34,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import _plans  # noqa: E402
-from coordinator import fleet, queries  # noqa: E402
-from storage import database as db, store, summaries  # noqa: E402
+from coordinator.fleet import sweeps as fleet  # noqa: E402
+from coordinator.reads import queries
+from storage import database as db, sweep_store, summaries  # noqa: E402
 from storage.database import session_scope  # noqa: E402
 from siliconbench.jobs import JobSpec, digest  # noqa: E402
 from siliconbench.results import Environment  # noqa: E402
@@ -145,7 +146,7 @@ def existing(url: str) -> dict:
     from storage.tables import Job, SampleRow, Sweep
 
     with session_scope(url) as x:
-        latest = store.latest_sweep_id(x)
+        latest = sweep_store.latest_sweep_id(x)
         specs = list(x.execute(select(Job.spec, Job.host).order_by(Job.created_at.desc(), Job.idx.desc()).limit(72)))
         plan = [Spec.model_validate(spec) for spec, _ in reversed(specs)]
         n = {t.__tablename__: x.scalar(select(func.count()).select_from(t)) for t in (Sweep, Job, SampleRow)}
@@ -201,7 +202,7 @@ def main(admin_url: str = typer.Option(os.environ.get("SILICONBENCH_TEST_PG_URL"
             queries.raw_samples(x, latest, "prefill_tps", identities=latest_ids), queries.failed_results(x, latest)
 
         def sweeps_view(x):  # is anything live, the list, and a preview's estimate
-            queries.active_sweeps(x), store.list_sweeps(x, limit=SWEEPS_SHOWN), queries.estimate_duration(x, s["plan"])
+            queries.active_sweeps(x), sweep_store.list_sweeps(x, limit=SWEEPS_SHOWN), queries.estimate_duration(x, s["plan"])
 
         def result_view(x):
             queries.data_version(x), queries.recent_results(x), queries.result_detail(x, s["job"])
@@ -218,7 +219,7 @@ def main(admin_url: str = typer.Option(os.environ.get("SILICONBENCH_TEST_PG_URL"
             "compare: series (1 model, all hosts, v0.3.36)": lambda x: queries.series(
                 x, F(models=(s["model"],), engine_versions=("0.3.36",))),
             f"compare: series (no filter: newest {queries.MAX_SERIES})": lambda x: queries.series(x, F()),
-            f"sweeps: list_sweeps (newest {SWEEPS_SHOWN} + live)": lambda x: store.list_sweeps(x, limit=SWEEPS_SHOWN),
+            f"sweeps: list_sweeps (newest {SWEEPS_SHOWN} + live)": lambda x: sweep_store.list_sweeps(x, limit=SWEEPS_SHOWN),
             "sweeps: estimate_duration (72-job plan)": lambda x: queries.estimate_duration(x, s["plan"]),
             "fleet: list_hosts": lambda x: fleet.list_hosts(x),
             "result: recent_results": lambda x: queries.recent_results(x),

@@ -40,28 +40,16 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import _fault_checks as checks  # noqa: E402
 from benchmarks._fleet import ChildWatch, Slot, dashboard  # noqa: E402
-from coordinator import fleet  # noqa: E402
+from coordinator.fleet import sweeps as fleet  # noqa: E402
 from siliconbench.spec import parse_sweep  # noqa: E402
 from storage import database, roles  # noqa: E402
-from tests.fleet_harness import CliProc, RedisServer, TcpCut, WorkerProc  # noqa: E402
-from worker.models.tiny import make_tiny  # noqa: E402
+from harness.fault_schedule import schedule  # noqa: E402
+from harness.fleet import CliProc, RedisServer, TcpCut, WorkerProc  # noqa: E402
+from worker.models.make.tiny import make_tiny  # noqa: E402
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 MODEL = "tiny-llama-5m"
 LEASE_S = "6"  # a killed worker's job is back within seconds (the same on every process of the fleet)
-
-
-def schedule(rng: random.Random, *, worker_kills: int, broker_restarts: int, db_cut_s: float,
-             reconciler_kills: int, window_s: float) -> list[tuple[float, str, int]]:
-    """(time from the start, what, which worker) for every fault, uniformly over the window, sorted."""
-    at = lambda: round(rng.uniform(5.0, max(5.0, window_s)), 1)  # noqa: E731
-    events = [(at(), "kill worker", rng.randrange(2)) for _ in range(worker_kills)]
-    events += [(at(), "kill broker", 0) for _ in range(broker_restarts)]
-    events += [(at(), "kill reconciler", 0) for _ in range(reconciler_kills)]
-    if db_cut_s > 0:
-        t = round(rng.uniform(5.0, max(5.0, window_s - db_cut_s)), 1)
-        events += [(t, "cut database", 0), (t + db_cut_s, "restore database", 0)]
-    return sorted(events)
 
 
 def sweep_spec(jobs: int):
@@ -207,7 +195,7 @@ def main(jobs: int = 40, worker_kills: int = 20, broker_restarts: int = 1, db_cu
         t0 = time.monotonic()
         finished = run_sweep(c, url, sweep_id, events, timeout_s, console)
         sweep_s = time.monotonic() - t0
-        time.sleep(3)  # a job's child notices its worker's death within 0.5 s (worker/child_main.py)
+        time.sleep(3)  # a job's child notices its worker's death within 0.5 s (worker/job/child_main.py)
         with c.lock:
             left = c.watch.alive_of(set().union(*(w.killed_pids for w in c.workers)))
         for pid, _, _ in left:  # ours to clean up: started under a worker we started and killed

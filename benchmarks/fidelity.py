@@ -4,7 +4,7 @@ llama-perplexity and mlx_lm.perplexity, on the same model files with the same se
     python benchmarks/fidelity.py [--models tiny-llama-30m,smollm2-135m] [--rounds 5] [--reps 5]
                                   [--prompt 512] [--gen 128] [--depth 0] [--perplexity/--no-perplexity]
 
-Each round runs, per model and engine, one siliconbench job (a fresh child process, worker.child.run_job) and
+Each round runs, per model and engine, one siliconbench job (a fresh child process, worker.job.child.run_job) and
 the tool (a fresh process), in alternating order (ABBA) so drift hits both alike. The pairs compared, each the
 registry's stated equivalence (siliconbench.metrics):
 
@@ -34,12 +34,12 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import _tools  # noqa: E402
+from harness import tools as _tools  # noqa: E402
 from siliconbench.jobs import JobSpec, expand  # noqa: E402
 from siliconbench.manifest import ModelCatalog  # noqa: E402
 from siliconbench.settings import load_settings  # noqa: E402
 from siliconbench.spec import parse_sweep  # noqa: E402
-from worker.child import child_env, run_job  # noqa: E402
+from worker.job.child import child_env, run_job  # noqa: E402
 
 TARGET = 0.02
 

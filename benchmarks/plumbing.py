@@ -33,7 +33,6 @@ from rich.table import Table
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 BROKER = "redis://127.0.0.1:6379/7"
 # Earlier figures of this benchmark on this project's 2-core VM (end-to-end jobs/s, ours vs raw Celery no-ops).
@@ -75,9 +74,9 @@ def one_round(console: Console, jobs: int, workers: int, timeout_s: float, login
     import redis
     from sqlalchemy import select
 
-    from storage import broker, database, jobstate, roles, store
+    from storage import broker, database, jobstate, roles, sweep_store
     from storage.tables import Job
-    from fleet_harness import WorkerProc, wait_for
+    from harness.fleet import WorkerProc, wait_for
     from siliconbench.jobs import JobSpec, digest
     from siliconbench.queues import TASK_NOOP
     from siliconbench.spec import parse_sweep
@@ -160,7 +159,7 @@ def one_round(console: Console, jobs: int, workers: int, timeout_s: float, login
         t_expand = time.perf_counter() - t0
         queue = "cap.noop"  # every plumbing worker consumes it (see below)
         with database.session_scope(url) as s:
-            store.create_sweep(s, sweep_id, spec, specs)
+            sweep_store.create_sweep(s, sweep_id, spec, specs)
             s.flush()
             jobstate.mark_enqueued(s, [j.job_id for j in specs], {j.job_id: queue for j in specs})
         t_store = time.perf_counter() - t0 - t_expand

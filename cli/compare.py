@@ -43,7 +43,7 @@ def compare(
 ) -> None:
     """Baseline vs candidate per series: each process (job) one sample; ratio with its 95% CI, Mann-Whitney U p,
     and a verdict that needs both p < alpha and the minimum effect."""
-    from coordinator.compare import DEFAULT_METRICS, Verdict, compare_db, counts, render, rich_table  # verb-local
+    from coordinator.history.compare import DEFAULT_METRICS, Verdict, compare_db, counts, render, rich_table  # verb-local
 
     url = database(settings())
     rows = compare_db(url, baseline, candidate, metrics=tuple(metric) or DEFAULT_METRICS, alpha=alpha,
@@ -81,9 +81,10 @@ def regressions(
         return _verdicts_since(since, fmt)
     from rich.table import Table  # verb-local
 
-    from coordinator.compare import DEFAULT_METRICS, Verdict  # verb-local
-    from coordinator.history import describe_changes, load_points, parse_selector  # verb-local
-    from coordinator.regressions import find_steps, save_findings  # verb-local
+    from coordinator.history.compare import DEFAULT_METRICS, Verdict  # verb-local
+    from coordinator.history.points import describe_changes, parse_selector  # verb-local
+    from coordinator.history.load import load_points  # verb-local
+    from coordinator.history.regressions import find_steps, save_findings  # verb-local
 
     url = database(settings())
     opts = dict(metrics=tuple(metric) or DEFAULT_METRICS, selector=parse_selector(where, "--where") if where else None,
@@ -126,7 +127,7 @@ def regressions(
 def _verdicts_since(since: str, fmt: str) -> None:
     from rich.table import Table  # verb-local
 
-    from coordinator.verdicts import parse_since, since as verdicts_since  # verb-local
+    from coordinator.watch.messages import parse_since, since as verdicts_since  # verb-local
 
     if fmt not in ("table", "json"):
         raise UserError("--format", f"unknown format {fmt!r}.", ["table", "json"])
@@ -193,7 +194,7 @@ def _print_confirmation(f: dict) -> None:
 
 def _confirm_on_fleet(finding: int, rounds: int, repetitions: int | None, hosts: list[str], sku: str | None,
                       wait: bool) -> None:
-    from coordinator.confirm_fleet import attach_confirm, choose_hosts, submit_confirm, wait_confirm  # verb-local
+    from coordinator.confirm.on_fleet import attach_confirm, choose_hosts, submit_confirm, wait_confirm  # verb-local
 
     from .fleet import _fleet_settings  # verb-local: the fleet's settings, checked as every fleet verb does
 
@@ -226,7 +227,7 @@ def import_llama_bench(
     """Import llama-bench results so existing llama.cpp history joins siliconbench's series."""
     import platform  # verb-local
 
-    from coordinator.llamabench import import_file  # verb-local
+    from coordinator.reports.llamabench import import_file  # verb-local
 
     s = settings(models_dir=models_dir)
     url = database(s)
@@ -246,8 +247,8 @@ def export(
     out: Path = typer.Option(None, "--out", help="Write to this file instead of stdout"),
 ) -> None:
     """Export stored results in llama-bench's JSON shape (one pp and one tg test per result)."""
-    from coordinator.llamabench import dumps, export_records  # verb-local
-    from storage.store import load_results  # verb-local
+    from coordinator.reports.llamabench import dumps, export_records  # verb-local
+    from storage.result_store import load_results  # verb-local
 
     if fmt not in ("llama-bench", "llama-bench-jsonl"):
         raise UserError("--format", f"unknown format {fmt!r}.", ["llama-bench", "llama-bench-jsonl"])

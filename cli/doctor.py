@@ -19,7 +19,7 @@ def doctor(
 ) -> None:
     """Host facts, engines and their backends, Metal, sleep prevention, thermal state and power, the service, and
     whether the broker and database answer; one line each, with what to fix. Exit 0 when all is fine, 1 otherwise."""
-    from worker.doctor import Status, run_checks  # the worker's view of this machine
+    from worker.runtime.doctor import Status, run_checks  # the worker's view of this machine
     from worker.service import envfile  # verb-local
 
     envfile.load(os.environ.get(envfile.ENV_FILE_VAR))  # as the installed service sees its settings

@@ -26,7 +26,7 @@ def add_cmd(
                                      "(6-9 minutes on 2 cores) when no prebuilt wheel exists"),
 ) -> None:
     """Create a virtual environment holding one engine version, and record it."""
-    from worker import envs  # verb-local
+    from worker.envs import venvs as envs  # verb-local
 
     env = envs.add(requirement, extra=with_, name=name, find_links=find_links, allow_build=allow_build,
                    progress=lambda msg: console.print(f"  {msg}", style="dim", highlight=False))
@@ -37,7 +37,7 @@ def add_cmd(
 @user_errors
 def list_cmd(fmt: str = typer.Option("table", "--format", help="table | json")) -> None:
     """This host's engine versions: its own interpreter's, then each environment's."""
-    from worker import envs  # verb-local
+    from worker.envs import venvs as envs  # verb-local
 
     rows = []
     for engine in envs.ENGINE_PACKAGE:
@@ -66,7 +66,7 @@ def list_cmd(fmt: str = typer.Option("table", "--format", help="table | json")) 
 @user_errors
 def remove_cmd(name: str = typer.Argument(..., help="Environment name, or its requirement (mlx-lm==0.31.3)")) -> None:
     """Delete an engine environment and its record."""
-    from worker import envs  # verb-local
+    from worker.envs import venvs as envs  # verb-local
 
     env = envs.remove(name)
     console.print(f"removed {env.name} ({env.path})", highlight=False)

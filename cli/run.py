@@ -16,7 +16,7 @@ def _recover(url: str, models_dir: Path) -> None:
     """Embedded sweeps of this host whose process stopped before their end: on_interrupt applied first."""
     from embedded.recover import recover  # verb-local
     from embedded.run import run_jobs  # verb-local
-    from worker.envs import interpreters  # verb-local
+    from worker.envs.venvs import interpreters  # verb-local
 
     for r in recover(url):
         console.print(f"[yellow]sweep {r.sweep_id}[/] was interrupted ({r.owner} stopped): "
@@ -35,7 +35,7 @@ def run(
     """Run a sweep on this machine (no broker needed) and print its results table."""
     import time  # verb-local
 
-    from coordinator.report import print_sweep_table  # verb-local
+    from coordinator.reports.tables import print_sweep_table  # verb-local
     from embedded.run import plan, run_sweep  # verb-local
 
     s = settings(models_dir=models_dir)

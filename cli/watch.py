@@ -46,7 +46,7 @@ def add_cmd(
     database: str = _DATABASE,
 ) -> None:
     """Validate a watch and store it; the scheduler looks at its index every `every:`."""
-    from coordinator import watches  # verb-local
+    from coordinator.watch import watches  # verb-local
 
     spec = load_watch(file)  # before the database: bad input is refused without touching it
     url = _database(database)
@@ -61,7 +61,7 @@ def add_cmd(
 @user_errors
 def list_cmd(fmt: str = typer.Option("table", "--format", help="table | json"), database: str = _DATABASE) -> None:
     """Every watch: packages, how often, hosts, when it last looked, campaigns made."""
-    from coordinator import watches  # verb-local
+    from coordinator.watch import watches  # verb-local
 
     if fmt not in ("table", "json"):
         raise UserError("--format", f"unknown format {fmt!r}.", ["table", "json"])
@@ -85,7 +85,7 @@ def list_cmd(fmt: str = typer.Option("table", "--format", help="table | json"), 
 @user_errors
 def remove_cmd(name: str = typer.Argument(..., help="Watch name"), database: str = _DATABASE) -> None:
     """Delete a watch with its checks, versions seen and campaigns."""
-    from coordinator import watches  # verb-local
+    from coordinator.watch import watches  # verb-local
 
     with session_scope(_database(database)) as s:
         watches.remove(s, name)
@@ -96,7 +96,7 @@ def remove_cmd(name: str = typer.Argument(..., help="Watch name"), database: str
 @user_errors
 def run_now_cmd(name: str = typer.Argument(..., help="Watch name"), database: str = _DATABASE) -> None:
     """Look at the index now, as the scheduler would: record the versions, make a campaign of a new release."""
-    from coordinator import watches  # verb-local
+    from coordinator.watch import watches  # verb-local
 
     check = watches.run_check(_database(database), name)
     for package, versions in check["versions"].items():

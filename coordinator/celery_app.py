@@ -1,5 +1,5 @@
 """The coordinator's own Celery app: Celery beat sends ``TASK_WATCH_TICK`` every ``watch_tick_s`` to
-``SCHEDULER_QUEUE``; the task is a thin shell over ``coordinator.scheduler.tick``.
+``SCHEDULER_QUEUE``; the task is a thin shell over ``coordinator.watch.scheduler.tick``.
 
 ``start`` (``siliconbench scheduler``) runs both in one process: the beat as a thread (Celery's
 ``EmbeddedService(thread=True)``) and a solo-pool worker consuming the scheduler queue only. One process, so
@@ -23,7 +23,7 @@ from celery.beat import EmbeddedService
 from siliconbench.queues import SCHEDULER_QUEUE, TASK_WATCH_TICK, celery_settings
 from siliconbench.settings import data_dir
 
-from . import scheduler
+from coordinator.watch import scheduler
 
 log = logging.getLogger("siliconbench.scheduler")
 app = Celery("siliconbench-coordinator")

@@ -1,4 +1,4 @@
-"""What the pages share: settings, the migrated database, and cached reads through coordinator.queries.
+"""What the pages share: settings, the migrated database, and cached reads through coordinator.reads.queries.
 
 Each cached read takes the database's ``data_version`` (result count, newest result time) as part of
 its key, so clicking through filters re-runs no query, yet a newly stored result shows on the next run.
@@ -10,12 +10,18 @@ from contextlib import contextmanager
 
 import streamlit as st
 
-from coordinator import export, fleet, peers, queries
-from coordinator import watches as watch_store  # watches and their campaigns (Regressions page)
+from coordinator.reports import export
+
+from coordinator.fleet import sweeps as fleet
+
+from coordinator.fleet import peers
+
+from coordinator.reads import queries
+from coordinator.watch import watches as watch_store  # watches and their campaigns (Regressions page)
 from dashboard import runner
 from siliconbench.errors import UserError
 from siliconbench.settings import Settings, load_settings
-from storage import store
+from storage import sweep_store
 from storage.database import ready, session_scope
 
 CACHE_TTL_S = 60  # bounds memory; freshness comes from data_version
@@ -101,7 +107,7 @@ SWEEPS_SHOWN = 200  # the Sweeps page lists the newest (and every live one), not
 def sweeps(url: str) -> list[dict]:
     """Not cached: progress must be live."""
     with session_scope(url) as s:
-        return store.list_sweeps(s, limit=SWEEPS_SHOWN)
+        return sweep_store.list_sweeps(s, limit=SWEEPS_SHOWN)
 
 
 def active_sweeps(url: str) -> list[str]:
@@ -116,13 +122,13 @@ def hosts(url: str) -> list[dict]:
 
 
 def suspects(url: str) -> list[dict]:
-    """Active suspect hosts (coordinator.peers), newest first; not cached: a campaign may flag one any time."""
+    """Active suspect hosts (coordinator.fleet.peers), newest first; not cached: a campaign may flag one any time."""
     with session_scope(url) as s:
         return peers.list_suspects(s)
 
 
 def watch_campaigns(url: str) -> tuple[list[dict], list[dict]]:
-    """Watches and their campaigns, newest first (coordinator.watches); not cached: a check or a campaign's step
+    """Watches and their campaigns, newest first (coordinator.watch.watches); not cached: a check or a campaign's step
     changes them without any new result."""
     with session_scope(url) as s:
         return watch_store.list_watches(s), watch_store.campaigns(s)

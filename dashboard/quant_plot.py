@@ -11,7 +11,7 @@ import argparse
 import altair as alt
 import pandas as pd
 
-from coordinator.quant_matrix import MatrixRow, matrix_rows, reference_engine
+from coordinator.reports.quant_matrix import MatrixRow, matrix_rows, reference_engine
 
 
 def frontier_chart(model: str, rows: list[MatrixRow]) -> alt.HConcatChart:
@@ -43,7 +43,7 @@ def write(records: list[dict], path: str) -> int:
 
 
 def main() -> None:
-    from coordinator.report import records_for
+    from coordinator.reports.tables import records_for
     from siliconbench.settings import load_settings
 
     ap = argparse.ArgumentParser(description=__doc__)

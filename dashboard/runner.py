@@ -2,7 +2,7 @@
 
 One at a time, in a background thread of the dashboard's server process, so the page stays live and
 the user can navigate away; two sweeps at once on one machine would disturb each other's timings.
-Cancel marks the queued jobs cancelled (``coordinator.fleet.cancel``) and stops after the running job.
+Cancel marks the queued jobs cancelled (``coordinator.fleet.sweeps.cancel``) and stops after the running job.
 A database outage pauses the sweep: each write waits (storage.outages, one log line each way) for up to
 DB_PATIENCE_S; past that the sweep stops, and its unfinished jobs are failed with the reason once the
 database answers again. The runner itself never dies of it: the next sweep runs.
@@ -16,15 +16,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coordinator import fleet
+from coordinator.fleet import sweeps as fleet
 from embedded import recover as recovery, run as embedded
 from siliconbench.errors import UserError
 from siliconbench.jobs import JobSpec
 from siliconbench.spec import SweepSpec
-from storage import store
+from storage import sweep_store
 from storage.database import session_scope
-from storage.outages import OUTAGES, Outage, call_through, first_line
-from worker.envs import interpreters
+from storage.outages import Outage, call_through, first_line, is_outage
+from worker.envs.venvs import interpreters
 
 STARTUP_WAIT_S = 30  # until run_sweep has stored the sweep, so the list shows it at once
 DB_PATIENCE_S = 900.0  # how long one write waits for the database before the sweep is given up
@@ -66,7 +66,7 @@ def get(sweep_id: str) -> Run | None:
 def _exists(url: str, sweep_id: str) -> bool:
     try:
         with session_scope(url) as s:
-            store.sweep_progress(s, sweep_id)
+            sweep_store.sweep_progress(s, sweep_id)
         return True
     except UserError:
         return False
@@ -99,17 +99,18 @@ def start(spec: SweepSpec, jobs: list[JobSpec], *, database_url: str, models_dir
                                on_event=on_event, on_done=on_done, through=_through)
         except _Cancelled:
             pass
-        except OUTAGES as exc:  # past DB_PATIENCE_S: give the sweep up, recorded once the database is back
-            run.error = (f"stopped: the database was unreachable for more than {DB_PATIENCE_S:.0f} s "
-                         f"({first_line(exc)})")
-            call_through(lambda: _fail_unfinished(database_url, sweep_id, run.error), OUTAGE)  # waits for it
-        except Exception as exc:  # shown on the Sweeps page; the thread must not die silently
-            run.error = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:
+            if is_outage(exc):  # past DB_PATIENCE_S: give the sweep up, recorded once the database is back
+                run.error = (f"stopped: the database was unreachable for more than {DB_PATIENCE_S:.0f} s "
+                             f"({first_line(exc)})")
+                call_through(lambda: _fail_unfinished(database_url, sweep_id, run.error), OUTAGE)  # waits for it
+            else:  # shown on the Sweeps page; the thread must not die silently
+                run.error = f"{type(exc).__name__}: {exc}"
         finally:
             run.current = None
             try:
                 with session_scope(database_url) as s:
-                    store.refresh_sweep_status(s, sweep_id)
+                    sweep_store.refresh_sweep_status(s, sweep_id)
             except Exception:
                 pass  # the sweep was never stored (its error is recorded above)
 

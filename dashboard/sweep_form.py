@@ -11,7 +11,9 @@ import time
 
 import yaml
 
-from coordinator import fleet, queries
+from coordinator.fleet import sweeps as fleet
+
+from coordinator.reads import queries
 from dashboard import runner
 from embedded import run as embedded
 from siliconbench.errors import UserError

@@ -4,13 +4,13 @@ The confirmation is a new sweep of the finding's series only: ``rounds`` rounds 
 ``COMPARE_PROCESSES``, as a sweep comparing versions), each running the baseline's engine version then the candidate's in a
 fresh process each, with the series' repetitions and seed, so slow drift (thermal throttling, a
 neighbour's load) hits both sides alike. Its comparison, by ``compare``'s own statistics with each
-process one sample (``coordinator.significance``), is attached to the finding, which becomes
+process one sample (``coordinator.stats.significance``), is attached to the finding, which becomes
 *confirmed* (same verdict as found) or *not_confirmed*.
 
 Both versions must be runnable here: this interpreter's own engine version, or an engine environment
 (``siliconbench env add``) whose recorded packages match the side's. A step where only the OS, Python or
 BLAS changed cannot be rerun side by side and is refused with that reason. What a confirmation is, wherever
-it runs, is ``coordinator.confirm_plan``'s; through the fleet, ``coordinator.confirm_fleet`` runs it.
+it runs, is ``coordinator.confirm.plan``'s; through the fleet, ``coordinator.confirm.on_fleet`` runs it.
 """
 
 from __future__ import annotations
@@ -28,15 +28,16 @@ from siliconbench.manifest import ModelCatalog
 from siliconbench.settings import data_dir
 from siliconbench.spec import SweepSpec
 
-from coordinator.compare import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
-from coordinator.confirm_plan import (DEFAULT_ROUNDS, check_confirmable, check_rounds, compare_sides,
+from coordinator.history.compare import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
+from coordinator.confirm.plan import (DEFAULT_ROUNDS, check_confirmable, check_rounds, compare_sides,
                                       confirm_spec, same_sides, side_result, side_version)
-from coordinator.history import ENGINE_PACKAGE, load_points
-from coordinator.regressions import finding_dict, get_finding, set_status
-from storage import store
+from coordinator.history.points import ENGINE_PACKAGE
+from coordinator.history.load import load_points
+from coordinator.history.regressions import finding_dict, get_finding, set_status
+from storage import result_store
 from storage.database import session_scope
-from worker import envs
-from worker.environment import host_facts
+from worker.envs import venvs as envs
+from worker.platform.host_facts import host_facts
 
 from .run import run_sweep
 
@@ -98,7 +99,7 @@ def run_confirm(url: str, finding_id: int, models_dir: Path, *, rounds: int = DE
         if f.host and f.host != host:
             raise UserError("FINDING", f"finding {finding_id} was measured on host {f.host!r}; this is {host!r}. "
                             "Run `siliconbench confirm` there: only the same host can confirm it.")
-        stored = store.load_stored(s, job_ids=[f.before_job_id])
+        stored = result_store.load_stored(s, job_ids=[f.before_job_id])
         if not stored:
             raise UserError("FINDING", f"the result before the step ({f.before_job_id}) is no longer stored.")
         spec, jobs, base, cand = plan_confirm(f, stored[0].job, ModelCatalog(models_dir), rounds=rounds,

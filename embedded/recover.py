@@ -19,10 +19,10 @@ from sqlalchemy.orm import Session
 from siliconbench.jobs import JobSpec
 from siliconbench.results import failed
 from siliconbench.spec import SweepSpec
-from storage import store
+from storage import result_store, sweep_store
 from storage.database import session_scope
 from storage.tables import Job, Sweep
-from worker.environment import host_facts
+from worker.platform.host_facts import host_facts
 
 from .run import owner_tag
 
@@ -65,7 +65,7 @@ def recover(database_url: str) -> list[Interrupted]:
             if spec.on_interrupt == "rerun":
                 s.execute(update(Job).where(Job.sweep_id == sweep.id, Job.status == "running")
                           .values(status="queued", error=f"interrupted: {sweep.owner} stopped"))
-                store.set_owner(s, sweep.id, owner_tag())
+                sweep_store.set_owner(s, sweep.id, owner_tag())
             else:
                 reason = (f"interrupted: the process that ran this embedded sweep ({sweep.owner}) stopped before "
                           "this job finished (on_interrupt: fail; use on_interrupt: rerun to run it again)")
@@ -84,5 +84,5 @@ def unfinished(session: Session, sweep_id: str) -> list[JobSpec]:
 def fail_unfinished(session: Session, sweep_id: str, reason: str) -> None:
     """Store each unfinished job of the sweep as failed with ``reason``; the sweep is then done."""
     for job in unfinished(session, sweep_id):
-        store.save_result(session, job, failed(job.job_id, reason))
-    store.refresh_sweep_status(session, sweep_id)
+        result_store.save_result(session, job, failed(job.job_id, reason))
+    sweep_store.refresh_sweep_status(session, sweep_id)

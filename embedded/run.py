@@ -16,11 +16,11 @@ from siliconbench.jobs import JobSpec, expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.results import JobResult
 from siliconbench.spec import SweepSpec
-from storage import store
+from storage import result_store, sweep_store
 from storage.database import session_scope
-from worker.perform import perform_job
-from worker.environment import host_facts
-from worker.envs import interpreters
+from worker.job.perform import perform_job
+from worker.platform.host_facts import host_facts
+from worker.envs.venvs import interpreters
 
 JobCallback = Callable[[JobSpec, JobResult], None]
 EventCallback = Callable[[JobSpec, dict], None]
@@ -51,8 +51,8 @@ def run_sweep(
     pythons = interpreters(jobs, install=spec.install_versions)  # (engine, version) -> interpreter
     sweep_id = jobs[0].sweep_id
     with session_scope(database_url) as s:
-        store.create_sweep(s, sweep_id, spec, jobs)
-        store.set_owner(s, sweep_id, owner_tag())
+        sweep_store.create_sweep(s, sweep_id, spec, jobs)
+        sweep_store.set_owner(s, sweep_id, owner_tag())
     return run_jobs(sweep_id, jobs, pythons, database_url=database_url, models_dir=models_dir,
                     on_event=on_event, on_done=on_done, through=through)
 
@@ -82,12 +82,12 @@ def run_jobs(sweep_id: str, jobs: list[JobSpec], pythons: dict, *, database_url:
         return write(once)
 
     for job in jobs:
-        if not in_session(lambda s: store.mark_running(s, job.job_id, host=host, worker="embedded")):
+        if not in_session(lambda s: sweep_store.mark_running(s, job.job_id, host=host, worker="embedded")):
             continue  # cancelled (from the dashboard) before it started
         result = perform_job(job, models_dir, python=pythons.get((job.engine, job.engine_version)),
                              on_event=(lambda e, j=job: on_event(j, e)) if on_event else None)
-        in_session(lambda s: store.save_result(s, job, result, host=host, worker="embedded"))
+        in_session(lambda s: result_store.save_result(s, job, result, host=host, worker="embedded"))
         if on_done:
             on_done(job, result)
-    in_session(lambda s: store.refresh_sweep_status(s, sweep_id))
+    in_session(lambda s: sweep_store.refresh_sweep_status(s, sweep_id))
     return sweep_id

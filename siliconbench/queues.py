@@ -11,7 +11,7 @@ import os
 
 TASK_RUN_JOB = "siliconbench.run_job"
 TASK_NOOP = "siliconbench.noop"  # the plumbing benchmark's no-engine workload
-# A worker makes a campaign candidate's engine environment (args: one JSON object, worker.prepare).
+# A worker makes a campaign candidate's engine environment (args: one JSON object, worker.runtime.prepare_env).
 TASK_PREPARE_ENV = "siliconbench.prepare_env"
 # The watch's periodic work (Celery beat -> the coordinator's scheduler queue): look at the index, drive
 # campaigns, deliver notifications. Mac workers never consume this queue.

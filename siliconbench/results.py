@@ -87,8 +87,8 @@ class JobResult(BaseModel):
 
     @property
     def throttled(self) -> bool | None:
-        """Whether the job ran disturbed: it began or ended with the host thermally throttled (worker/thermal.py),
-        or it was contended, other processes taking real CPU while it ran (worker/quiet.py). Such results are
+        """Whether the job ran disturbed: it began or ended with the host thermally throttled (worker/measure/thermal.py),
+        or it was contended, other processes taking real CPU while it ran (worker/measure/quiet.py). Such results are
         marked and left out of Compare and regression verdicts unless asked; None if neither was recorded."""
         heat, load = self.extra.get("thermal") or {}, self.extra.get("contention") or {}
         if heat.get("throttled") or load.get("contended"):
@@ -99,7 +99,7 @@ class JobResult(BaseModel):
 
     @property
     def contended(self) -> bool | None:
-        """Whether other processes took real CPU while the job ran (worker/quiet.py); None if not recorded."""
+        """Whether other processes took real CPU while the job ran (worker/measure/quiet.py); None if not recorded."""
         return (self.extra.get("contention") or {}).get("contended")
 
     def measured(self, metric: str) -> list[float]:

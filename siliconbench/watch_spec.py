@@ -40,7 +40,7 @@ class LlamaCppSource(Strict):
 
 
 class Notify(Strict):
-    webhook: str = Field(description="http(s) URL that receives each verdict as signed JSON (coordinator.notify)")
+    webhook: str = Field(description="http(s) URL that receives each verdict as signed JSON (coordinator.watch.notify)")
 
     @field_validator("webhook")
     @classmethod

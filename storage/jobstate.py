@@ -2,7 +2,7 @@
 
 Celery over Redis delivers at least once and sometimes twice; these transitions make that harmless:
 a worker may only run a job it claimed, a claim succeeds only for a queued job or one whose lease
-expired, and the result is written once (store.save_result). A job is failed with its reason once
+expired, and the result is written once (result_store.save_result). A job is failed with its reason once
 MAX_ATTEMPTS of its own attempts failed (a crash, retried), or once its worker was lost under it
 MAX_INTERRUPTIONS times (a lease that expired: the worker died or lost the database, which is not the
 job's failure unless it keeps happening). Every attempt that ended without the result is a job_attempts
@@ -22,7 +22,7 @@ from siliconbench.jobs import JobSpec
 from siliconbench.queues import LEASE_S, MAX_ATTEMPTS, MAX_INTERRUPTIONS
 from siliconbench.results import failed
 
-from . import store
+from . import result_store
 from .tables import Job, JobAttempt, utcnow
 
 
@@ -86,7 +86,7 @@ CLAIM_ASYNC_SQL, _CLAIM_ASYNC_LITERALS = _postgres_text(_CLAIM_ASYNC)
 
 def try_claim_async_with(execute, job_id: str, *, worker: str, host: str, lease_s: float = LEASE_S) -> Claim | None:
     """try_claim(durable=False) through ``execute(sql, params) -> first row or None``: a Session's connection
-    (store.session_executor), or the worker's held connection (autocommitted, prepared: worker.task)."""
+    (result_store.session_executor), or the worker's held connection (autocommitted, prepared: storage.hot_path)."""
     now = utcnow()
     return _claimed(execute(CLAIM_ASYNC_SQL, dict(_CLAIM_ASYNC_LITERALS, job_id=job_id, worker=worker, host=host,
                                                   now=now, expires=now + timedelta(seconds=lease_s))))
@@ -124,7 +124,7 @@ def try_claim(session: Session, job_id: str, *, worker: str, host: str, lease_s:
     A lost claim only loses its attempt count, and a server crash is not the job's failure.
     """
     if not durable:
-        return try_claim_async_with(store.session_executor(session), job_id, worker=worker, host=host, lease_s=lease_s)
+        return try_claim_async_with(result_store.session_executor(session), job_id, worker=worker, host=host, lease_s=lease_s)
     now = utcnow()
     return _claimed(session.execute(_CLAIM, dict(job_id=job_id, worker=worker, host=host, now=now,
                                                 expires=now + timedelta(seconds=lease_s))).first())
@@ -143,7 +143,7 @@ def _refusal(session: Session, job_id: str, *, worker: str, host: str, claimable
         took = update(Job).where(Job.id == job_id, claimable).values(status="running", worker=worker, host=host)
         if session.execute(took).rowcount == 1:
             reason = gave_up_reason(row.attempts, row.interruptions) + (f"; last: {row.error}" if row.error else "")
-            store.save_result(session, JobSpec.model_validate(row.spec), failed(job_id, reason), host=host, worker=worker)
+            result_store.save_result(session, JobSpec.model_validate(row.spec), failed(job_id, reason), host=host, worker=worker)
             return Claim(None, refused=reason)
     return Claim(None, refused=f"job is {row.status}" + (f" on {row.worker}" if row.worker else ""))
 
@@ -192,7 +192,7 @@ def mark_enqueued(session: Session, job_ids: list[str], queues: dict[str, str]) 
     postgres = session.get_bind().dialect.name == "postgresql"
     for queue, ids in by_queue.items():
         # PostgreSQL: the ids as one array parameter; elsewhere IN lists of bounded length.
-        for chunk in [ids] if postgres else [ids[i:i + store.CHUNK] for i in range(0, len(ids), store.CHUNK)]:
+        for chunk in [ids] if postgres else [ids[i:i + result_store.CHUNK] for i in range(0, len(ids), result_store.CHUNK)]:
             where = _JOBS.c.id == any_(bindparam("ids", chunk, type_=ARRAY(String))) if postgres else _JOBS.c.id.in_(chunk)
             session.execute(update(_JOBS).where(where).values(queue=queue, enqueued_at=now))
 

@@ -13,23 +13,34 @@ import threading
 import time
 from typing import Callable, TypeVar
 
-import redis
 from sqlalchemy import exc as sa_exc
 
 from siliconbench.errors import UserError
 
-# What "the broker or the database is away" raises, as opposed to a bug.
-OUTAGES = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, sa_exc.OperationalError,
-           sa_exc.InterfaceError, ConnectionError, TimeoutError)
+# What "the database is away" raises, as opposed to a bug.
+DATABASE_OUTAGES = (sa_exc.OperationalError, sa_exc.InterfaceError, ConnectionError, TimeoutError)
 # What a running worker's database call raises while the database is away: the outages, and UserError, which
 # storage.database raises when it cannot open the database (its host unresolvable, the server refusing us).
-DATABASE_DOWN = OUTAGES + (UserError,)
+DATABASE_DOWN = DATABASE_OUTAGES + (UserError,)
+# The broker's (redis.exceptions) are known by name, so that everything which uses the database does not load
+# the broker's client: storage.broker is the one module of storage that imports it.
+BROKER_OUTAGES = ("ConnectionError", "TimeoutError")
 MAX_BACKOFF_S = 60.0
 T = TypeVar("T")
 
 
+def from_broker(err: BaseException) -> bool:
+    return type(err).__module__.split(".")[0] == "redis"
+
+
+def is_outage(err: BaseException) -> bool:
+    """The broker or the database unreachable (an outage), as opposed to a bug."""
+    return isinstance(err, DATABASE_OUTAGES) or any(
+        c.__module__ == "redis.exceptions" and c.__name__ in BROKER_OUTAGES for c in type(err).__mro__)
+
+
 def what_is_down(err: BaseException) -> str:
-    return "the broker (Redis)" if isinstance(err, redis.exceptions.RedisError) else "the database"
+    return "the broker (Redis)" if from_broker(err) else "the database"
 
 
 def first_line(err: BaseException | str) -> str:
@@ -77,29 +88,33 @@ def run_forever(step: Callable[[], object], every_s: float, *, name: str, log: l
     while not stop():
         try:
             step()
-        except OUTAGES as err:
-            outage.down(err, note=f"retrying, at most every {max_backoff_s:.0f} s")
-            backoff = min(max(backoff * 2, every_s), max_backoff_s)
-            sleep(backoff)
-            continue
-        except Exception:  # a bug in the step, not an outage: say so loudly, keep serving
-            log.exception("%s: the step failed", name)
+        except Exception as err:
+            if not is_outage(err):  # a bug in the step, not an outage: say so loudly, keep serving
+                log.exception("%s: the step failed", name)
+            else:
+                outage.down(err, note=f"retrying, at most every {max_backoff_s:.0f} s")
+                backoff = min(max(backoff * 2, every_s), max_backoff_s)
+                sleep(backoff)
+                continue
         if outage.up() is not None:
             backoff = every_s
         sleep(every_s)
 
 
 def call_through(fn: Callable[[], T], outage: Outage, *, patience_s: float | None = None,
-                 first_delay_s: float = 0.5, max_backoff_s: float = 5.0, outages: tuple = OUTAGES,
+                 first_delay_s: float = 0.5, max_backoff_s: float = 5.0, outages: tuple | None = None,
                  sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> T:
     """``fn()``, retried with capped backoff while a dependency is unreachable; after ``patience_s`` (None:
-    never) the last outage error is raised to the caller, which decides what giving up means."""
+    never) the last outage error is raised to the caller, which decides what giving up means. ``outages``: the
+    exception classes that count as one (default: ``is_outage``, the broker's or the database's)."""
     deadline = None if patience_s is None else clock() + patience_s
     delay = first_delay_s
     while True:
         try:
             value = fn()
-        except outages as err:
+        except Exception as err:
+            if not (isinstance(err, outages) if outages is not None else is_outage(err)):
+                raise
             outage.down(err, note=f"retrying, at most every {max_backoff_s:.0f} s")
             if deadline is not None and clock() + delay > deadline:
                 raise

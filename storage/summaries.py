@@ -1,6 +1,6 @@
 """Per-result summaries: each metric's aggregate over a result's measured samples, kept beside the samples.
 
-Computed once, when a result is stored (``store.save_result``, in the same statement or transaction), by
+Computed once, when a result is stored (``result_store.save_result``, in the same statement or transaction), by
 ``siliconbench.aggregate.summarize`` over exactly the rows stored as samples (warmups excluded, non-finite
 values never stored); the results row's one-value metrics (``RESULT_METRICS``) are summaries of one value.
 The raw samples stay the source of truth: migration 0007 rebuilt the summaries (and ``result_identities``)

@@ -263,7 +263,7 @@ FINDING_VERDICTS = ("regression", "improvement")
 
 
 class Finding(Base):
-    """A step in a series' history (coordinator.regressions), and the confirmation sweep attached to it (0004)."""
+    """A step in a series' history (coordinator.history.regressions), and the confirmation sweep attached to it (0004)."""
 
     __tablename__ = "findings"
     __table_args__ = (

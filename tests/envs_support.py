@@ -1,12 +1,12 @@
 """One engine environment of a second, real mlx-lm release for the whole test session.
 
-Each test module that needs it has its own session fixture calling ``mlx_env``; ``worker.envs.add`` is
+Each test module that needs it has its own session fixture calling ``mlx_env``; ``worker.envs.venvs.add`` is
 idempotent (same name, same requirements: returned as it is), so the install (~20 s) happens once.
 """
 
 from __future__ import annotations
 
-from worker import envs
+from worker.envs import venvs as envs
 
 OTHER_MLX_LM = "0.31.3"  # a real release before the one the project pins (0.32.2)
 

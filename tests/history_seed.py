@@ -15,7 +15,7 @@ from siliconbench.jobs import JobSpec, digest
 from siliconbench.manifest import ModelCatalog
 from siliconbench.results import Environment, JobResult, JobStatus, Sample
 from siliconbench.spec import MlxOptions, parse_sweep
-from storage import store
+from storage import result_store, sweep_store
 from storage.database import session_scope
 
 T0 = datetime(2026, 11, 1, 8, 0, tzinfo=timezone.utc)
@@ -67,8 +67,8 @@ def seed_results(url: str, models_dir: Path, runs: list[dict], *, sweep: str = "
                 environment=env(host, packages, os_version=run.get("os", "Debian 12"))))
             run_jobs.append(job)
         with session_scope(url) as s:
-            store.create_sweep(s, sid, spec, run_jobs)
+            sweep_store.create_sweep(s, sid, spec, run_jobs)
             for job, res in zip(run_jobs, results):
-                store.save_result(s, job, res, host=host, worker="seed")
+                result_store.save_result(s, job, res, host=host, worker="seed")
         jobs += run_jobs
     return jobs

@@ -3,7 +3,7 @@ connection's other writes stay synchronous, and a claim a server crash loses cos
 none. Real PostgreSQL with worker logins and the real reconciler; the crash is the claim's row rolled back.
 
 The worker runs the claim and the result write on its held connection's bare psycopg cursor, prepared
-(worker.task._HeldConnection.execute): it writes what a Session writes (SQLite's statement-per-step path
+(storage.hot_path.HeldConnection.execute): it writes what a Session writes (SQLite's statement-per-step path
 is the reference), its result commit is synchronous, and its errors are SQLAlchemy's, as from a Session.
 """
 
@@ -16,11 +16,11 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.exc import ProgrammingError
 from sqlalchemy.orm import Session
 
-from coordinator.reconcile import reconcile
+from coordinator.fleet.reconcile import reconcile
 from siliconbench.results import JobResult, JobStatus
-from storage import database as db, jobstate, roles, store
+from storage import database as db, jobstate, roles, result_store, sweep_store
 from storage.tables import Job, Result, ResultIdentity, ResultSummary
-from worker.task import _HeldConnection
+from storage.hot_path import HeldConnection
 
 from .conftest import new_pg_database
 from .test_storage import JOBS, SPEC, SWEEP_ID, make_result
@@ -33,13 +33,13 @@ def url():
     with new_pg_database("sb_async_claim") as u:
         db.upgrade(u)
         with db.session_scope(u) as s:
-            store.create_sweep(s, SWEEP_ID, SPEC, JOBS[:1])
+            sweep_store.create_sweep(s, SWEEP_ID, SPEC, JOBS[:1])
             s.execute(update(Job).values(queue="cap.noop", enqueued_at=func.now() - text("interval '1 hour'")))
         yield u
 
 
 def _autocommit(url: str, host: str) -> Session:
-    """As worker.task._HeldConnection: the worker's own login, autocommitted."""
+    """As storage.hot_path.HeldConnection: the worker's own login, autocommitted."""
     login = roles.create_login(url, "worker", roles.login_for(host), host=host).rendered()
     return Session(bind=db.engine_for(login).connect().execution_options(isolation_level="AUTOCOMMIT"))
 
@@ -49,7 +49,7 @@ def test_only_the_claim_skips_the_fsync(url):
     job = JOBS[0]
     assert jobstate.try_claim(s, job.job_id, worker="mini-1", host="mini-1", durable=False).job is not None
     assert s.scalar(text("SHOW synchronous_commit")) == "on"  # the result written next waits for its flush
-    assert store.save_result(s, job, make_result(job), host="mini-1", worker="mini-1")
+    assert result_store.save_result(s, job, make_result(job), host="mini-1", worker="mini-1")
     s.close()
 
 
@@ -62,30 +62,30 @@ def test_a_lost_claim_loses_no_result_and_doubles_none(url):
         s.execute(update(Job).values(status="queued", worker=None, host=None, started_at=None, lease_expires_at=None,
                                      attempts=0))
     with pytest.raises(ProgrammingError) as refused:  # the worker's result: refused, not written for a job not its own
-        store.save_result(a, job, make_result(job), host="mini-1", worker="mini-1")
+        result_store.save_result(a, job, make_result(job), host="mini-1", worker="mini-1")
     assert roles.refused_by_rules(refused.value)
     # Its message was acked: the reconciler finds the queued job without one and sends it again.
     assert reconcile(url, BROKER, grace_s=0)["message_lost"] == 1
     b = _autocommit(url, "mini-2")
     assert jobstate.try_claim(b, job.job_id, worker="mini-2", host="mini-2", durable=False).job is not None
-    assert store.save_result(b, job, make_result(job), host="mini-2", worker="mini-2")
-    assert not store.save_result(b, job, make_result(job), host="mini-2", worker="mini-2")  # redelivered: a no-op
+    assert result_store.save_result(b, job, make_result(job), host="mini-2", worker="mini-2")
+    assert not result_store.save_result(b, job, make_result(job), host="mini-2", worker="mini-2")  # redelivered: a no-op
     with db.session_scope(url) as s:
         assert s.scalar(select(func.count()).select_from(Result).where(Result.job_id == job.job_id)) == 1
         assert s.get(Job, job.job_id).status == "ok"
     a.close(), b.close()
 
 
-def _held(url: str, host: str | None) -> _HeldConnection:
+def _held(url: str, host: str | None) -> HeldConnection:
     """The worker's held connection, on its own login (None: the owner's)."""
-    return _HeldConnection(url if host is None else roles.create_login(url, "worker", roles.login_for(host),
+    return HeldConnection(url if host is None else roles.create_login(url, "worker", roles.login_for(host),
                                                                        host=host).rendered())
 
 
 def _stored(url: str, job_id: str) -> tuple:
     """Everything a result write leaves: the result with its samples (in order), summaries, identity, job row."""
     with db.session_scope(url) as s:
-        (stored,) = store.load_stored(s, job_ids=[job_id])
+        (stored,) = result_store.load_stored(s, job_ids=[job_id])
         summaries = [(r.metric, r.n, r.mean, r.median, r.var, r.min, r.max, r.identity_hash, r.status, r.throttled)
                      for r in s.scalars(select(ResultSummary).where(ResultSummary.job_id == job_id)
                                         .order_by(ResultSummary.metric))]
@@ -100,17 +100,17 @@ def test_the_worker_path_writes_what_a_session_writes(url, tmp_path):
     lite = f"sqlite:///{tmp_path / 'reference.sqlite'}"  # the reference: SQLite's statement-per-step writes
     db.upgrade(lite)
     with db.session_scope(lite) as s:
-        store.create_sweep(s, SWEEP_ID, SPEC, JOBS[:1])
+        sweep_store.create_sweep(s, SWEEP_ID, SPEC, JOBS[:1])
         s.flush()
-        assert store.mark_running(s, job.job_id, host="mini-1", worker="mini-1")
-        assert store.save_result(s, job, result, host="mini-1", worker="mini-1")
+        assert sweep_store.mark_running(s, job.job_id, host="mini-1", worker="mini-1")
+        assert result_store.save_result(s, job, result, host="mini-1", worker="mini-1")
 
     held = _held(url, "mini-1")
     claim = jobstate.try_claim_async_with(held.execute, job.job_id, worker="mini-1", host="mini-1")
     assert claim.job == job and claim.attempt == 1
     assert held.execute("SHOW synchronous_commit", {}) == ("on",)  # the claim's set_config ended with it
-    assert store.save_result_with(held.execute, job, result, host="mini-1", worker="mini-1")
-    assert not store.save_result_with(held.execute, job, result, host="mini-1", worker="mini-1")  # redelivered
+    assert result_store.save_result_with(held.execute, job, result, host="mini-1", worker="mini-1")
+    assert not result_store.save_result_with(held.execute, job, result, host="mini-1", worker="mini-1")  # redelivered
     prepared = [sql for (sql,) in held.cursor.execute("SELECT statement FROM pg_prepared_statements").fetchall()]
     assert jobstate.CLAIM_ASYNC_SQL.split()[:2] == ["UPDATE", "jobs"] and any("UPDATE jobs SET" in p for p in prepared)
     assert any("INSERT INTO results" in p for p in prepared)  # parsed and planned once, then Bind/Execute
@@ -129,7 +129,7 @@ def test_the_worker_path_without_samples_or_times(url, tmp_path):
     assert jobstate.try_claim_async_with(held.execute, job.job_id, worker="mini-1", host="mini-1") is not None
     with db.session_scope(url) as s:
         started = s.get(Job, job.job_id).started_at
-    assert store.save_result_with(held.execute, job, bare, host="mini-1", worker="mini-1")
+    assert result_store.save_result_with(held.execute, job, bare, host="mini-1", worker="mini-1")
     held.close()
     stored_job, stored, *_, job_row = _stored(url, job.job_id)
     assert stored.status == "failed" and stored.error == "crash: boom" and not stored.samples
@@ -141,17 +141,17 @@ def test_the_worker_path_raises_what_a_session_raises(url):
     a, b = _held(url, "mini-1"), _held(url, "mini-2")
     assert jobstate.try_claim_async_with(a.execute, job.job_id, worker="mini-1", host="mini-1") is not None
     with pytest.raises(ProgrammingError) as refused:  # mini-2 writing for a job mini-1 holds
-        store.save_result_with(b.execute, job, make_result(job), host="mini-2", worker="mini-2")
+        result_store.save_result_with(b.execute, job, make_result(job), host="mini-2", worker="mini-2")
     assert roles.refused_by_rules(refused.value) and b.conn is None  # the connection is dropped, as before
     owner = _held(url, None)
-    with pytest.raises(store.UnknownJob):  # the owner has no row-level rule: the foreign key refuses it
-        store.save_result_with(owner.execute, JOBS[1], make_result(JOBS[1]))
+    with pytest.raises(result_store.UnknownJob):  # the owner has no row-level rule: the foreign key refuses it
+        result_store.save_result_with(owner.execute, JOBS[1], make_result(JOBS[1]))
     # The server ends the held connection while it idles (a restart): the call goes through on a fresh one.
     (pid,) = a.execute("SELECT pg_backend_pid()", {})
     with psycopg.connect(db.normalize_url(url).set(drivername="postgresql").render_as_string(hide_password=False),
                          autocommit=True) as c:
         c.execute("SELECT pg_terminate_backend(%s)", [pid])
-    assert store.save_result_with(a.execute, job, make_result(job), host="mini-1", worker="mini-1")
+    assert result_store.save_result_with(a.execute, job, make_result(job), host="mini-1", worker="mini-1")
     assert a.execute("SELECT pg_backend_pid()", {}) != (pid,)
     a.close(), b.close(), owner.close()
 
@@ -161,13 +161,13 @@ def test_the_worker_path_raises_what_a_session_raises(url):
 def test_a_short_jobs_result_skips_the_fsync(url):
     job = JOBS[0]
     held = _held(url, "mini-1")
-    assert store.SAVE_SQL_ASYNC.endswith("set_config('synchronous_commit', 'off', true) FROM ins")
-    assert store.SAVE_SQL_ASYNC.removesuffix(", set_config('synchronous_commit', 'off', true) FROM ins") + " FROM ins" \
-        == store.SAVE_SQL  # the same writes: only the commit's wait differs
+    assert result_store.SAVE_SQL_ASYNC.endswith("set_config('synchronous_commit', 'off', true) FROM ins")
+    assert result_store.SAVE_SQL_ASYNC.removesuffix(", set_config('synchronous_commit', 'off', true) FROM ins") + " FROM ins" \
+        == result_store.SAVE_SQL  # the same writes: only the commit's wait differs
     assert jobstate.try_claim_async_with(held.execute, job.job_id, worker="mini-1", host="mini-1") is not None
-    assert store.save_result_with(held.execute, job, make_result(job), host="mini-1", worker="mini-1", durable=False)
+    assert result_store.save_result_with(held.execute, job, make_result(job), host="mini-1", worker="mini-1", durable=False)
     assert held.execute("SHOW synchronous_commit", {}) == ("on",)  # its set_config ended with its transaction
-    assert not store.save_result_with(held.execute, job, make_result(job), host="mini-1", worker="mini-1",
+    assert not result_store.save_result_with(held.execute, job, make_result(job), host="mini-1", worker="mini-1",
                                       durable=False)  # redelivered: a no-op, as the durable write
     held.close()
     assert _stored(url, job.job_id)[6][0] == "ok"
@@ -188,9 +188,9 @@ def test_a_lost_short_result_is_run_again_once(url):
     b = _held(url, "mini-2")
     again = jobstate.try_claim_async_with(b.execute, job.job_id, worker="mini-2", host="mini-2")
     assert again is not None and again.attempt == 1  # a lost worker is an interruption, not one of its attempts
-    assert store.save_result_with(b.execute, job, make_result(job), host="mini-2", worker="mini-2", durable=False)
+    assert result_store.save_result_with(b.execute, job, make_result(job), host="mini-2", worker="mini-2", durable=False)
     with pytest.raises(ProgrammingError):  # the first worker, had it lived on: no longer its job
-        store.save_result_with(a.execute, job, make_result(job), host="mini-1", worker="mini-1", durable=False)
+        result_store.save_result_with(a.execute, job, make_result(job), host="mini-1", worker="mini-1", durable=False)
     with db.session_scope(url) as s:
         assert s.scalar(select(func.count()).select_from(Result).where(Result.job_id == job.job_id)) == 1
     a.close(), b.close()
@@ -199,12 +199,12 @@ def test_a_lost_short_result_is_run_again_once(url):
 def test_the_worker_waits_for_the_flush_only_after_a_long_job(url, tmp_path, monkeypatch):
     """handle_job on real no-op jobs: under durable_after_s the result commits without waiting; with the
     threshold at 0 (every job long enough) it waits, as a real benchmark job's result does."""
-    import worker.task as task
-    from worker.spool import Spool
+    import worker.runtime.task as task
+    from worker.runtime.spool import Spool
 
     noop = [j.model_copy(update={"workload": "noop", "sweep_id": "noop"}) for j in JOBS[1:3]]  # as test_service
     with db.session_scope(url) as s:
-        store.create_sweep(s, "noop", SPEC, noop)
+        sweep_store.create_sweep(s, "noop", SPEC, noop)
     login = roles.create_login(url, "worker", roles.login_for("mini-1"), host="mini-1").rendered()
     ctx = task.WorkerContext(name="mini-1", database_url=login, models_dir=tmp_path, spool=Spool(tmp_path / "spool"),
                              hostname="mini-1")

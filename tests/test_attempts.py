@@ -8,10 +8,10 @@ import pytest
 import redis
 from sqlalchemy import update
 
-from coordinator import queries
-from coordinator.reconcile import reconcile
+from coordinator.reads import queries
+from coordinator.fleet.reconcile import reconcile
 from siliconbench.queues import MAX_ATTEMPTS, MAX_INTERRUPTIONS
-from storage import database as db, jobstate, store
+from storage import database as db, jobstate, result_store, sweep_store
 from storage.tables import Job, utcnow
 
 from .conftest import new_pg_database
@@ -47,7 +47,7 @@ def test_lost_workers_do_not_use_up_the_jobs_attempts(url):
     redis.Redis.from_url(BROKER).flushdb()
     job = JOBS[0]
     with db.session_scope(url) as s:
-        store.create_sweep(s, SWEEP_ID, SPEC, [job])
+        sweep_store.create_sweep(s, SWEEP_ID, SPEC, [job])
         s.execute(update(Job).where(Job.id == job.job_id).values(queue="host.mac-a"))  # as fleet.submit_sweep sends it
     for i in range(MAX_ATTEMPTS + 2):  # more lost workers than the job has attempts
         c = _claim(url, job.job_id)
@@ -67,7 +67,7 @@ def test_lost_workers_do_not_use_up_the_jobs_attempts(url):
     counts = _worker_dies(url, job.job_id)
     assert counts["gave_up"] == 1
     with db.session_scope(url) as s:
-        stored = store.load_stored(s, job_ids=[job.job_id])[0].result
+        stored = result_store.load_stored(s, job_ids=[job.job_id])[0].result
         history = queries.attempts(s, job.job_id, stored)
     assert stored.status == "failed" and f"its worker was lost {MAX_INTERRUPTIONS} times" in stored.error
     causes = [a["cause"] for a in history]

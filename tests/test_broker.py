@@ -8,7 +8,7 @@ import redis
 
 from siliconbench.queues import TASK_RUN_JOB
 from storage import broker
-from worker.redis_transport import malformed
+from worker.runtime.redis_transport import malformed
 
 URL = "redis://127.0.0.1:6379/6"
 
@@ -33,7 +33,7 @@ def test_hand_built_message_equals_send_task():
         theirs["properties"]["delivery_info"]["routing_key"] = "t.ours"
         theirs["properties"]["delivery_info"]["exchange"] = ours["properties"]["delivery_info"]["exchange"]
         assert ours == theirs
-        # the worker's transport check passes what both senders write (worker/redis_transport.py)
+        # the worker's transport check passes what both senders write (worker/runtime/redis_transport.py)
         assert malformed(r.lindex("t.ours", 0)) is None and malformed(r.lindex("t.celery", 0)) is None
         assert broker.waiting_job_ids(URL, ["t.ours", "t.celery"]) == {"0123456789abcdef"}
     finally:

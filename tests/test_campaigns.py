@@ -12,10 +12,10 @@ import numpy as np
 import redis
 from sqlalchemy import update
 
-from coordinator.campaign_looks import Series, decisions
-from coordinator.campaign_verdicts import needing_confirmation, series_verdict
-from coordinator.campaigns import advance, advance_all
-from coordinator.sequential import LOOKS
+from coordinator.watch.campaigns.looks import Series, decisions
+from coordinator.watch.campaigns.verdicts import needing_confirmation, series_verdict
+from coordinator.watch.campaigns.state import advance, advance_all
+from coordinator.stats.sequential import LOOKS
 from siliconbench.queues import TASK_PREPARE_ENV, host_queue
 from storage import database
 from storage.campaign_hosts import env_reports, report_env

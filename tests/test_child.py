@@ -9,7 +9,7 @@ import pytest
 from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import parse_sweep
-from worker.child import run_job
+from worker.job.child import run_job
 
 from .conftest import SMALL
 

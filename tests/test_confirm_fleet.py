@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from coordinator import fleet
-from coordinator.confirm_fleet import choose_hosts
-from coordinator.peers import sku_of
-from coordinator.history import load_points
-from coordinator.regressions import find_steps, list_findings, save_findings
+from coordinator.fleet import sweeps as fleet
+from coordinator.confirm.on_fleet import choose_hosts
+from coordinator.fleet.peers import sku_of
+from coordinator.history.load import load_points
+from coordinator.history.regressions import find_steps, list_findings, save_findings
 from siliconbench.errors import UserError
 from storage.database import session_scope
 from storage.tables import Job
 
 from .envs_support import OTHER_MLX_LM, mlx_env
-from .fleet_harness import ROOT
+from harness.fleet import ROOT
 from .history_seed import seed_results
 from .test_fleet import broker_url, pg_url, workers  # noqa: F401 (fixtures)
 

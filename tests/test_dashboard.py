@@ -18,10 +18,10 @@ import streamlit as st
 from sqlalchemy import func, select
 from streamlit.testing.v1 import AppTest
 
-from coordinator import queries
+from coordinator.reads import queries
 from dashboard import runner
 from siliconbench.aggregate import summarize
-from storage import database as db, store
+from storage import database as db, result_store
 from storage.summaries import RESULT_METRICS
 from storage.tables import Job, Result, ResultSummary, Sweep
 
@@ -83,12 +83,12 @@ def count(url: str, model) -> int:
 
 def test_sql_aggregates_equal_summarize(seeded):
     """A series pools its results' summaries: count, mean, min, max and the variance exactly as summarize over
-    the pooled samples; the median is the median of the results' medians (coordinator.series' definition:
+    the pooled samples; the median is the median of the results' medians (coordinator.reads.compare_series' definition:
     the exact median when a series has one result)."""
     metrics = queries.SAMPLE_METRICS + queries.JOB_METRICS + ("mlx_peak_memory_bytes",)
     with db.session_scope(seeded["url"]) as s:
         rows, total = queries.series(s, metrics=metrics)
-        stored = store.load_stored(s)
+        stored = result_store.load_stored(s)
     pooled: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     medians: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for x in stored:
@@ -128,7 +128,7 @@ def test_stored_summaries_equal_summarize_per_result(seeded):
     """The summaries save_result wrote beside the samples are summarize's, per result and metric."""
     with db.session_scope(seeded["url"]) as s:
         stored = {(r.job_id, r.metric): r for r in s.scalars(select(ResultSummary))}
-        results = store.load_stored(s)
+        results = result_store.load_stored(s)
     want = {}
     for x in results:
         for m in {m for smp in x.result.samples for m in smp.values}:
@@ -366,7 +366,7 @@ def test_pasted_yaml_previews(url):
 @pytest.fixture
 def broker(monkeypatch):
     """A private Redis (started and stopped by its PID) as SILICONBENCH_BROKER_URL: the Sweeps page's fleet mode."""
-    from .fleet_harness import RedisServer
+    from harness.fleet import RedisServer
 
     redis = RedisServer().start()
     monkeypatch.setenv("SILICONBENCH_BROKER_URL", redis.url)

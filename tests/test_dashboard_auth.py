@@ -18,13 +18,13 @@ import streamlit as st
 from playwright import sync_api
 from streamlit.testing.v1 import AppTest
 
-from coordinator.history import load_points
-from coordinator.regressions import find_steps, save_findings
+from coordinator.history.load import load_points
+from coordinator.history.regressions import find_steps, save_findings
 from siliconbench.dashboard_access import Writes, check_serving, writes
 from siliconbench.errors import UserError
 from siliconbench.settings import Settings
 from siliconbench.spec import SweepSpec
-from storage import store
+from storage import sweep_store
 from storage.database import session_scope
 
 from .dashboard_seed import job, seed
@@ -67,7 +67,7 @@ def served(tmp_path, sqlite_url, models_dir):
     seed(sqlite_url)
     pending = job("pending-studio", 0, "mlx", 128)
     with session_scope(sqlite_url) as s:  # created, never run: queued, so cancellable
-        store.create_sweep(s, pending.sweep_id, SweepSpec(name="pending", models=[pending.model]), [pending])
+        sweep_store.create_sweep(s, pending.sweep_id, SweepSpec(name="pending", models=[pending.model]), [pending])
     history(sqlite_url, models_dir, confirmable=True)
     with session_scope(sqlite_url) as s:
         save_findings(s, find_steps(load_points(s), metrics=("decode_tps",)))

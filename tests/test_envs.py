@@ -17,7 +17,7 @@ from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.results import JobResult
 from siliconbench.spec import COMPARE_PROCESSES, parse_sweep
-from worker import envs
+from worker.envs import venvs as envs
 
 from .conftest import SMALL, in_ci
 from .envs_support import OTHER_MLX_LM, mlx_env
@@ -169,7 +169,7 @@ def test_llama_cpp_python_from_the_wheel_cache_records_its_build_then_removes(tm
     root = tmp_path / "envs"
     env = envs.add(f"llama-cpp-python=={own}", name="llama-test", root=root)  # from the wheel: never a build
     assert env.packages["llama-cpp-python"] == own and env.engine == "llama.cpp"
-    from worker.child import run_job
+    from worker.job.child import run_job
 
     spec = parse_sweep({"name": "l", "models": [SMALL], "engines": ["llama.cpp"], "repetitions": 2,
                         "workloads": [{"kind": "generate", "prompt_tokens": [16], "gen_tokens": [8]}]})

@@ -1,11 +1,13 @@
-"""The Sweeps page's duration estimate (coordinator.estimates) on SQLite (UNION ALL) and PostgreSQL (LATERAL):
+"""The Sweeps page's duration estimate (coordinator.reads.estimates) on SQLite (UNION ALL) and PostgreSQL (LATERAL):
 the newest results of the same configuration, else the same model and engine scaled by tokens."""
 
 from __future__ import annotations
 
 import pytest
 
-from coordinator import estimates, queries
+from coordinator.reads import estimates
+
+from coordinator.reads import queries
 from storage import database as db
 
 from .dashboard_seed import job, seed

@@ -9,9 +9,9 @@ import random
 import subprocess
 import sys
 
-from benchmarks.faults import schedule
+from harness.fault_schedule import schedule
 
-from .fleet_harness import ROOT
+from harness.fleet import ROOT
 
 SHORT = ["--jobs", "12", "--worker-kills", "3", "--broker-restarts", "1", "--db-cut-s", "5", "--reconciler-kills", "1",
          "--seed", "1", "--window-s", "40", "--timeout-s", "240"]

@@ -21,17 +21,17 @@ import pytest
 import redis
 from sqlalchemy import func, select, update
 
-from coordinator import fleet
-from coordinator.reconcile import reconcile
+from coordinator.fleet import sweeps as fleet
+from coordinator.fleet.reconcile import reconcile
 from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import parse_sweep
-from storage import database, roles, store
+from storage import database, roles, sweep_store
 from storage.tables import Job, Result, utcnow
-from worker.redis_transport import malformed
+from worker.runtime.redis_transport import malformed
 
 from .conftest import PG_ADMIN_URL, SMALL
-from .fleet_harness import ROOT, RedisServer, TcpCut, WorkerProc, wait_for
+from harness.fleet import ROOT, RedisServer, TcpCut, WorkerProc, wait_for
 
 EXTRA = "tiny-llama-extra"
 LEASE_S = "4"  # short leases so a dead worker's job comes back within seconds
@@ -63,7 +63,7 @@ def broker_url():
 @pytest.fixture(scope="session")
 def models_a(models_dir, tmp_path_factory) -> Path:
     """Host A's models: the shared small model plus one only A has (hard links: no copy, same digests)."""
-    from worker.models.tiny import make_tiny
+    from worker.models.make.tiny import make_tiny
 
     d = tmp_path_factory.mktemp("models-a")
     shutil.copytree(models_dir / SMALL, d / SMALL, copy_function=os.link)
@@ -114,7 +114,7 @@ def wait_done(pg_url: str, sweep_id: str, broker: str | None = None, timeout_s: 
 
 
 def results_of(pg_url: str, sweep_id: str) -> list[dict]:
-    from coordinator.export import load_records
+    from coordinator.reports.export import load_records
 
     with database.session_scope(pg_url) as s:
         return load_records(s, sweep_id=sweep_id)
@@ -244,7 +244,7 @@ def _envelope(body: str, **props) -> bytes:
                                       "delivery_info": {"exchange": "", "routing_key": "host.mac-a"}, **props}}).encode()
 
 
-# What kombu could not decode before worker/redis_transport.py (the worker died on each), and more of the kind.
+# What kombu could not decode before worker/runtime/redis_transport.py (the worker died on each), and more of the kind.
 UNDECODABLE = {
     "not JSON": b"\xff\xfe\x00 {not json",
     "a JSON list": b'["0123456789abcdef", {}]',
@@ -299,7 +299,7 @@ def test_cancel_stops_what_has_not_started(models_dir, pg_url, broker_url, worke
     cancelled = sum(c.get("cancelled", 0) for c in prog.values())
     assert cancelled == n and total + sum(c.get("cancelled", 0) for h, c in prog.items() if h != "mac-a") == 8
     with database.session_scope(pg_url) as s:
-        assert store.sweep_progress(s, sid).get("cancelled") == n
+        assert sweep_store.sweep_progress(s, sid).get("cancelled") == n
 
 
 def _ghost_job(pg_url, models_dir) -> str:
@@ -307,7 +307,7 @@ def _ghost_job(pg_url, models_dir) -> str:
     spec = sweep(engines=["llama.cpp"])
     job = expand(spec, ModelCatalog(models_dir))[0]
     with database.session_scope(pg_url) as s:
-        store.create_sweep(s, job.sweep_id, spec, [job])
+        sweep_store.create_sweep(s, job.sweep_id, spec, [job])
     _make_stale(pg_url, job.job_id)
     return job.job_id
 

@@ -14,13 +14,13 @@ import socket
 import pytest
 from sqlalchemy import func, select
 
-from coordinator import fleet
+from coordinator.fleet import sweeps as fleet
 from siliconbench.errors import UserError
 from siliconbench.manifest import ModelCatalog, sha256_path
 from storage import database
 from storage.tables import Host, Job
 from worker.models.add import add_model
-from worker.registration import register
+from worker.runtime.registration import register
 
 from .conftest import SMALL
 from .http_files import FileServer

@@ -10,7 +10,7 @@ from siliconbench.errors import UserError
 from siliconbench.jobs import expand, full_dtype_of
 from siliconbench.manifest import ModelCatalog, auto_full_dtype, weight_dtype, weights_of, write_manifest
 from siliconbench.spec import parse_sweep
-from worker.child import run_job
+from worker.job.child import run_job
 
 from .conftest import SMALL
 

@@ -3,10 +3,10 @@ dtypes) stay readable and are never pooled with new ones: their identity differs
 
 from __future__ import annotations
 
-from coordinator.queries import series
+from coordinator.reads.queries import series
 from siliconbench.jobs import digest
 from siliconbench.results import JobResult
-from storage import store
+from storage import result_store, sweep_store
 from storage.database import session_scope
 
 from .test_storage import SPEC, make_env, make_job, make_result
@@ -40,12 +40,12 @@ def test_old_results_read_back_and_keep_their_own_identity(sqlite_url):
     assert old_back.identity_hash(old_job) != new.identity_hash(new_job)
 
     with session_scope(sqlite_url) as s:
-        store.create_sweep(s, old_job.sweep_id, SPEC, [old_job])
-        store.save_result(s, old_job, old_back, host="mac-studio-01")
-        store.create_sweep(s, new_job.sweep_id, SPEC, [new_job])
-        store.save_result(s, new_job, new, host="mac-studio-01")
+        sweep_store.create_sweep(s, old_job.sweep_id, SPEC, [old_job])
+        result_store.save_result(s, old_job, old_back, host="mac-studio-01")
+        sweep_store.create_sweep(s, new_job.sweep_id, SPEC, [new_job])
+        result_store.save_result(s, new_job, new, host="mac-studio-01")
     with session_scope(sqlite_url) as s:
         rows, total = series(s)
-        loaded = store.load_results(s)
+        loaded = result_store.load_results(s)
     assert total == 2 and len({r["identity_hash"] for r in rows}) == 2  # two series, never one pooled
     assert {res.environment.dtypes.get("weights") for _, res in loaded} == {None, "F16"}

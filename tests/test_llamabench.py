@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.compare import Verdict, compare_db
-from coordinator.history import load_points
-from coordinator.llamabench import export_records, import_records, parse, quant_of
-from coordinator.regressions import find_steps
+from coordinator.history.compare import Verdict, compare_db
+from coordinator.history.load import load_points
+from coordinator.reports.llamabench import export_records, import_records, parse, quant_of
+from coordinator.history.regressions import find_steps
 from siliconbench.errors import UserError
 from storage.database import session_scope
-from storage.store import load_results
-from worker.host import performance_cores
+from storage.result_store import load_results
+from worker.platform.threads import performance_cores
 
 from .conftest import SMALL
 

@@ -15,8 +15,9 @@ import pytest
 
 from siliconbench.errors import UserError
 from siliconbench.manifest import MANIFEST_NAME, ModelCatalog, ModelManifest, sha256_path, size_path
-from worker.models import formats, smollm2
-from worker.models.tiny import default_intermediate_size, make_tiny
+from worker.models.make import formats
+from worker.models.make import smollm2
+from worker.models.make.tiny import default_intermediate_size, make_tiny
 
 SAMPLES = [
     "It was the best of times, it was the worst of times.",

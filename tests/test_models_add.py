@@ -23,11 +23,11 @@ from siliconbench.manifest import MANIFEST_NAME, ModelCatalog, sha256_path
 from siliconbench.spec import parse_sweep
 from worker.models import digests
 from worker.models.add import add_model
-from worker.models.smollm2 import locate_gguf
+from worker.models.make.smollm2 import locate_gguf
 
 from . import hub_cache
 from .conftest import SMALL
-from .fleet_harness import ROOT
+from harness.fleet import ROOT
 from .http_files import FileServer
 from .test_models import assert_same_greedy, llama, llama_greedy, llama_logits, mlx_greedy, mlx_logits
 

@@ -11,7 +11,7 @@ from siliconbench.errors import UserError
 from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog, sha256_path
 from siliconbench.spec import parse_sweep
-from worker.models.quantize import quantize_model
+from worker.models.quants.quantize import quantize_model
 
 from .conftest import SMALL
 

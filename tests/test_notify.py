@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from coordinator.notify import NO_SECRET, SECRET_VAR, deliver_due, queue_notification, verify_signature
-from coordinator.verdicts import message, parse_since
+from coordinator.watch.notify import NO_SECRET, SECRET_VAR, deliver_due, queue_notification, verify_signature
+from coordinator.watch.messages import message, parse_since
 from siliconbench.errors import UserError
 from storage.database import session_scope
 from storage.tables import Finding, utcnow

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.placement import HostView, select_hosts
+from coordinator.fleet.placement import HostView, select_hosts
 from siliconbench.spec import parse_sweep
-from worker import roofline
+from worker.measure import roofline
 from worker.engines.llama_cpp import buffers, offloaded_layers
 from worker.platform.nvidia import DeviceMeter, Nvml, Recorded, datasheet_gbs
 

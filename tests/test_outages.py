@@ -13,7 +13,7 @@ from sqlalchemy import create_engine, text
 
 from storage.outages import run_forever
 
-from .fleet_harness import free_port
+from harness.fleet import free_port
 
 
 class Clock:

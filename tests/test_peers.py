@@ -1,8 +1,8 @@
-"""Peers decide what is real (coordinator.peers, coordinator.peer_tests): SKUs, the fleet verdict, suspect hosts.
+"""Peers decide what is real (coordinator.fleet.peers, coordinator.fleet.suspects): SKUs, the fleet verdict, suspect hosts.
 
 Statistics on seeded histories (numpy RNG, per-process spread ~4% as measured on these machines, a 1% host
 offset for silicon lottery), repeated over many seeds for the detection and false-flag rates; then two real
-workers, one slowed by a real busy-wait inside llama.cpp's timed calls (benchmarks/_throttle), and the Fleet page.
+workers, one slowed by a real busy-wait inside llama.cpp's timed calls (harness/throttle), and the Fleet page.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from benchmarks.suspect_hosts import scenario
-from coordinator.history import Point
-from coordinator.peer_tests import peer_tests, series_level, suspect_hosts
-from coordinator.peers import clear_suspects, confirmed_verdict, fleet_verdict, list_suspects, save_suspects, sku_of
-from coordinator.placement import HostView
-from coordinator.significance import Comparison, Verdict
-from coordinator.sequential import Decision
+from harness.peer_scenario import scenario
+from coordinator.history.points import Point
+from coordinator.fleet.suspects import peer_tests, series_level, suspect_hosts
+from coordinator.fleet.peers import clear_suspects, confirmed_verdict, fleet_verdict, list_suspects, save_suspects, sku_of
+from coordinator.fleet.placement import HostView
+from coordinator.stats.significance import Comparison, Verdict
+from coordinator.stats.sequential import Decision
 from storage import database as db
 from storage.tables import Host
 

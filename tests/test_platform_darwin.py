@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import worker.platform
-from coordinator.placement import HostView, select_hosts
+from coordinator.fleet.placement import HostView, select_hosts
 from siliconbench.spec import parse_sweep
 from worker.platform.darwin import (RUSAGE_INFO_V4, Commands, Darwin, RusageInfoV4, _libc_calls, parse_displays,
                                     parse_ioreg, parse_low_power_mode, parse_pmset_batt, parse_pmset_therm)

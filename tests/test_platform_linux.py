@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from siliconbench.results import Environment
-from worker.environment import host_facts
-from worker.host import performance_cores
+from worker.platform.host_facts import host_facts
+from worker.platform.threads import performance_cores
 from worker.platform import Linux, current, report
 from worker.platform.darwin import Darwin
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from coordinator import fleet
+from coordinator.fleet import sweeps as fleet
 from siliconbench.queues import TASK_PREPARE_ENV, host_queue
 from storage import database
 from storage.broker import send_task
@@ -17,7 +17,7 @@ from storage.tables import Host
 from storage.watch_tables import Campaign, Watch
 
 from .envs_support import OTHER_MLX_LM
-from .fleet_harness import wait_for
+from harness.fleet import wait_for
 from .test_fleet import broker_url, pg_url, results_of, sweep, wait_done, workers  # noqa: F401 (fixtures)
 
 NAME = "prep-1"

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import yaml
 
-from coordinator.quant_matrix import MatrixRow, mark_frontier, matrix_rows
+from coordinator.reports.quant_matrix import MatrixRow, mark_frontier, matrix_rows
 from siliconbench.errors import UserError
-from worker.models.imatrix import tools_dir
+from worker.models.quants.imatrix import tools_dir
 from worker.quality import bases
 from worker.quality.kld import base_rows, compare, summary
 
@@ -151,7 +151,7 @@ def test_matrix_rows_join_perplexity_and_generate_records_per_format():
 def test_ours_beside_llama_perplexity_kl_divergence_on_the_same_files(models):
     """Mean KLD within 1 % of llama-perplexity --kl-divergence and the same-top-token count equal (the tool built
     from the engine's own vendored llama.cpp by scripts/build_llama_tools.sh, as the bootstrap and CI do)."""
-    from benchmarks import kld as kld_bench
+    from harness import kld_tools as kld_bench
 
     bin_dir = tools_dir()
     assert (bin_dir / "llama-perplexity").is_file(), f"run scripts/build_llama_tools.sh: {bin_dir} has no tools"

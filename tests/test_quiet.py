@@ -15,14 +15,14 @@ import time
 
 import pytest
 
-from coordinator.history import load_points
-from coordinator.report import _contended
+from coordinator.history.load import load_points
+from coordinator.reports.tables import _contended
 from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import parse_sweep
-from storage import store
+from storage import result_store, sweep_store
 from storage.database import session_scope
-from worker.child import run_job
+from worker.job.child import run_job
 
 from .conftest import SMALL
 from .workload_helpers import jobs_for, run
@@ -96,8 +96,8 @@ def test_a_job_beside_a_cpu_burner_is_contended_and_a_quiet_one_is_not(models_di
     # stored, the contended result is marked (results.throttled) and left out of regression verdicts unless asked
     with session_scope(sqlite_url) as s:
         for spec, jb, res in ((calm_spec, calm_job, quiet_res), (busy_spec, busy_job, busy_res)):
-            store.create_sweep(s, jb.sweep_id, spec, [jb])
-            store.save_result(s, jb, res, host="here", worker="embedded")
+            sweep_store.create_sweep(s, jb.sweep_id, spec, [jb])
+            result_store.save_result(s, jb, res, host="here", worker="embedded")
     with session_scope(sqlite_url) as s:
         assert [p.sweep_name for p in load_points(s)] == ["calm"]
         assert sorted(p.sweep_name for p in load_points(s, include_disturbed=True)) == ["calm", "loaded"]

@@ -14,9 +14,9 @@ import pytest
 from embedded.recover import recover
 from embedded.run import run_jobs
 from storage import database as db
-from worker.envs import interpreters
+from worker.envs.venvs import interpreters
 
-from .fleet_harness import ROOT, wait_for
+from harness.fleet import ROOT, wait_for
 from .test_cli import write_sweep
 
 

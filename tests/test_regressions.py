@@ -15,8 +15,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from coordinator.history import load_points
-from coordinator.regressions import change_points, find_steps, list_findings, save_findings
+from coordinator.history.load import load_points
+from coordinator.history.regressions import change_points, find_steps, list_findings, save_findings
 from storage.database import session_scope
 
 from .envs_support import OTHER_MLX_LM, mlx_env

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from coordinator.report import by_configuration, ratio_table, results_table
+from coordinator.reports.tables import by_configuration, ratio_table, results_table
 from siliconbench.aggregate import summarize
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from coordinator import queries
-from coordinator.history import load_points
+from coordinator.reads import queries
+from coordinator.history.load import load_points
 from storage import database as db
 from storage.retention import prune_samples
 from storage.tables import Finding, Job, Result, ResultSummary, SampleRow, utcnow

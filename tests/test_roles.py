@@ -15,12 +15,12 @@ import pytest
 from sqlalchemy import func, select, update
 
 from siliconbench.errors import UserError
-from storage import database as db, jobstate, roles, store
+from storage import database as db, jobstate, roles, result_store, sweep_store
 from storage.tables import Host, Job, Result, SampleRow
-from worker.registration import register
+from worker.runtime.registration import register
 
 from .conftest import new_pg_database
-from .fleet_harness import ROOT
+from harness.fleet import ROOT
 from .test_storage import JOBS, SPEC, SWEEP_ID, make_result
 
 
@@ -29,7 +29,7 @@ def url():
     with new_pg_database("sb_roles") as u:
         db.upgrade(u)
         with db.session_scope(u) as s:
-            store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
+            sweep_store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
             s.execute(update(Job).where(Job.id == JOBS[3].job_id).values(target_host="mini-2"))
         yield u
 
@@ -52,9 +52,9 @@ def test_a_worker_login_registers_claims_and_records_its_own_work(url, models_di
         assert jobstate.claim(s, job.job_id, worker="mini-1", host="mini-1").job is not None
         assert jobstate.renew(s, job.job_id, worker="mini-1")
     with db.session_scope(mini1) as s:
-        assert store.save_result(s, job, make_result(job), host="mini-1", worker="mini-1")
+        assert result_store.save_result(s, job, make_result(job), host="mini-1", worker="mini-1")
     with db.session_scope(mini1) as s:  # a redelivered result is still a no-op, not an error
-        assert not store.save_result(s, job, make_result(job), host="mini-1", worker="mini-1")
+        assert not result_store.save_result(s, job, make_result(job), host="mini-1", worker="mini-1")
     with db.session_scope(url) as s:
         assert s.get(Job, job.job_id).status == "ok"
         assert s.scalar(select(func.count()).select_from(SampleRow).where(SampleRow.job_id == job.job_id)) > 0
@@ -69,7 +69,7 @@ def test_a_worker_login_cannot_drop_alter_delete_or_act_as_another_host(url, mod
         assert jobstate.claim(s, held.job_id, worker="mini-2", host="mini-2").job is not None
         assert jobstate.claim(s, JOBS[2].job_id, worker="mini-2", host="mini-2").job is not None
     with db.session_scope(mini2) as s:
-        store.save_result(s, JOBS[2], make_result(JOBS[2]), host="mini-2", worker="mini-2")
+        result_store.save_result(s, JOBS[2], make_result(JOBS[2]), host="mini-2", worker="mini-2")
 
     with _raw(mini1) as c:
         for statement in ("DROP TABLE results", "ALTER TABLE jobs ADD COLUMN x int", "CREATE TABLE t (x int)",
@@ -89,7 +89,7 @@ def test_a_worker_login_cannot_drop_alter_delete_or_act_as_another_host(url, mod
         assert jobstate.claim(s, held.job_id, worker="mini-1", host="mini-1").job is None
         assert jobstate.claim(s, JOBS[3].job_id, worker="mini-1", host="mini-1").job is None
     with pytest.raises(Exception) as err, db.session_scope(mini1) as s:
-        store.save_result(s, held, make_result(held), host="mini-1", worker="mini-1")
+        result_store.save_result(s, held, make_result(held), host="mini-1", worker="mini-1")
     assert roles.refused_by_rules(err.value)
     with pytest.raises(UserError, match="may act only as host 'mini-1'") as named:
         register(mini1, "mini-2", models_dir)
@@ -136,11 +136,11 @@ def test_a_coordinator_login_stores_a_sweep(url):
     sweeps' jobs go by INSERT (the owner's still go by COPY), the same rows either way."""
     coord = roles.create_login(url, "coordinator", "sbc_submit").rendered()
     with db.session_scope(coord) as s:
-        assert store._row_security_on_jobs(s)
-        store.create_sweep(s, "by-coordinator", SPEC, [j.model_copy(update={"sweep_id": "by-coordinator",
+        assert sweep_store._row_security_on_jobs(s)
+        sweep_store.create_sweep(s, "by-coordinator", SPEC, [j.model_copy(update={"sweep_id": "by-coordinator",
                                                                             "job_id": j.job_id + "-c"}) for j in JOBS])
     with db.session_scope(url) as s:
-        assert not store._row_security_on_jobs(s)
+        assert not sweep_store._row_security_on_jobs(s)
         mine = s.scalars(select(Job).where(Job.sweep_id == "by-coordinator").order_by(Job.idx)).all()
         theirs = s.scalars(select(Job).where(Job.sweep_id == SWEEP_ID).order_by(Job.idx)).all()
     assert [(j.idx, j.model, j.status, j.spec["model"]) for j in mine] == \

@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from coordinator.placement import kv_cache_bytes
+from coordinator.fleet.placement import kv_cache_bytes
 from siliconbench.manifest import ModelCatalog
-from worker import roofline
-from worker.child import run_job
+from worker.measure import roofline
+from worker.job.child import run_job
 
 from .conftest import SMALL
 from .workload_helpers import jobs_for

@@ -15,15 +15,17 @@ import psutil
 import pytest
 from sqlalchemy import func, select, text
 
-from coordinator import scheduler, watches
-from coordinator.scheduler import SKIPPED, fleet_lock
+from coordinator.watch import scheduler
+
+from coordinator.watch import watches
+from coordinator.watch.scheduler import SKIPPED, fleet_lock
 from siliconbench.watch_spec import parse_watch
 from storage import database, roles
 from storage.tables import utcnow
 from storage.watch_tables import Campaign, Watch, WatchCheck
 
 from .conftest import SMALL
-from .fleet_harness import CliProc, wait_for
+from harness.fleet import CliProc, wait_for
 from .index_support import SimpleIndex, folder_with
 from .test_fleet import pg_url  # noqa: F401 (fixtures)
 

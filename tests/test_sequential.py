@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal, norm
 
-from coordinator.sequential import LOOKS, boundaries, decide, look_alphas, spent_alpha
-from coordinator.significance import DEFAULT_ALPHA, Verdict
+from coordinator.stats.sequential import LOOKS, boundaries, decide, look_alphas, spent_alpha
+from coordinator.stats.significance import DEFAULT_ALPHA, Verdict
 
 
 def processes(n: int, level: float, cv: float, rng: random.Random, reps: int = 5) -> list[list[float]]:

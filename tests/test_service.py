@@ -268,9 +268,9 @@ def test_caffeinate_held_for_the_block_and_released(tmp_path, monkeypatch):
 
 
 def test_real_job_runs_inside_the_inhibitor(tmp_path, monkeypatch, models_dir):
-    """worker.task._execute holds the assertion around the child job, and only there (noop takes none)."""
-    from worker.spool import Spool
-    from worker.task import WorkerContext, _execute
+    """worker.runtime.task._execute holds the assertion around the child job, and only there (noop takes none)."""
+    from worker.runtime.spool import Spool
+    from worker.runtime.task import WorkerContext, _execute
 
     log = tmp_path / "inhibit.log"
     # systemd-inhibit [--opts...] CMD...: skip the options, run the command it guards
@@ -295,10 +295,10 @@ def test_real_job_runs_inside_the_inhibitor(tmp_path, monkeypatch, models_dir):
 
 
 def test_an_embedded_run_holds_the_same_assertion_through_perform_job(tmp_path, monkeypatch, models_dir, sqlite_url):
-    """`siliconbench run` and the dashboard's runner go through worker.perform.perform_job, as the fleet worker
+    """`siliconbench run` and the dashboard's runner go through worker.job.perform.perform_job, as the fleet worker
     does: the job runs inside the inhibitor here too, and an artifact path that leaves the models folder fails."""
     from embedded.run import run_sweep
-    from worker.perform import perform_job
+    from worker.job.perform import perform_job
 
     log = tmp_path / "inhibit.log"
     stand_in(tmp_path / "bin", "systemd-inhibit", log, 'while [ "${1#--}" != "$1" ]; do shift; done\nexec "$@"')
@@ -435,7 +435,7 @@ def test_worker_reads_its_secrets_file(home, tmp_path):
 
 def test_doctor_darwin_branches_on_this_machine():
     """The Darwin verdicts, from this x86_64 machine's real engines and PATH: no arm64, no Metal, no caffeinate."""
-    from worker.doctor import Status, check_engines, check_host, check_sleep
+    from worker.runtime.doctor import Status, check_engines, check_host, check_sleep
 
     host = check_host("Darwin")[0]
     assert host.status is Status.fail and "not native arm64" in host.detail and "native arm64 Python" in host.fix

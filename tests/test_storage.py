@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, inspect, select, text
 
-from coordinator import queries
-from coordinator.export import RECORD_KEYS, load_records, result_record, to_csv_rows
+from coordinator.reads import queries
+from coordinator.reports.export import RECORD_KEYS, load_records, result_record, to_csv_rows
 from siliconbench.aggregate import stability_warnings, summarize
 from siliconbench.errors import UserError
 from siliconbench.jobs import JobSpec, digest, spec_digest
 from siliconbench.results import Environment, JobResult, JobStatus, Sample
 from siliconbench.spec import SweepSpec
-from storage import database as db, store
+from storage import database as db, result_store, sweep_store
 from storage import watch_tables  # noqa: F401  (the watch's tables are on Base.metadata too)
 from storage.tables import Base, Job, Result, SampleRow, Sweep
 
@@ -200,85 +200,85 @@ def test_only_migrations_create_tables():
 
 def test_create_sweep_and_round_trip(url):
     with db.session_scope(url) as s:
-        store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
+        sweep_store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
     with db.session_scope(url) as s:
-        assert store.sweep_progress(s, SWEEP_ID) == {"queued": 4, "running": 0, "ok": 0, "failed": 0, "cancelled": 0}
-        assert store.mark_running(s, JOBS[0].job_id, host="studio-01", worker="studio-01/w1", lease_s=60)
+        assert sweep_store.sweep_progress(s, SWEEP_ID) == {"queued": 4, "running": 0, "ok": 0, "failed": 0, "cancelled": 0}
+        assert sweep_store.mark_running(s, JOBS[0].job_id, host="studio-01", worker="studio-01/w1", lease_s=60)
         assert s.get(Sweep, SWEEP_ID).status == "running"
         job = s.get(Job, JOBS[0].job_id)
         assert (job.status, job.attempts, job.host) == ("running", 1, "studio-01")
         assert job.lease_expires_at.tzinfo is not None and job.lease_expires_at > job.started_at
         assert SweepSpec.model_validate(s.get(Sweep, SWEEP_ID).spec) == SPEC
-        assert [j.job_id for j in store.pending_jobs(s, SWEEP_ID)] == [j.job_id for j in JOBS]
+        assert [j.job_id for j in sweep_store.pending_jobs(s, SWEEP_ID)] == [j.job_id for j in JOBS]
     results = {j.job_id: make_result(j) for j in JOBS[:3]}
     for j in JOBS[:3]:
         with db.session_scope(url) as s:
-            assert store.save_result(s, j, results[j.job_id], host="studio-01", worker="studio-01/w1")
+            assert result_store.save_result(s, j, results[j.job_id], host="studio-01", worker="studio-01/w1")
     assert count(url, SampleRow) == sum(n_values(r) for r in results.values())
 
     with db.session_scope(url) as s:
-        loaded = store.load_results(s, sweep_id=SWEEP_ID)
+        loaded = result_store.load_results(s, sweep_id=SWEEP_ID)
         assert [j.job_id for j, _ in loaded] == [j.job_id for j in JOBS[:3]]  # run order
         for job, result in loaded:
             assert job == next(j for j in JOBS if j.job_id == job.job_id)
             assert result.model_dump() == results[job.job_id].model_dump()  # samples, floats, tz-aware times
             assert result.finished_at.tzinfo is not None
-        assert [j.job_id for j, _ in store.load_results(s, job_ids=[JOBS[2].job_id])] == [JOBS[2].job_id]
-        assert len(store.load_results(s)) == 3
+        assert [j.job_id for j, _ in result_store.load_results(s, job_ids=[JOBS[2].job_id])] == [JOBS[2].job_id]
+        assert len(result_store.load_results(s)) == 3
         job = s.get(Job, JOBS[0].job_id)
         assert (job.status, job.worker, job.lease_expires_at) == ("ok", "studio-01/w1", None)
         assert job.finished_at == results[JOBS[0].job_id].finished_at
         row = s.get(Result, JOBS[1].job_id)
         assert (row.hostname, row.chip) == ("mac-studio-01.local", "Apple M2 Ultra")
         assert row.identity_hash == results[JOBS[1].job_id].identity_hash(JOBS[1])
-        assert store.sweep_progress(s, SWEEP_ID)["ok"] == 3
-        assert [p.job_id for p in store.pending_jobs(s, SWEEP_ID)] == [JOBS[3].job_id]
-        assert store.refresh_sweep_status(s, SWEEP_ID) == "running"
-        assert not store.mark_running(s, JOBS[0].job_id, host="other", worker="other/w1")  # final stays final
-        assert store.latest_sweep_id(s) == SWEEP_ID
-        (listed,) = store.list_sweeps(s)
+        assert sweep_store.sweep_progress(s, SWEEP_ID)["ok"] == 3
+        assert [p.job_id for p in sweep_store.pending_jobs(s, SWEEP_ID)] == [JOBS[3].job_id]
+        assert sweep_store.refresh_sweep_status(s, SWEEP_ID) == "running"
+        assert not sweep_store.mark_running(s, JOBS[0].job_id, host="other", worker="other/w1")  # final stays final
+        assert sweep_store.latest_sweep_id(s) == SWEEP_ID
+        (listed,) = sweep_store.list_sweeps(s)
         assert (listed["id"], listed["name"], listed["n_jobs"], listed["jobs"]["ok"]) == (SWEEP_ID, "quickstart", 4, 3)
 
     with db.session_scope(url) as s, pytest.raises(UserError) as err:
-        store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
+        sweep_store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
     assert err.value.field == "sweep"
     with db.session_scope(url) as s, pytest.raises(UserError):
-        store.sweep_progress(s, "nope-000000000000")
+        sweep_store.sweep_progress(s, "nope-000000000000")
 
 
 def test_save_result_is_idempotent(url):
     with db.session_scope(url) as s:
-        store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
+        sweep_store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
     job, result = JOBS[0], make_result(JOBS[0])
     with db.session_scope(url) as s:
-        assert store.save_result(s, job, result, host="studio-01", worker="w1") is True
+        assert result_store.save_result(s, job, result, host="studio-01", worker="w1") is True
     n = count(url, SampleRow)
     assert n == n_values(result)
     again = make_result(job, noisy=True).model_copy(update={"status": JobStatus.failed, "error": "late duplicate"})
     with db.session_scope(url) as s:
-        assert store.save_result(s, job, again, host="studio-02", worker="w9") is False
+        assert result_store.save_result(s, job, again, host="studio-02", worker="w9") is False
     assert (count(url, Result), count(url, SampleRow)) == (1, n)
     with db.session_scope(url) as s:
-        (_, stored), = store.load_results(s, job_ids=[job.job_id])
+        (_, stored), = result_store.load_results(s, job_ids=[job.job_id])
         assert stored.model_dump() == result.model_dump()
         assert (s.get(Job, job.job_id).status, s.get(Job, job.job_id).host) == ("ok", "studio-01")
 
 
 def test_save_result_for_an_unknown_job(url):
-    with db.session_scope(url) as s, pytest.raises(store.UnknownJob):
-        store.save_result(s, JOBS[0], make_result(JOBS[0]))
+    with db.session_scope(url) as s, pytest.raises(result_store.UnknownJob):
+        result_store.save_result(s, JOBS[0], make_result(JOBS[0]))
     assert count(url, Result) == 0
 
 
 def test_failed_result_without_environment(url):
     with db.session_scope(url) as s:
-        store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
+        sweep_store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
     bad = JobResult(job_id=JOBS[1].job_id, status=JobStatus.failed, error="child exited with signal 9",
                     stderr_tail="Killed\n")
     with db.session_scope(url) as s:
-        assert store.save_result(s, JOBS[1], bad)
+        assert result_store.save_result(s, JOBS[1], bad)
     with db.session_scope(url) as s:
-        ((job, back),) = store.load_results(s, sweep_id=SWEEP_ID)
+        ((job, back),) = result_store.load_results(s, sweep_id=SWEEP_ID)
         assert back.model_dump() == bad.model_dump() and s.get(Job, job.job_id).error == bad.error
     rec = result_record(job, back)
     assert rec["status"] == "failed" and rec["prefill_tps"] is None and rec["engine_counters"] == {}
@@ -291,7 +291,7 @@ def test_concurrent_save_result_stores_one(url, rounds):
     pg_url = url
     jobs = [make_job("llama.cpp", i, n_prompt=64 + i) for i in range(rounds)]
     with db.session_scope(pg_url) as s:
-        store.create_sweep(s, SWEEP_ID, SPEC, jobs)
+        sweep_store.create_sweep(s, SWEEP_ID, SPEC, jobs)
     for job in jobs:
         barrier, outcomes, errors = threading.Barrier(2), [], []
 
@@ -299,7 +299,7 @@ def test_concurrent_save_result_stores_one(url, rounds):
             try:
                 barrier.wait()
                 with db.session_scope(pg_url) as s:
-                    outcomes.append(store.save_result(s, job, make_result(job), host=worker, worker=worker))
+                    outcomes.append(result_store.save_result(s, job, make_result(job), host=worker, worker=worker))
             except Exception as exc:  # noqa: BLE001 - reported below
                 errors.append(exc)
 
@@ -317,14 +317,14 @@ def test_concurrent_save_result_stores_one(url, rounds):
 
 def test_export_record_contract(url):
     with db.session_scope(url) as s:
-        store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
+        sweep_store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
     results = [make_result(JOBS[0], noisy=True), make_result(JOBS[1])]
     with db.session_scope(url) as s:
         for j, r in zip(JOBS, results):
-            store.save_result(s, j, r, host="studio-01", worker=f"studio-01/{j.engine}")
+            result_store.save_result(s, j, r, host="studio-01", worker=f"studio-01/{j.engine}")
     with db.session_scope(url) as s:
         records = load_records(s, sweep_id=SWEEP_ID)
-        pairs = store.load_results(s, sweep_id=SWEEP_ID)
+        pairs = result_store.load_results(s, sweep_id=SWEEP_ID)
     assert [r["job_id"] for r in records] == [JOBS[0].job_id, JOBS[1].job_id]
     for rec, (job, result) in zip(records, pairs):
         assert list(rec) == list(RECORD_KEYS) and set(rec) == {
@@ -370,18 +370,18 @@ def test_status_checks_follow_the_contract():
 def test_a_throttled_result_is_kept_but_left_out_of_compare_by_default(url):
     """Both stored with their thermal record and footprint; Compare's default view pools only the cool one."""
     with db.session_scope(url) as s:
-        store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
+        sweep_store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
     cool, hot = make_result(JOBS[0]), make_result(JOBS[2])
     hot.extra["thermal"] = {"mode": "wait", "throttled": True, "start": {"thermal_state": "throttled"}}
     cool.extra["thermal"] = {"mode": "wait", "throttled": False, "start": {"thermal_state": "nominal"}}
     cool.peak_footprint_bytes, cool.baseline_footprint_bytes = 734_003_200, 52_428_800
     with db.session_scope(url) as s:
-        store.save_result(s, JOBS[0], cool)
-        store.save_result(s, JOBS[2], hot)
+        result_store.save_result(s, JOBS[0], cool)
+        result_store.save_result(s, JOBS[2], hot)
     with db.session_scope(url) as s:
         default, n_default = queries.series(s, queries.Filters(engines=("llama.cpp",)))
         everything, n_all = queries.series(s, queries.Filters(engines=("llama.cpp",), include_throttled=True))
-        stored = {x.job.job_id: x.result for x in store.load_stored(s, SWEEP_ID)}
+        stored = {x.job.job_id: x.result for x in result_store.load_stored(s, SWEEP_ID)}
     assert (n_default, n_all) == (1, 2) and default[0]["n_prompt"] == 512
     assert stored[JOBS[2].job_id].throttled is True and stored[JOBS[0].job_id].throttled is False
     assert (stored[JOBS[0].job_id].peak_footprint_bytes, stored[JOBS[0].job_id].baseline_footprint_bytes) == \
@@ -391,12 +391,12 @@ def test_a_throttled_result_is_kept_but_left_out_of_compare_by_default(url):
 def test_compare_filters_by_mac_model_and_gpu_cores(url):
     """Binned chips differ only in GPU cores: the filter options offer the stored values, and each narrows."""
     with db.session_scope(url) as s:
-        store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
+        sweep_store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
     for job, model, cores in ((JOBS[0], "Mac16,11", 16), (JOBS[2], "Mac16,11", 20)):
         r = make_result(job)
         r.environment.host_details = {"model": model, "gpu_cores": cores, "chip": "Apple M4 Pro"}
         with db.session_scope(url) as s:
-            store.save_result(s, job, r)
+            result_store.save_result(s, job, r)
     with db.session_scope(url) as s:
         opts = queries.filter_options(s)
         by_cores = queries.series(s, queries.Filters(gpu_cores=(20,)))[0]

@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from siliconbench.aggregate import summarize
 
-from storage import database as db, store
+from storage import database as db, result_store
 from storage.summaries import RESULT_METRICS
 from storage.tables import Result, ResultIdentity, ResultSummary
 
@@ -38,7 +38,7 @@ def test_upgrade_from_0006_backfills_summaries_equal_to_summarize(url):
         backfilled = {(r.job_id, r.metric): r for r in s.scalars(select(ResultSummary))}
         versions = dict(s.execute(select(Result.job_id, Result.engine_version)).all())
         identities = dict(s.execute(select(ResultIdentity.identity_hash, ResultIdentity.job_id)).all())
-        stored = store.load_stored(s)
+        stored = result_store.load_stored(s)
     want = {}
     for x in stored:
         for m in {m for smp in x.result.samples for m in smp.values}:

@@ -1,7 +1,7 @@
 """Long-running processes outlive their dependencies (issue 13, item 1): the worker and the dashboard's runner.
 
 Real processes, killed by the PID this test started: a private Redis killed and restarted, PostgreSQL cut
-away through a TCP proxy (tests/fleet_harness.py). Each outage is one log line when it starts and one when
+away through a TCP proxy (harness/fleet.py). Each outage is one log line when it starts and one when
 it ends, and afterwards the same process does real work. (The reconcile loop's test is in test_fleet.py.)
 """
 
@@ -16,8 +16,8 @@ import time
 import redis
 from sqlalchemy import select
 
-from coordinator import fleet
-from coordinator.reconcile import reconcile
+from coordinator.fleet import sweeps as fleet
+from coordinator.fleet.reconcile import reconcile
 from dashboard import runner
 from embedded.run import plan
 from siliconbench.queues import celery_settings
@@ -26,7 +26,7 @@ from storage import database
 from storage.tables import Job, Sweep
 
 from .conftest import SMALL, new_pg_database
-from .fleet_harness import ROOT, RedisServer, TcpCut, WorkerProc, wait_for
+from harness.fleet import ROOT, RedisServer, TcpCut, WorkerProc, wait_for
 from .test_fleet import broker_url, job_rows, pg_url, sweep, wait_done, worker_login, workers  # noqa: F401 (fixtures)
 
 # Celery's consumer waits 2, 4, 6, ... s between reconnects: 45 s is seven attempts, well past where a

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from siliconbench.spec import parse_sweep
-from worker import thermal
-from worker.child import run_job
+from worker.measure import thermal
+from worker.job.child import run_job
 from worker.platform.darwin import Darwin
 
 from .conftest import SMALL

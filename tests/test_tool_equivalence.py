@@ -16,14 +16,14 @@ import time
 import psutil
 import pytest
 
-from benchmarks import _tools
+from harness import tools as _tools
 from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.metrics import get
 from siliconbench.spec import parse_sweep
-from worker.child import child_env, run_job
+from worker.job.child import child_env, run_job
 from worker.engines.llama_cpp import LlamaCppEngine
-from worker.host import performance_cores
+from worker.platform.threads import performance_cores
 from worker.workloads.generate import repetition_ids
 
 from .conftest import SMALL

@@ -19,8 +19,10 @@ import pytest
 import yaml
 from sqlalchemy import func, select, update
 
-from coordinator import package_index, watches
-from coordinator.baselines import BASELINE_REASON, versions_with_history
+from coordinator.watch import package_index
+
+from coordinator.watch import watches
+from coordinator.watch.campaigns.baselines import BASELINE_REASON, versions_with_history
 from siliconbench.errors import UserError
 from siliconbench.watch_spec import load_watch, parse_watch
 from storage import database
@@ -29,7 +31,7 @@ from storage.tables import Host, utcnow
 from storage.watch_tables import Campaign, Watch, WatchCheck, WatchVersion
 
 from .conftest import new_pg_database
-from .fleet_harness import free_port
+from harness.fleet import free_port
 from .history_seed import seed_results
 from .index_support import RELEASES, SimpleIndex, folder_with, local_index
 from .page_support import run_page

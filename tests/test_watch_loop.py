@@ -5,7 +5,7 @@ compared per series and host, a fleet verdict, a finding, and a signed webhook d
 was down at first.
 
 The candidate is slowed on both workers by a real busy-wait inside the engine's timed calls
-(benchmarks/_throttle: SILICONBENCH_THROTTLE=1.0 only under mlx-lm==0.32.2), so it regresses by 50% on two hosts
+(harness/throttle: SILICONBENCH_THROTTLE=1.0 only under mlx-lm==0.32.2), so it regresses by 50% on two hosts
 of the same SKU: gross on purpose. Two workers sharing two cores make each process's figure vary by ~20-25%
 here (benchmarks/suspect_hosts.py measured it), so a 20% step was decided in only some runs; the loop, not the
 statistics' power, is what this test proves (benchmarks/regression_power.py measures that). The watch's period (1 minute at least) is made to pass by moving its last check back.
@@ -20,15 +20,15 @@ from datetime import timedelta
 from sqlalchemy import select
 
 from siliconbench.watch_spec import parse_watch
-from coordinator import watches
-from coordinator.notify import verify_signature
+from coordinator.watch import watches
+from coordinator.watch.notify import verify_signature
 from storage import database
 from storage.campaign_hosts import env_reports
 from storage.tables import Finding, Job
 from storage.watch_tables import Campaign, Notification, Watch, WatchCheck
 
 from .conftest import SMALL
-from .fleet_harness import ROOT, CliProc, free_port, wait_for
+from harness.fleet import ROOT, CliProc, free_port, wait_for
 from .index_support import folder_with
 from .test_fleet import broker_url, pg_url, workers  # noqa: F401 (fixtures; workers asks for broker_url)
 from .test_notify import SECRET, Receiver

@@ -7,7 +7,7 @@ import json
 
 import yaml
 
-from coordinator.workload_tables import TABLES
+from coordinator.reports.workload_tables import TABLES
 
 from .conftest import SMALL
 from .test_cli import sb

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from coordinator.export import result_record
-from coordinator.workload_tables import streams_at_once
+from coordinator.reports.export import result_record
+from coordinator.reports.workload_tables import streams_at_once
 from worker.serving.client import StreamResult
 from worker.workloads.concurrent import overlap
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from coordinator.export import result_record
+from coordinator.reports.export import result_record
 
 from .workload_helpers import assert_no_process_left, jobs_for, run, values
 

@@ -10,7 +10,7 @@ import pytest
 
 from siliconbench.errors import UserError
 from siliconbench.manifest import ModelCatalog
-from worker.models.imatrix import tools_dir
+from worker.models.quants.imatrix import tools_dir
 
 from .conftest import SMALL
 from .workload_helpers import jobs_for, run, values
@@ -71,7 +71,7 @@ def test_llama_perplexity_mode_matches_the_tools(models_dir):
     if not (bin_dir / "llama-perplexity").exists():
         pytest.skip(f"{bin_dir / 'llama-perplexity'} is not built: run scripts/build_llama_tools.sh "
                     "(the bootstrap and CI build it)")
-    from benchmarks._perplexity_tools import TARGET, perplexity_rows
+    from harness.perplexity_tools import TARGET, perplexity_rows
 
     rows = perplexity_rows(models_dir, SMALL, bin_dir, window_tokens=W, windows=N)
     by = {(r["engine"], r["mode"]): r for r in rows}

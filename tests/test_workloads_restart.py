@@ -10,9 +10,9 @@ import urllib.request
 
 import pytest
 
-from coordinator.export import result_record
+from coordinator.reports.export import result_record
 
-from worker.blas import child_blas_env
+from worker.envs.blas import child_blas_env
 from worker.serving.client import completion_body, stream_completion
 from worker.serving.server import READY_PROBE, Server, command, free_port
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from coordinator.export import result_record
+from coordinator.reports.export import result_record
 from worker.measure import pagecache
 from worker.workloads.swap import WARM_MIN_RESIDENT
 

@@ -10,7 +10,7 @@ import psutil
 from siliconbench.jobs import JobSpec, expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import parse_sweep
-from worker.child import run_job
+from worker.job.child import run_job
 
 from .conftest import SMALL
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from coordinator.queries import MAX_SERIES, Filters
+from coordinator.reads.queries import MAX_SERIES, Filters
 from dashboard import charts, data, tables
 from siliconbench.metrics import METRICS
 
@@ -34,8 +34,8 @@ with st.sidebar:
         chosen[name] = tuple(st.multiselect(label, opts.get(name, []), default=default, key=f"f_{name}"))
     throttled = st.checkbox("Include results that ran throttled or contended", value=False, key="f_throttled",
                             help="Jobs that began or ended with the host thermally throttled (thermal gate, "
-                                 "worker/thermal.py), or during which other processes took real CPU (quiet-host "
-                                 "gate, worker/quiet.py), are left out by default: they measure the machine's "
+                                 "worker/measure/thermal.py), or during which other processes took real CPU (quiet-host "
+                                 "gate, worker/measure/quiet.py), are left out by default: they measure the machine's "
                                  "other work, not the engine.")
 filters = Filters(**chosen, include_throttled=throttled)
 

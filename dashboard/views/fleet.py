@@ -1,5 +1,5 @@
-"""Fleet: every registered worker, online or not, from its heartbeats (coordinator.fleet.list_hosts), and the
-hosts whose series disagree with their SKU peers' (coordinator.peers: suspect hosts, their results marked)."""
+"""Fleet: every registered worker, online or not, from its heartbeats (coordinator.fleet.sweeps.list_hosts), and the
+hosts whose series disagree with their SKU peers' (coordinator.fleet.peers: suspect hosts, their results marked)."""
 
 from __future__ import annotations
 

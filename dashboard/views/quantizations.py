@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from coordinator.quant_matrix import matrix_rows
+from coordinator.reports.quant_matrix import matrix_rows
 from dashboard import data
 from dashboard.quant_plot import frontier_chart
 

@@ -1,9 +1,9 @@
 """Regressions: the findings (steps in series histories), each series' history with its change points and
 versions, and the button that confirms a finding with an interleaved A/B/A/B sweep on this host.
 
-Above them, the regression watch: its watches and campaigns (coordinator.watches, through dashboard.data), and
-the campaign verdicts (coordinator.verdicts) with their webhook delivery. Reads and writes only through
-coordinator.regressions / coordinator.history / coordinator.verdicts / coordinator.watches / embedded.confirm.
+Above them, the regression watch: its watches and campaigns (coordinator.watch.watches, through dashboard.data), and
+the campaign verdicts (coordinator.watch.messages) with their webhook delivery. Reads and writes only through
+coordinator.history.regressions / coordinator.history.points / coordinator.watch.messages / coordinator.watch.watches / embedded.confirm.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from coordinator.compare import DEFAULT_ALPHA, DEFAULT_METRICS, DEFAULT_MIN_EFFECT
-from coordinator.history import load_points
-from coordinator.regressions import find_steps, get_finding, history_points, list_findings, save_findings
-from coordinator.verdicts import notifications
+from coordinator.history.compare import DEFAULT_ALPHA, DEFAULT_METRICS, DEFAULT_MIN_EFFECT
+from coordinator.history.load import load_points
+from coordinator.history.regressions import find_steps, get_finding, history_points, list_findings, save_findings
+from coordinator.watch.messages import notifications
 from dashboard import access, data
 from embedded.confirm import DEFAULT_ROUNDS, start_background
 from siliconbench.metrics import METRICS

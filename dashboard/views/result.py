@@ -59,7 +59,7 @@ c3.metric("Wall time", f"{d['wall_s']:.2f} s" if d["wall_s"] is not None else "â
 heat = (d["extra"] or {}).get("thermal") or {}
 c4.metric("Thermal", "throttled" if heat.get("throttled") else
           (heat.get("end") or {}).get("thermal_state", "not recorded"),
-          help="Thermal state and power at job start and end (worker/thermal.py); a throttled result is left "
+          help="Thermal state and power at job start and end (worker/measure/thermal.py); a throttled result is left "
                "out of Compare unless asked for.")
 if heat.get("throttled"):
     st.warning(f"The host was throttled when this job began or ended: {heat.get('start')} â†’ {heat.get('end')}")
@@ -68,7 +68,7 @@ if load.get("contended"):
     during = load.get("during") or {}
     st.warning(f"Contended: other processes took real CPU while this job ran ({'; '.join(load.get('why') or [])}; "
                f"others {during.get('others_cpu_pct')}% of the cores, steal {during.get('steal_pct')}%). Like a "
-               "throttled result, it is left out of Compare and regression verdicts unless asked for (worker/quiet.py).")
+               "throttled result, it is left out of Compare and regression verdicts unless asked for (worker/measure/quiet.py).")
 elif load:
     st.caption(f"Quiet host: others used {(load.get('during') or {}).get('others_cpu_pct')}% of the cores during the "
                f"job (gate {load.get('mode')}, waited {load.get('waited_s')} s before it).")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real job child (python -m worker.child_main) of one llama.cpp job under cuda-gdb: a native backtrace of a
+# The real job child (python -m worker.job.child_main) of one llama.cpp job under cuda-gdb: a native backtrace of a
 # crash. scripts/gpu/backtrace.sh OUT_FILE
 set -u
 job=$(python3 - <<'PY'
@@ -15,5 +15,5 @@ PY
 )
 echo "$job" > /tmp/gpu/job.json
 timeout 150 cuda-gdb -q -batch -ex "set pagination off" -ex run -ex bt -ex "info threads" \
-  --args python3 -m worker.child_main 3 < /tmp/gpu/job.json 3> /tmp/gpu/events.txt > "$1" 2>&1
+  --args python3 -m worker.job.child_main 3 < /tmp/gpu/job.json 3> /tmp/gpu/events.txt > "$1" 2>&1
 echo "rc=$?" >> "$1"; tail -c 3000 /tmp/gpu/events.txt >> "$1"

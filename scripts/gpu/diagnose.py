@@ -14,7 +14,7 @@ LOAD = ("from worker.engines.llama_cpp import LlamaCppEngine; e = LlamaCppEngine
         "e.load(__import__('pathlib').Path({path!r}), {{}}, n_ctx=600); print('LOADED', e.describe()['backend'])")
 VARIANTS = {
     "plain": "",
-    "child imports": "import worker.child_main",
+    "child imports": "import worker.job.child_main",
     "nvml first": "from worker.platform.nvidia import Nvml; Nvml.open()",
     "device meter thread": "from worker.platform.nvidia import Nvml, DeviceMeter; DeviceMeter(Nvml.open()).start()",
     "faulthandler + tee": "import faulthandler; from worker.engines import engine_log; engine_log.tee_to_stderr(); "

@@ -1,4 +1,7 @@
-"""Engines behind one small interface, chosen by name from a registry."""
+"""Engines behind one small interface (``base``), chosen by name from a registry: llama.cpp through
+llama-cpp-python (``llama_cpp``, its CPU threadpool ``llama_threadpool``) and MLX through mlx-lm (``mlx_lm``), the
+engine's last log lines (``engine_log``) and the C++ runtime loaded first (``native``). May import: platform.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from siliconbench.errors import UserError
 
-from .base import Engine
+from worker.engines.base import Engine
 
 # Imported lazily: a Mac with only MLX must not need llama-cpp-python, and vice versa.
 _REGISTRY = {

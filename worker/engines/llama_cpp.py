@@ -12,10 +12,10 @@ import numpy as np
 
 from siliconbench.errors import EngineError
 
-from ..host import performance_cores
-from . import engine_log
-from .base import Engine
-from .llama_threadpool import LLAMA_BENCH_POLL, Threadpools
+from worker.platform.threads import performance_cores
+from worker.engines import engine_log
+from worker.engines.base import Engine
+from worker.engines.llama_threadpool import LLAMA_BENCH_POLL, Threadpools
 
 # llama-bench's -ctk/-ctv names (ggml_type_from_name) -> ggml_type, and bytes per element for the KV arithmetic.
 KV_TYPES = {"f32": (0, 4.0), "f16": (1, 2.0), "bf16": (30, 2.0), "q8_0": (8, 34 / 32), "q4_0": (2, 18 / 32),

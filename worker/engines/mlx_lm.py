@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import platform
-from .base import Engine
+from worker import platform
+from worker.engines.base import Engine
 
 
 def _device_info(mx) -> dict:
@@ -37,7 +37,7 @@ class MlxEngine(Engine):
 
         self.mx = mx
         self.stream = generation_stream
-        # BLAS threads are set in the child's environment (worker.blas) before MLX loads: record the effective count
+        # BLAS threads are set in the child's environment (worker.envs.blas) before MLX loads: record the effective count
         self.options = {**options, "blas_threads": int(os.environ.get("OPENBLAS_NUM_THREADS") or 0) or None}
         self.model, self.tokenizer = load(str(path))
         # mlx-lm loads lazily: force every weight resident so load time is the whole load.

@@ -12,7 +12,7 @@ import time
 
 import psutil
 
-from .. import platform
+from worker import platform
 
 
 def tree(pid: int) -> list[psutil.Process]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import platform
+from worker import platform
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p

@@ -21,9 +21,9 @@ from pathlib import Path
 from siliconbench.errors import UserError
 from siliconbench.manifest import MANIFEST_NAME, Artifact, ModelManifest, write_manifest
 
-from .digests import ByteProgress, DigestCache, artifact_from
-from .facts import FormFacts, form_facts
-from .sources import Resolved, resolve
+from worker.models.digests import ByteProgress, DigestCache, artifact_from
+from worker.models.facts import FormFacts, form_facts
+from worker.models.sources import Resolved, resolve
 
 Say = Callable[[str], None]
 SHAPE_FIELDS = ("architecture", "n_layers", "hidden_size", "vocab_size")
@@ -52,7 +52,7 @@ def add_model(models_dir: Path, name: str, sources: list[str], *, to_existing: b
     stage.mkdir(parents=True)
     try:
         if convert:
-            from .convert import convert_to_gguf  # numpy weights and the GGUF writer: only --convert needs them
+            from worker.models.quants.convert import convert_to_gguf  # numpy weights and the GGUF writer: only --convert needs them
 
             for r, f in list(forms):
                 if f.format == "mlx" and f.level == "full":
@@ -165,7 +165,7 @@ def _tokenizers(final: Path, stage: Path, kept: list[Artifact], new: list[Artifa
     mlx = next((a for a in new + kept if a.format == "mlx"), None)
     if gguf is None or mlx is None or (gguf not in new and mlx not in new):
         return None
-    from .tokens import compare_tokenizers  # loads both engines' tokenizers: only a pair of forms needs it
+    from worker.models.tokens import compare_tokenizers  # loads both engines' tokenizers: only a pair of forms needs it
 
     say(f"checking that llama.cpp ({gguf.quant}) and mlx-lm ({mlx.quant}) tokenize alike")
     diff = compare_tokenizers(where(gguf), where(mlx))

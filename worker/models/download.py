@@ -17,7 +17,7 @@ from pathlib import Path
 
 from siliconbench.errors import UserError
 
-from .digests import CHUNK, ByteProgress
+from worker.models.digests import CHUNK, ByteProgress
 
 TIMEOUT_S = 60
 

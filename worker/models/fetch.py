@@ -17,9 +17,9 @@ from pathlib import Path
 from siliconbench.errors import UserError
 from siliconbench.manifest import MANIFEST_NAME, Artifact, ModelManifest, write_manifest
 
-from .digests import ByteProgress, DigestCache, artifact_digest
-from .download import DigestMismatch, check_space, fetch_file
-from .sources import file_urls, resolve_hf
+from worker.models.digests import ByteProgress, DigestCache, artifact_digest
+from worker.models.download import DigestMismatch, check_space, fetch_file
+from worker.models.sources import file_urls, resolve_hf
 
 FETCHING = ".fetching"
 

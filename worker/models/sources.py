@@ -22,9 +22,9 @@ from pathlib import Path
 from siliconbench.errors import UserError
 from siliconbench.manifest import Origin
 
-from .digests import ByteProgress
-from .download import fetch_file, join, local_path
-from .facts import MLX_PATTERNS, SPLIT
+from worker.models.digests import ByteProgress
+from worker.models.download import fetch_file, join, local_path
+from worker.models.facts import MLX_PATTERNS, SPLIT
 
 HF_REF = re.compile(r"^hf:(?P<repo>[\w.-]+/[\w.-]+)(?:@(?P<rev>[^:]+))?(?::(?P<pattern>.+))?$")
 DOWNLOADS = ".downloads"  # in the models folder: where http(s) GGUF files land

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .tokenizer import CORPUS_PATH
+from worker.models.make.tokenizer import CORPUS_PATH
 
 CHECK_TEXT = (
     "It was the best of times, it was the worst of times.  Leading spaces, tabs\tand\nnew lines; numbers "

@@ -31,8 +31,8 @@ from typing import Protocol
 
 from siliconbench.settings import data_dir
 
-from .darwin import Darwin
-from .linux import Linux
+from worker.platform.darwin import Darwin
+from worker.platform.linux import Linux
 
 
 class Platform(Protocol):

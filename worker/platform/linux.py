@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 
-from .nvidia import gpu_facts
+from worker.platform.nvidia import gpu_facts
 
 # Trip types at which the kernel starts limiting the CPU ("active" trips only start fans).
 LIMITING_TRIPS = ("passive", "hot", "critical")

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from siliconbench.errors import WorkloadError
 
-from ..blas import child_blas_env
-from ..engines import get_engine
-from . import bases
-from .kld import BaseRows, base_rows
+from worker.envs.blas import child_blas_env
+from worker.engines import get_engine
+from worker.quality import bases
+from worker.quality.kld import BaseRows, base_rows
 
 STDERR_TAIL = 2000
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from siliconbench.errors import WorkloadError
 
-from .kld import BaseRows
+from worker.quality.kld import BaseRows
 
 MAX_BASE_BYTES = 4 * 2**30
 

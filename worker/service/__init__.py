@@ -14,9 +14,9 @@ from types import ModuleType
 
 from siliconbench.queues import MAX_JOB_TIMEOUT_S
 
-from . import envfile, launchd, systemd
-from .sleep import SleepAssertion, prevent_sleep, sleep_method
-from .spec import (DEFAULT_STOP_TIMEOUT_S, LABEL, UNIT_NAME, ServiceError, ServicePaths, ServiceSpec, make_spec,
+from worker.service import envfile, launchd, systemd
+from worker.service.sleep import SleepAssertion, prevent_sleep, sleep_method
+from worker.service.spec import (DEFAULT_STOP_TIMEOUT_S, LABEL, UNIT_NAME, ServiceError, ServicePaths, ServiceSpec, make_spec,
                    service_paths)
 
 # launchd and systemd, chosen once by OS name; both expose render(spec), load(spec), unload(timeout), forget().

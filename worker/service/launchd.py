@@ -17,7 +17,7 @@ import plistlib
 import shutil
 import subprocess
 
-from .spec import LABEL, ServiceError, ServiceSpec
+from worker.service.spec import LABEL, ServiceError, ServiceSpec
 
 THROTTLE_INTERVAL_S = 10  # launchd's default respawn spacing, written out so it is visible
 

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from siliconbench.errors import SiliconbenchError
 from siliconbench.queues import MAX_JOB_TIMEOUT_S
 
-from .envfile import ENV_FILE_VAR
+from worker.service.envfile import ENV_FILE_VAR
 
 LABEL = "org.siliconbench.worker"  # launchd label; the systemd unit is UNIT_NAME
 UNIT_NAME = "siliconbench-worker.service"

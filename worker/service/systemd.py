@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from .spec import UNIT_NAME, ServiceError, ServiceSpec
+from worker.service.spec import UNIT_NAME, ServiceError, ServiceSpec
 
 RESTART_SEC = 10  # as launchd's ThrottleInterval: a crash-looping worker retries every 10 s, forever
 _PLAIN = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,+@")

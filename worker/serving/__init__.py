@@ -1,1 +1,3 @@
-"""The engines' own OpenAI-compatible servers, run as subprocesses, and a streaming client for them."""
+"""The engines' own OpenAI-compatible servers, run as subprocesses on 127.0.0.1 and always torn down
+(``server``), and a streaming client that times each chunk (``client``). May import: engines, platform.
+"""

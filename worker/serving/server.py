@@ -27,9 +27,9 @@ import psutil
 
 from siliconbench.errors import WorkloadError
 
-from ..engines.llama_cpp import flash_attn_mode
-from ..host import performance_cores
-from .client import answers_completion
+from worker.engines.llama_cpp import flash_attn_mode
+from worker.platform.threads import performance_cores
+from worker.serving.client import answers_completion
 
 READY_PROBE = "POST /v1/completions (1 token, non-streaming) answered with HTTP 200"
 POLL_S = 0.02  # readiness poll while the port refuses: fine enough for start times of ~1 s

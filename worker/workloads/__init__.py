@@ -16,10 +16,10 @@ from siliconbench.errors import WorkloadError
 from siliconbench.jobs import JobSpec
 from siliconbench.results import Environment, JobResult, JobStatus, failed
 
-from .. import platform
-from ..environment import host_facts
-from ..serving.server import kill_live_groups
-from .common import Context, engine_for, rss_peak_bytes
+from worker import platform
+from worker.platform.host_facts import host_facts
+from worker.serving.server import kill_live_groups
+from worker.workloads.common import Context, engine_for, rss_peak_bytes
 
 KINDS = ("swap", "restart", "concurrent", "long_context", "perplexity", "multiprocess")
 

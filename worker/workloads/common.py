@@ -13,9 +13,9 @@ from siliconbench.errors import WorkloadError
 from siliconbench.jobs import JobSpec
 from siliconbench.results import Sample
 
-from .. import platform
-from ..engines import Engine, get_engine
-from ..models.tokenizer import CORPUS_PATH
+from worker import platform
+from worker.engines import Engine, get_engine
+from worker.models.make.tokenizer import CORPUS_PATH
 
 
 @dataclass

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import threading
 
-from ..measure.memory import PeakSampler, read_hwm, reset_hwm, tree
-from ..serving.client import StreamResult, completion_body, request_facts, stream_completion
-from ..serving.server import READY_PROBE, Server, batching, command, free_port
-from .common import Context, Outcome, Prompts, SampleLog, done, engine_for, repetitions, vocab_engine
+from worker.measure.memory import PeakSampler, read_hwm, reset_hwm, tree
+from worker.serving.client import StreamResult, completion_body, request_facts, stream_completion
+from worker.serving.server import READY_PROBE, Server, batching, command, free_port
+from worker.workloads.common import Context, Outcome, Prompts, SampleLog, done, engine_for, repetitions, vocab_engine
 
 
 def burst(port: int, bodies: list[dict], timeout_s: float) -> list[StreamResult]:

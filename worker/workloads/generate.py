@@ -22,7 +22,7 @@ from typing import Callable
 from siliconbench.jobs import JobSpec
 from siliconbench.results import Sample
 
-from ..engines.base import Engine
+from worker.engines.base import Engine
 
 
 def synthetic_tokens(vocab_size: int, avoid: set[int], n: int, seed: int) -> list[int]:

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 
 from siliconbench.errors import WorkloadError
 
-from ..quality import base_maker
-from ..quality import bases as store
-from ..quality.kld import BaseRows, RowStats, base_rows, compare, summary
-from .common import Context
+from worker.quality import base_maker
+from worker.quality import bases as store
+from worker.quality.kld import BaseRows, RowStats, base_rows, compare, summary
+from worker.workloads.common import Context
 
 OWN_METRICS = ("kld_mean", "kld_median", "kld_p90", "kld_p99", "kld_p999", "kld_max", "same_top_pct")
 CROSS_METRICS = ("kld_mean", "kld_p99", "same_top_pct")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import time
 
-from .common import Context, Outcome, SampleLog, done, engine_for, repetitions, rss_now_bytes
-from .generate import synthetic_tokens
+from worker.workloads.common import Context, Outcome, SampleLog, done, engine_for, repetitions, rss_now_bytes
+from worker.workloads.generate import synthetic_tokens
 
 
 def model_shape(ctx: Context) -> dict:

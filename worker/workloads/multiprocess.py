@@ -17,11 +17,11 @@ from pathlib import Path
 
 from siliconbench.errors import WorkloadError
 
-from ..engines import get_engine
-from ..measure import pagecache
-from ..measure.memory import footprint_of, pss_of, rss_of
-from .common import Context, Outcome, SampleLog, done, engine_for, repetitions
-from .generate import rep_seed, synthetic_tokens
+from worker.engines import get_engine
+from worker.measure import pagecache
+from worker.measure.memory import footprint_of, pss_of, rss_of
+from worker.workloads.common import Context, Outcome, SampleLog, done, engine_for, repetitions
+from worker.workloads.generate import rep_seed, synthetic_tokens
 
 
 class Proc:

@@ -28,10 +28,10 @@ import time
 from siliconbench.errors import WorkloadError
 from siliconbench.manifest import size_path
 
-from ..engines.base import nll_of
-from ..models.facts import form_facts
-from . import kld
-from .common import Context, Outcome, SampleLog, corpus_text, done, engine_for, rss_now_bytes
+from worker.engines.base import nll_of
+from worker.models.facts import form_facts
+from worker.workloads import kld
+from worker.workloads.common import Context, Outcome, SampleLog, corpus_text, done, engine_for, rss_now_bytes
 
 
 def windows_of(ids: list[int], window: int, count: int, offset: int) -> list[list[int]]:

@@ -17,9 +17,9 @@ import time
 
 from siliconbench.errors import WorkloadError
 
-from ..serving.client import completion_body, request_facts, stream_completion
-from ..serving.server import READY_PROBE, Server, command, free_port
-from .common import Context, Outcome, Prompts, SampleLog, done, engine_for, repetitions, vocab_engine
+from worker.serving.client import completion_body, request_facts, stream_completion
+from worker.serving.server import READY_PROBE, Server, command, free_port
+from worker.workloads.common import Context, Outcome, Prompts, SampleLog, done, engine_for, repetitions, vocab_engine
 
 PROBE_TIMEOUT_S = 30.0  # one background request; a server that takes longer is failing it
 

@@ -15,9 +15,9 @@ import time
 
 from siliconbench.errors import WorkloadError
 
-from ..measure import pagecache
-from .common import Context, Outcome, SampleLog, done, engine_for, repetitions, rss_now_bytes
-from .generate import rep_seed, synthetic_tokens
+from worker.measure import pagecache
+from worker.workloads.common import Context, Outcome, SampleLog, done, engine_for, repetitions, rss_now_bytes
+from worker.workloads.generate import rep_seed, synthetic_tokens
 
 # A "cold" swap with more of B's pages resident than this after eviction is refused, not stored as cold.
 COLD_MAX_RESIDENT = 0.10

@@ -1,0 +1,5 @@
+"""The regression watch: watches declared once and checked against their package index (``watches``,
+``package_index``), the periodic tick fleet-wide (``scheduler``), the notifications outbox and its webhook
+deliverer (``notify``) and the messages people read (``messages``). A new version becomes a campaign
+(``campaigns/``). May import: fleet, history, stats, siliconbench, storage.
+"""
