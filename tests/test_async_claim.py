@@ -25,13 +25,12 @@ from storage.hot_path import HeldConnection
 from .conftest import new_pg_database
 from .test_storage import JOBS, SPEC, SWEEP_ID, make_result
 
-BROKER = "redis://127.0.0.1:6379/5"
+BROKER = "redis://127.0.0.1:6379/8"  # this module's own Redis database (flushed here)
 
 
 @pytest.fixture
 def url():
-    with new_pg_database("sb_async_claim") as u:
-        db.upgrade(u)
+    with new_pg_database("sb_async_claim", migrated=True) as u:
         with db.session_scope(u) as s:
             sweep_store.create_sweep(s, SWEEP_ID, SPEC, JOBS[:1])
             s.execute(update(Job).values(queue="cap.noop", enqueued_at=func.now() - text("interval '1 hour'")))

@@ -38,8 +38,7 @@ def _job(url: str, job_id: str) -> Job:
 
 @pytest.fixture
 def url():
-    with new_pg_database("sb_attempts") as u:
-        db.upgrade(u)
+    with new_pg_database("sb_attempts", migrated=True) as u:
         yield u
 
 

@@ -10,7 +10,7 @@ from siliconbench.queues import TASK_RUN_JOB
 from storage import broker
 from worker.runtime.redis_transport import malformed
 
-URL = "redis://127.0.0.1:6379/6"
+URL = "redis://127.0.0.1:6379/9"  # this module's own Redis database (flushed here)
 
 
 def _strip(raw: bytes) -> dict:

@@ -16,7 +16,6 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
-import psycopg
 import pytest
 import redis
 from sqlalchemy import func, select, update
@@ -30,7 +29,8 @@ from storage import database, roles, sweep_store
 from storage.tables import Job, Result, utcnow
 from worker.runtime.redis_transport import malformed
 
-from .conftest import PG_ADMIN_URL, SMALL
+from .conftest import SMALL
+from .conftest import new_pg_database
 from harness.fleet import ROOT, RedisServer, TcpCut, WorkerProc, wait_for
 
 EXTRA = "tiny-llama-extra"
@@ -39,17 +39,9 @@ LEASE_S = "4"  # short leases so a dead worker's job comes back within seconds
 
 @pytest.fixture
 def pg_url():
-    admin = database.normalize_url(PG_ADMIN_URL)
-    conninfo = dict(host=admin.host, port=admin.port or 5432, user=admin.username, dbname=admin.database, autocommit=True)
-    name = f"sb_fleet_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(**conninfo) as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    url = admin.set(database=name).render_as_string(hide_password=False)
-    database.upgrade(url)
-    yield url
-    database.dispose(url)
-    with psycopg.connect(**conninfo) as c:
-        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    """A PostgreSQL database at head of this test's own (a copy of the run's migrated template)."""
+    with new_pg_database("sb_fleet", migrated=True) as url:
+        yield url
 
 
 @pytest.fixture

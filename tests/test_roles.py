@@ -26,8 +26,7 @@ from .test_storage import JOBS, SPEC, SWEEP_ID, make_result
 
 @pytest.fixture
 def url():
-    with new_pg_database("sb_roles") as u:
-        db.upgrade(u)
+    with new_pg_database("sb_roles", migrated=True) as u:
         with db.session_scope(u) as s:
             sweep_store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
             s.execute(update(Job).where(Job.id == JOBS[3].job_id).values(target_host="mini-2"))

@@ -70,11 +70,11 @@ def test_lock_is_exclusive_and_a_second_tick_skips_at_once(empty_db):
         with fleet_lock(empty_db) as second:
             assert not second
         t0 = time.monotonic()
-        out = scheduler.tick(empty_db, "redis://127.0.0.1:6379/5", checker="test")
+        out = scheduler.tick(empty_db, "redis://127.0.0.1:6379/10", checker="test")
         assert out["status"] == SKIPPED and time.monotonic() - t0 < 2
     with fleet_lock(empty_db) as again:  # released at the end of the block
         assert again
-    out = scheduler.tick(empty_db, "redis://127.0.0.1:6379/5", checker="test")
+    out = scheduler.tick(empty_db, "redis://127.0.0.1:6379/10", checker="test")
     assert out["status"] == "ran" and out["checks"] == {} and out["campaigns"] == {}
 
 
@@ -171,10 +171,10 @@ def test_two_schedulers_started_by_mistake_never_overlap(pg_url, private_broker,
 def test_tick_records_its_checker_on_each_check(pg_url, tmp_path):  # noqa: F811
     folder = folder_with(["0.31.3"], tmp_path / "index")
     add_watches(pg_url, str(folder), names=("solo",))
-    out = scheduler.tick(pg_url, "redis://127.0.0.1:6379/5", checker="host-x pid 1")
+    out = scheduler.tick(pg_url, "redis://127.0.0.1:6379/10", checker="host-x pid 1")
     assert out["status"] == "ran" and out["checks"] == {"solo": []}
     assert [r.checker for r in checks(pg_url)] == ["host-x pid 1"]
-    again = scheduler.tick(pg_url, "redis://127.0.0.1:6379/5", checker="host-x pid 1")
+    again = scheduler.tick(pg_url, "redis://127.0.0.1:6379/10", checker="host-x pid 1")
     assert again["checks"] == {}  # not due again within its period
     age(pg_url, 120)
-    assert scheduler.tick(pg_url, "redis://127.0.0.1:6379/5", checker="y")["checks"] == {"solo": []}
+    assert scheduler.tick(pg_url, "redis://127.0.0.1:6379/10", checker="y")["checks"] == {"solo": []}

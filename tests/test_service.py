@@ -339,10 +339,10 @@ def test_doctor_all_fine_with_real_broker_and_database(home, models_dir, fresh_p
     import redis
 
     try:
-        redis.Redis.from_url("redis://127.0.0.1:6379/5", socket_connect_timeout=2).ping()
+        redis.Redis.from_url("redis://127.0.0.1:6379/11", socket_connect_timeout=2).ping()
     except redis.exceptions.ConnectionError as exc:
         pytest.skip(f"Redis unreachable: {exc}")
-    env = {**home, "SILICONBENCH_MODELS_DIR": str(models_dir), "SILICONBENCH_BROKER_URL": "redis://127.0.0.1:6379/5",
+    env = {**home, "SILICONBENCH_MODELS_DIR": str(models_dir), "SILICONBENCH_BROKER_URL": "redis://127.0.0.1:6379/11",
            "SILICONBENCH_DATABASE_URL": fresh_pg}
     r = cli("doctor", env=env)
     got = lines_of(r.stdout)
@@ -359,7 +359,7 @@ def test_doctor_all_fine_with_real_broker_and_database(home, models_dir, fresh_p
     assert got["mlx"][0] == "ok" and "backend CPU" in got["mlx"][1]
     assert got["metal"] == ("info", "Metal exists only on macOS: llama.cpp runs on CPU, mlx runs on CPU here")
     assert got["models"][0] == "ok" and SMALL in got["models"][1]
-    assert got["broker"] == ("ok", "redis://127.0.0.1:6379/5 answers")
+    assert got["broker"] == ("ok", "redis://127.0.0.1:6379/11 answers")
     assert got["database"][0] == "ok" and "schema at" in got["database"][1]
     assert got["service"][0] == "info" and got["sleep"][0] in ("ok", "info") and "thermal" in got
     assert not any(status == "FAIL" for status, _ in got.values())

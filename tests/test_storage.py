@@ -21,6 +21,7 @@ from siliconbench.errors import UserError
 from siliconbench.jobs import JobSpec, digest, spec_digest
 from siliconbench.results import Environment, JobResult, JobStatus, Sample
 from siliconbench.spec import SweepSpec
+from .conftest import new_pg_database
 from storage import database as db, result_store, sweep_store
 from storage import watch_tables  # noqa: F401  (the watch's tables are on Base.metadata too)
 from storage.tables import Base, Job, Result, SampleRow, Sweep
@@ -37,24 +38,28 @@ T0 = datetime(2026, 12, 1, 9, 30, 0, 123456, tzinfo=timezone.utc)
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def empty_url(request, tmp_path):
-    """A database with no tables: a new SQLite file, or the session's PostgreSQL database emptied."""
+    """A database with no tables: a new SQLite file, or a new PostgreSQL database."""
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'storage.sqlite'}"
         yield url
         db.dispose(url)
         return
-    url = request.getfixturevalue("pg_database")
-    db.downgrade(url, "base")  # whatever an earlier test left
-    assert not inspect(db.engine_for(url)).get_table_names()
-    yield url
-    db.dispose(url)
-    db.downgrade(url, "base")
+    with new_pg_database("sb_storage") as url:
+        assert not inspect(db.engine_for(url)).get_table_names()
+        yield url
 
 
-@pytest.fixture
-def url(empty_url):
-    db.upgrade(empty_url)
-    return empty_url
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request, tmp_path):
+    """A database at the head revision: a new SQLite file migrated, or a copy of the run's PostgreSQL template."""
+    if request.param == "sqlite":
+        u = f"sqlite:///{tmp_path / 'storage.sqlite'}"
+        db.upgrade(u)
+        yield u
+        db.dispose(u)
+        return
+    with new_pg_database("sb_storage", migrated=True) as u:
+        yield u
 
 
 def tables(url: str) -> set[str]:

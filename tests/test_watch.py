@@ -25,7 +25,6 @@ from coordinator.watch import watches
 from coordinator.watch.campaigns.baselines import BASELINE_REASON, versions_with_history
 from siliconbench.errors import UserError
 from siliconbench.watch_spec import load_watch, parse_watch
-from storage import database
 from storage.database import session_scope
 from storage.tables import Host, utcnow
 from storage.watch_tables import Campaign, Watch, WatchCheck, WatchVersion
@@ -66,8 +65,7 @@ def seed_hosts(url: str) -> str:
 @pytest.fixture
 def pg():
     """A fresh PostgreSQL database at head, with the workers of ``seed_hosts``."""
-    with new_pg_database("sb_watch") as url:
-        database.upgrade(url)
+    with new_pg_database("sb_watch", migrated=True) as url:
         yield seed_hosts(url)
 
 
