@@ -48,7 +48,7 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from coordinator.history.compare import DEFAULT_METRICS  # noqa: E402
+from siliconbench.metrics import HEADLINE  # noqa: E402
 from coordinator.stats.sequential import EQUIVALENCE_LEVEL, LOOKS, SPENDING_RHO, decide, look_alphas  # noqa: E402
 from coordinator.stats.significance import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, Verdict, compare_processes  # noqa: E402
 from siliconbench.jobs import expand  # noqa: E402
@@ -115,7 +115,7 @@ def run(job, mdir: Path, throttle: float) -> dict[str, list[float]]:
                 os.environ[k] = v
     if res.status != "ok":
         raise SystemExit(f"job failed: {res.error}\n{res.stderr_tail}")
-    return {m: res.measured(m) for m in DEFAULT_METRICS}
+    return {m: res.measured(m) for m in HEADLINE}
 
 
 def collect(rounds: int, repetitions: int, threads: int, slowdown: float, prompt: int, gen: int,
@@ -185,7 +185,7 @@ def evaluate(data: dict, processes: int, console: Console) -> dict:
     for c in ("metric", "protocol", "A/A called a regression (95% CI)", "5% slowdown caught (95% CI)"):
         table.add_column(c, justify="left" if c in ("metric", "protocol") else "right")
     figures: dict = {"processes": processes, "metrics": {}}
-    for metric in DEFAULT_METRICS:
+    for metric in HEADLINE:
         reg = Verdict.regression  # B is slower: for TTFT (lower is better) that is a regression just the same
         before_aa = sum(pooled_verdict(a[metric], b[metric], metric) == reg for a, b in zip(A, A2))
         before_ab = sum(pooled_verdict(a[metric], b[metric], metric) == reg for a, b in zip(A + A2, B + B))

@@ -43,10 +43,11 @@ def compare(
 ) -> None:
     """Baseline vs candidate per series: each process (job) one sample; ratio with its 95% CI, Mann-Whitney U p,
     and a verdict that needs both p < alpha and the minimum effect."""
-    from coordinator.history.compare import DEFAULT_METRICS, Verdict, compare_db, counts, render, rich_table  # verb-local
+    from coordinator.history.compare import Verdict, compare_db, counts, render, rich_table  # verb-local
+    from siliconbench.metrics import HEADLINE  # verb-local
 
     url = database(settings())
-    rows = compare_db(url, baseline, candidate, metrics=tuple(metric) or DEFAULT_METRICS, alpha=alpha,
+    rows = compare_db(url, baseline, candidate, metrics=tuple(metric) or HEADLINE, alpha=alpha,
                       min_effect=min_effect)
     title = (f"candidate ({candidate}) vs baseline ({baseline}): one sample per process (the median of its "
              f"repetitions); Hodges-Lehmann ratio, Mann-Whitney U, alpha {alpha}, min effect {min_effect:.0%}")
@@ -81,13 +82,14 @@ def regressions(
         return _verdicts_since(since, fmt)
     from rich.table import Table  # verb-local
 
-    from coordinator.history.compare import DEFAULT_METRICS, Verdict  # verb-local
+    from coordinator.history.compare import Verdict  # verb-local
+    from siliconbench.metrics import HEADLINE  # verb-local
     from coordinator.history.points import describe_changes, parse_selector  # verb-local
     from coordinator.history.load import load_points  # verb-local
     from coordinator.history.regressions import find_steps, save_findings  # verb-local
 
     url = database(settings())
-    opts = dict(metrics=tuple(metric) or DEFAULT_METRICS, selector=parse_selector(where, "--where") if where else None,
+    opts = dict(metrics=tuple(metric) or HEADLINE, selector=parse_selector(where, "--where") if where else None,
                 alpha=alpha, min_effect=min_effect)
     with session_scope(url) as s:
         points = load_points(s)

@@ -17,7 +17,6 @@ from siliconbench.metrics import METRICS
 PUBLISHED = {"prefill_tps": "prompt tok/s", "decode_tps": "generation tok/s",
              "decode_bandwidth_pct": "% of memory bandwidth", "ttft_ms": "TTFT ms",
              "peak_memory_bytes": "memory peak"}
-CHART_METRICS = ("prefill_tps", "decode_tps", "ttft_ms")
 
 
 def _unique(rows: list[dict], key: str, cell) -> None:

@@ -369,6 +369,14 @@ _DEFS += WORKLOAD_DEFS
 
 METRICS: dict[str, Metric] = {m.name: m for m in _DEFS}
 
+# The figures every table, chart, comparison and regression search leads with, by default: llama-bench's pp and
+# tg, mlx_lm.benchmark's prompt and generation tok/s, and the time to the first token.
+PREFILL_TPS, DECODE_TPS, TTFT_MS = "prefill_tps", "decode_tps", "ttft_ms"
+HEADLINE = (PREFILL_TPS, DECODE_TPS, TTFT_MS)
+# Metrics with one value per result, kept on the results row itself rather than as samples.
+RESULT_ROW_METRICS = ("peak_memory_bytes", "load_s")
+assert set(HEADLINE + RESULT_ROW_METRICS) <= set(METRICS)
+
 
 def get(name: str) -> Metric:
     try:

@@ -21,6 +21,7 @@ from streamlit.testing.v1 import AppTest
 from coordinator.reads import queries
 from dashboard import runner
 from siliconbench.aggregate import summarize
+from siliconbench.metrics import RESULT_ROW_METRICS
 from storage import database as db, result_store
 from storage.summaries import RESULT_METRICS
 from storage.tables import Job, Result, ResultSummary, Sweep
@@ -85,7 +86,7 @@ def test_sql_aggregates_equal_summarize(seeded):
     """A series pools its results' summaries: count, mean, min, max and the variance exactly as summarize over
     the pooled samples; the median is the median of the results' medians (coordinator.reads.compare_series' definition:
     the exact median when a series has one result)."""
-    metrics = queries.SAMPLE_METRICS + queries.JOB_METRICS + ("mlx_peak_memory_bytes",)
+    metrics = queries.SAMPLE_METRICS + RESULT_ROW_METRICS + ("mlx_peak_memory_bytes",)
     with db.session_scope(seeded["url"]) as s:
         rows, total = queries.series(s, metrics=metrics)
         stored = result_store.load_stored(s)
@@ -96,9 +97,9 @@ def test_sql_aggregates_equal_summarize(seeded):
             continue
         k = x.result.identity_hash(x.job)
         for m in metrics:
-            values = x.result.measured(m) if m not in queries.JOB_METRICS else [getattr(x.result, m)]
+            values = x.result.measured(m) if m not in RESULT_ROW_METRICS else [getattr(x.result, m)]
             pooled[k][m] += values
-            if values and m not in queries.JOB_METRICS:
+            if values and m not in RESULT_ROW_METRICS:
                 medians[k][m].append(summarize(values).median)
     assert total == len(rows) == len(pooled) == 7
     checked = 0
@@ -109,7 +110,7 @@ def test_sql_aggregates_equal_summarize(seeded):
             if want is None:
                 assert got is None
                 continue
-            median = want.median if m in queries.JOB_METRICS else summarize(medians[r["identity_hash"]][m]).median
+            median = want.median if m in RESULT_ROW_METRICS else summarize(medians[r["identity_hash"]][m]).median
             assert got["median"] == pytest.approx(median, rel=1e-9, abs=1e-9), (r["identity_hash"], m)
             for f in ("mean", "stddev", "min", "max"):
                 assert got[f] == pytest.approx(getattr(want, f), rel=1e-9, abs=1e-9), (r["identity_hash"], m, f)

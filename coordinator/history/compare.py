@@ -18,7 +18,7 @@ from rich.table import Table
 
 from siliconbench.aggregate import summarize
 from siliconbench.errors import UserError
-from siliconbench.metrics import METRICS
+from siliconbench.metrics import HEADLINE, METRICS
 from siliconbench.spec import COMPARE_PROCESSES
 from storage.database import session_scope
 
@@ -27,7 +27,6 @@ from coordinator.history.load import load_points
 from coordinator.stats.significance import (DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, Comparison, Verdict, compare_processes,
                            min_p_value, process_values)
 
-DEFAULT_METRICS = ("prefill_tps", "decode_tps", "ttft_ms")
 FORMATS = ("table", "csv", "json", "md")
 
 
@@ -84,7 +83,7 @@ def _across(b: Selector, c: Selector) -> tuple[str, ...]:
                  if b.value(k) is not None and c.value(k) is not None and b.value(k) != c.value(k))
 
 
-def compare_points(points: list[Point], baseline: Selector, candidate: Selector, *, metrics=DEFAULT_METRICS,
+def compare_points(points: list[Point], baseline: Selector, candidate: Selector, *, metrics=HEADLINE,
                    alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT) -> list[Row]:
     """One row per (series, metric) measured on both sides, in series order."""
     _need_scipy()

@@ -27,7 +27,8 @@ from siliconbench.errors import UserError
 from siliconbench.jobs import digest
 from storage.tables import Finding, utcnow
 
-from coordinator.history.compare import DEFAULT_ALPHA, DEFAULT_METRICS, DEFAULT_MIN_EFFECT, process_samples
+from coordinator.history.compare import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, process_samples
+from siliconbench.metrics import HEADLINE
 from coordinator.history.points import (Point, Selector, changed_components, check_keys, describe_changes, ordered, select as pick,
                       series_id, series_key, series_label)
 from coordinator.stats.significance import Comparison, Verdict, compare_processes
@@ -115,7 +116,7 @@ def steps_of(pts: list[Point], metric: str, *, alpha: float = DEFAULT_ALPHA,
     return out
 
 
-def find_steps(points: list[Point], *, metrics=DEFAULT_METRICS, selector: Selector | None = None,
+def find_steps(points: list[Point], *, metrics=HEADLINE, selector: Selector | None = None,
                alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT,
                keep_all: bool = False) -> list[Step]:
     """Every kept step of every series (every proposed one if keep_all), regressions first, then by series."""

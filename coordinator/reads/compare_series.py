@@ -29,7 +29,8 @@ from sqlalchemy.orm import Session, aliased
 
 from storage.tables import Job, Result, ResultIdentity, ResultSummary
 
-from coordinator.reads.filters import JOB_METRICS, MAX_SERIES, SAMPLE_METRICS, Filters, conditions, engine_version, ok_results
+from siliconbench.metrics import RESULT_ROW_METRICS
+from coordinator.reads.filters import MAX_SERIES, SAMPLE_METRICS, Filters, conditions, engine_version, ok_results
 
 _DESCRIPTION = (Job.engine, Job.model, Job.quant, Job.quant_level, Job.workload, Job.n_prompt, Job.n_gen, Job.n_depth,
                 Result.hostname, Result.chip)
@@ -123,7 +124,7 @@ def _of_identities(session: Session, f: Filters, limit: int):
 
 
 def series(session: Session, f: Filters = Filters(), limit: int = MAX_SERIES,
-           metrics=SAMPLE_METRICS + JOB_METRICS) -> tuple[list[dict], int]:
+           metrics=SAMPLE_METRICS + RESULT_ROW_METRICS) -> tuple[list[dict], int]:
     """The identities matching ``f`` (the ``limit`` most recently measured) and how many match in all.
 
     Each row: the description (engine, model, quant, lengths, host, chip, engine_version), n_results,

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import or_, select
 
+from siliconbench.metrics import HEADLINE
 from storage.tables import Job, Result
 
-SAMPLE_METRICS = ("prefill_tps", "decode_tps", "ttft_ms", "decode_bandwidth_pct")
-JOB_METRICS = ("peak_memory_bytes", "load_s")  # one value per result, stored on the results row
+SAMPLE_METRICS = HEADLINE + ("decode_bandwidth_pct",)  # the Compare page's metrics kept as samples
 MAX_SERIES = 100  # series per Compare view: more is unreadable as bars, and it bounds every query's work
 MAX_RAW_SAMPLES = 20_000  # the distribution plot's cap; the aggregates never use it
 

@@ -16,11 +16,11 @@ from storage.tables import Job, JobAttempt, Result, ResultIdentity, SampleRow, S
 
 from coordinator.reads.estimates import estimate_duration  # noqa: F401 (re-exported: the dashboard's one entry point)
 from coordinator.reports.export import load_records
-from coordinator.reads.filters import (COLUMNS, JOB_METRICS, MAX_RAW_SAMPLES, MAX_SERIES, SAMPLE_METRICS, Filters,  # noqa: F401
+from coordinator.reads.filters import (COLUMNS, MAX_RAW_SAMPLES, MAX_SERIES, SAMPLE_METRICS, Filters,  # noqa: F401
                       conditions, engine_version, host_detail, ok_results)
 from coordinator.reads.compare_series import series  # noqa: F401
 
-__all__ = ["Filters", "JOB_METRICS", "MAX_RAW_SAMPLES", "MAX_SERIES", "SAMPLE_METRICS", "active_sweeps", "attempts",
+__all__ = ["Filters", "MAX_RAW_SAMPLES", "MAX_SERIES", "SAMPLE_METRICS", "active_sweeps", "attempts",
            "data_version", "estimate_duration", "failed_results", "filter_options", "raw_samples", "recent_results",
            "result_detail", "series"]
 

@@ -12,12 +12,11 @@ from sqlalchemy.orm import Session
 
 from siliconbench.aggregate import Summary, stability_warnings, summarize
 from siliconbench.jobs import JobSpec
-from siliconbench.metrics import METRICS
+from siliconbench.metrics import HEADLINE, METRICS
 from siliconbench.results import JobResult, JobStatus
 
 from storage.result_store import load_stored
 
-MAIN_METRICS = ("prefill_tps", "decode_tps", "ttft_ms")
 COUNTER_METRICS = ("engine_prefill_tps", "engine_decode_tps")
 ENGINE_PACKAGE = {"llama.cpp": "llama-cpp-python", "mlx": "mlx-lm"}
 HOST_FIELDS = ("hostname", "os", "chip", "cores", "memory_bytes")
@@ -60,7 +59,7 @@ def result_record(job: JobSpec, result: JobResult, *, worker: str | None = None,
     are the generate workload's, kept for readers of the first contract.
     """
     env = result.environment
-    summaries = {m: summarize(result.measured(m)) for m in MAIN_METRICS + COUNTER_METRICS}
+    summaries = {m: summarize(result.measured(m)) for m in HEADLINE + COUNTER_METRICS}
     metrics = workload_metrics(result)
     if job.workload != "generate":  # stability of each repetition-level figure (not per request, gap, or count)
         stable = {m: summarize(result.measured(m)) for m in metrics if m in METRICS
@@ -86,7 +85,7 @@ def result_record(job: JobSpec, result: JobResult, *, worker: str | None = None,
         "n_depth": job.n_depth,
         "repetitions": job.repetitions,
         "process": job.process,
-        **{m: summary_dict(summaries[m]) for m in MAIN_METRICS},
+        **{m: summary_dict(summaries[m]) for m in HEADLINE},
         "load_s": result.load_s,
         "peak_memory_bytes": result.peak_memory_bytes,
         "host": {f: getattr(env, f) if env else None for f in HOST_FIELDS},
@@ -121,7 +120,7 @@ def to_csv_rows(records: list[dict]) -> list[dict]:
     rows = []
     for r in records:
         row = {k: r[k] for k in CSV_SCALARS}
-        metrics = {m: r[m] for m in MAIN_METRICS} | {m: r["engine_counters"].get(m) for m in COUNTER_METRICS}
+        metrics = {m: r[m] for m in HEADLINE} | {m: r["engine_counters"].get(m) for m in COUNTER_METRICS}
         for m, s in metrics.items():
             for stat in CSV_STATS:
                 row[f"{m}_{stat}"] = (len(s["samples"]) if stat == "n" else s[stat]) if s else None

@@ -7,6 +7,7 @@ from rich.table import Table
 
 from siliconbench.aggregate import summarize
 from siliconbench.manifest import weights_of
+from siliconbench.metrics import HEADLINE
 
 from storage import sweep_store
 from storage.database import session_scope
@@ -50,7 +51,7 @@ def by_configuration(records: list[dict]) -> list[dict]:
     for group in groups.values():
         first = {**group[0], "processes": len(group)}
         if len(group) > 1:
-            for m in ("prefill_tps", "decode_tps", "ttft_ms"):
+            for m in HEADLINE:
                 first[m] = summary_dict(summarize([v for r in group for v in (r.get(m) or {}).get("samples", [])]))
             first["peak_memory_bytes"] = max((r["peak_memory_bytes"] for r in group if r["peak_memory_bytes"]),
                                              default=None)

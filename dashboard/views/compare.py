@@ -6,7 +6,7 @@ import streamlit as st
 
 from coordinator.reads.queries import MAX_SERIES, Filters
 from dashboard import charts, data, tables
-from siliconbench.metrics import METRICS
+from siliconbench.metrics import HEADLINE, METRICS
 
 st.title("Compare")
 
@@ -82,7 +82,7 @@ else:
         st.caption("Ratio of means; above 1 means llama.cpp is faster (tok/s) or slower / larger (TTFT, memory).")
         st.dataframe(ratios, hide_index=True, width="stretch", key="ratio_table")
 
-    metric = st.radio("Metric", tables.CHART_METRICS, horizontal=True, key="metric",
+    metric = st.radio("Metric", HEADLINE, horizontal=True, key="metric",
                       format_func=lambda m: f"{tables.PUBLISHED[m]} ({METRICS[m].better} is better)")
     frame = tables.chart_frame(rows, metric)
     if frame.empty:

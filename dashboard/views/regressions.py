@@ -14,13 +14,13 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from coordinator.history.compare import DEFAULT_ALPHA, DEFAULT_METRICS, DEFAULT_MIN_EFFECT
+from coordinator.history.compare import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
 from coordinator.history.load import load_points
 from coordinator.history.regressions import find_steps, get_finding, history_points, list_findings, save_findings
 from coordinator.watch.messages import notifications
 from dashboard import access, data
 from embedded.confirm import DEFAULT_ROUNDS, start_background
-from siliconbench.metrics import METRICS
+from siliconbench.metrics import HEADLINE, METRICS
 from storage.database import session_scope
 
 st.title("Regressions")
@@ -49,7 +49,7 @@ def _scan(metrics: list[str], min_effect: float, alpha: float) -> int:
 can_write = access.may_write()  # scanning records findings, confirming runs a sweep
 with st.expander("Scan the history", expanded=False):
     c1, c2, c3 = st.columns([3, 1, 1])
-    metrics = c1.multiselect("Metrics", list(METRICS), default=list(DEFAULT_METRICS), key="rg_metrics")
+    metrics = c1.multiselect("Metrics", list(METRICS), default=list(HEADLINE), key="rg_metrics")
     min_effect = c2.number_input("Min effect", 0.0, 0.5, DEFAULT_MIN_EFFECT, 0.01, key="rg_min_effect")
     alpha = c3.number_input("Alpha", 0.001, 0.2, DEFAULT_ALPHA, 0.01, format="%.3f", key="rg_alpha")
     if not can_write:

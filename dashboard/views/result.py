@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import data
-from siliconbench.metrics import METRICS
+from siliconbench.metrics import HEADLINE, METRICS
 
 st.title("Result detail")
 
@@ -46,7 +46,7 @@ for w in rec["unstable"]:
 
 # Every metric the job measured (its workload's own included), summarized by siliconbench.aggregate.
 summaries = rec.get("metrics") or (
-    {m: rec[m] for m in ("prefill_tps", "decode_tps", "ttft_ms")} | rec["engine_counters"])
+    {m: rec[m] for m in HEADLINE} | rec["engine_counters"])
 summary = [{"metric": m, "unit": METRICS[m].unit if m in METRICS else "", "better": METRICS[m].better if m in METRICS
             else "", "n": len(s["samples"]), **{k: s[k] for k in ("mean", "median", "stddev", "min", "max")}}
            for m, s in summaries.items() if s]

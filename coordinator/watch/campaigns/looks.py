@@ -19,7 +19,8 @@ from siliconbench.errors import UserError
 from siliconbench.spec import SweepSpec, load_sweep, parse_sweep
 from storage.watch_tables import Campaign
 
-from coordinator.history.compare import DEFAULT_METRICS, process_samples
+from coordinator.history.compare import process_samples
+from siliconbench.metrics import HEADLINE
 from coordinator.history.points import Point, series_id, series_label
 from coordinator.stats.sequential import LOOKS, Decision, decide
 
@@ -34,7 +35,7 @@ def looks_of(doc: dict) -> tuple[int, ...]:
 
 
 def metrics_of(doc: dict) -> tuple[str, ...]:
-    return tuple(doc.get("metrics") or DEFAULT_METRICS)
+    return tuple(doc.get("metrics") or HEADLINE)
 
 
 def suite_of(doc: dict) -> dict:
