@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 BROKER = "redis://127.0.0.1:6379/7"
 # Earlier figures of this benchmark on this project's 2-core VM (end-to-end jobs/s, ours vs raw Celery no-ops).
-REFERENCES = [("issue 14 (before)", 288, 1_196), ("aa68511: asynchronous claim (median of 3)", 419, 1_042),
+REFERENCES = [("before aa68511: synchronous claim", 288, 1_196), ("aa68511: asynchronous claim (median of 3)", 419, 1_042),
               ("3ca7ee6: prepared claim and result, every result durable (median of 6, a quieter day)", 700, 1_800)]
 ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 

@@ -43,7 +43,7 @@ def _fleet_settings(broker: str | None = None, database: str | None = None, wait
     return s, broker
 
 
-# `siliconbench worker` joins the fleet; its `install` / `uninstall` make that a service of this OS (issue 11).
+# `siliconbench worker` joins the fleet; its `install` / `uninstall` make that a service of this OS.
 worker_app = typer.Typer(no_args_is_help=False, pretty_exceptions_show_locals=False)
 _BROKER = typer.Option(None, "--broker", help="Redis URL (default: SILICONBENCH_BROKER_URL)")
 _DATABASE = typer.Option(None, "--database", help="PostgreSQL URL (default: SILICONBENCH_DATABASE_URL)")

@@ -16,27 +16,27 @@ app = typer.Typer(
 app.command()(run)
 app.command()(results)
 app.command()(dashboard)
-app.add_typer(fleet.worker_app, name="worker")  # `worker` joins the fleet; `worker install|uninstall` (issue 11)
+app.add_typer(fleet.worker_app, name="worker")  # `worker` joins the fleet; `worker install|uninstall`
 for verb in (fleet.submit, fleet.status, fleet.cancel, fleet.workers, fleet.reconcile):
     app.command()(verb)
 app.add_typer(models.app, name="models")
 app.add_typer(db.app, name="db")
-# Engine versions and regressions (issue 6).
+# Engine versions and regressions.
 from . import compare as _compare, env as _env  # noqa: E402
 
 for verb in (_compare.compare, _compare.regressions, _compare.confirm, _compare.export):
     app.command()(verb)
 app.command("import-llama-bench")(_compare.import_llama_bench)
 app.add_typer(_env.app, name="env")
-# What a worker here would see, and what to fix (issue 11).
+# What a worker here would see, and what to fix.
 from .doctor import doctor as _doctor  # noqa: E402
 
 app.command()(_doctor)
-# The regression watch's clock (issue 14).
+# The regression watch's clock.
 from .scheduler import scheduler as _scheduler  # noqa: E402
 
 app.command()(_scheduler)
-# The regression watch (issue 14).
+# The regression watch.
 from . import watch as _watch  # noqa: E402
 
 app.add_typer(_watch.app, name="watch")

@@ -19,7 +19,7 @@ TASK_WATCH_TICK = "siliconbench.watch_tick"
 SCHEDULER_QUEUE = "siliconbench.scheduler"
 
 # Above the longest job a sweep may allow (spec timeout_s); crash recovery is the reconciler's job,
-# never this timeout's: a shorter one re-runs healthy jobs (measured-facts.md: 3 runs of one 40 s job).
+# never this timeout's: a shorter one re-runs healthy jobs (measured: 3 runs of one 40 s job).
 MAX_JOB_TIMEOUT_S = 6 * 3600
 VISIBILITY_TIMEOUT_S = MAX_JOB_TIMEOUT_S + 1800
 

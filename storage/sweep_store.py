@@ -62,7 +62,7 @@ def _row_security_on_jobs(session: Session) -> bool:
 
 
 def _copy_jobs(session: Session, jobs: list[JobSpec]) -> None:
-    """The jobs' rows through COPY, in the session's transaction: ~4x executemany (measured-facts.md).
+    """The jobs' rows through COPY, in the session's transaction: ~4x executemany (measured on the project's VM).
 
     Same rows as the executemany path (_job_row): the spec as SQLAlchemy's JSON type writes it (json.dumps),
     created_at set here like the model's Python-side default.

@@ -1,4 +1,4 @@
-"""Confirm across the fleet (issue 14, item 4): a finding's A/B/A/B confirmation run by a real worker, on its own
+"""Confirm across the fleet: a finding's A/B/A/B confirmation run by a real worker, on its own
 least-privilege login, chosen by name or by SKU, and a clear error for a worker that does not exist."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The fleet prepares itself (issue 14, item 3): a real worker, on its own least-privilege login, makes a campaign
+"""The fleet prepares itself: a real worker, on its own least-privilege login, makes a campaign
 candidate's engine environment when told through the broker, reports it in campaign_hosts, and goes on running jobs.
 """
 

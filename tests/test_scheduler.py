@@ -1,4 +1,4 @@
-"""One check at a time fleet-wide (issue 14, item 2): the scheduler's database lock, in-process on SQLite and
+"""One check at a time fleet-wide: the scheduler's database lock, in-process on SQLite and
 PostgreSQL, then two real `siliconbench scheduler` processes (Celery beat + worker each) started at once on the
 same Redis and PostgreSQL by mistake, checking three watches on a deliberately slow local index; one is killed
 by its PID while it holds the lock and the other carries on."""

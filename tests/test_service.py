@@ -1,4 +1,4 @@
-"""The worker as a service (issue 11, item 9): the LaunchAgent plist (built for Darwin on this Linux machine),
+"""The worker as a service: the LaunchAgent plist (built for Darwin on this Linux machine),
 the systemd user unit (written into a temporary HOME and checked by systemd's own `systemd-analyze verify`),
 the 0600 secrets file (read back by systemd's own env-file parser), sleep prevention around a real job,
 and `siliconbench doctor` as a real subprocess against the real Redis and PostgreSQL.

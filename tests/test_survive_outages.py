@@ -1,4 +1,4 @@
-"""Long-running processes outlive their dependencies (issue 13, item 1): the worker and the dashboard's runner.
+"""Long-running processes outlive their dependencies: the worker and the dashboard's runner.
 
 Real processes, killed by the PID this test started: a private Redis killed and restarted, PostgreSQL cut
 away through a TCP proxy (harness/fleet.py). Each outage is one log line when it starts and one when

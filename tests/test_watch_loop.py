@@ -1,4 +1,4 @@
-"""The regression watch's whole loop on real processes (issue 14, acceptance): a watch on a local index holding
+"""The regression watch's whole loop on real processes: a watch on a local index holding
 real mlx-lm releases (0.31.3 first, 0.32.2 added later), two real workers, a real `siliconbench scheduler` (Celery
 beat ticking every 2 s), the baseline's environment made on both workers, the suite run interleaved look by look,
 compared per series and host, a fleet verdict, a finding, and a signed webhook delivered to a local receiver that

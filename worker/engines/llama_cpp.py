@@ -229,7 +229,7 @@ class LlamaCppEngine(Engine):
 
     def _eval(self, tokens: list[int]) -> None:
         self.llm.eval(tokens)
-        # Counters and logits are booked only once the context synchronizes (measured-facts.md).
+        # Counters and logits are booked only once the context synchronizes.
         self.lib.llama_synchronize(self.ctx)
 
     def _decode_batches(self, tokens: list[int]) -> None:

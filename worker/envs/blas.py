@@ -1,7 +1,7 @@
 """Which BLAS an MLX child uses on Linux, chosen before the process starts (it cannot change after).
 
 mlx's Linux CPU wheel bundles a reference BLAS: a 512x1024x2816 float32 matmul takes ~750 ms against
-~23 ms with Debian's OpenBLAS preloaded (measured-facts.md). The choice is recorded with the result.
+~23 ms with Debian's OpenBLAS preloaded (measured on the project's VM). The choice is recorded with the result.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The quiet-host gate beside the thermal gate: was anything else using the machine while the job ran?
 
-A busy core slows llama.cpp's spinning threads up to 15x here (measured-facts); Mac minis in a fleet run
+A busy core slows llama.cpp's spinning threads up to 15x here (measured on this project's 2-core VM); Mac minis in a fleet run
 Spotlight, Time Machine, updates and other people's builds. Before each job (in the worker's process, outside
 every timed region) the gate reads, over WINDOW_S:
 

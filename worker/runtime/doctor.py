@@ -206,7 +206,7 @@ def check_service(system: str) -> list[Check]:
 
 
 def check_platform() -> list[Check]:
-    # Thermal state and power (issue 11, item 8) come from worker.platform, built separately: its one call site.
+    # Thermal state and power come from worker.platform, built separately: its one call site.
     try:
         host_platform = importlib.import_module(f"{__package__}.platform")
     except ModuleNotFoundError as exc:
