@@ -18,5 +18,5 @@ through ``storage`` and never imports the worker or an engine. One room per subs
                 llama-bench interop (llamabench)
 
 ``celery_app`` is the coordinator's Celery beat process. Rooms import ``siliconbench`` and ``storage``; stats
-imports no database and no broker; reports and reads import no broker (tests/test_import_rules.py).
+imports no database and no broker; reports and reads import no broker (tests/house/test_import_rules.py).
 """

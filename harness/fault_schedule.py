@@ -1,5 +1,5 @@
 """The fault campaign's seeded schedule: which process is killed or cut, and when (benchmarks/faults.py runs it;
-tests/test_faults.py checks it)."""
+tests/fleet/test_faults.py checks it)."""
 
 from __future__ import annotations
 

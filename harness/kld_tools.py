@@ -1,5 +1,5 @@
 """Our KL-divergence beside llama-perplexity's on the same files and windows: the comparison behind
-tests/test_quality.py and benchmarks/kld.py."""
+tests/models/test_quality.py and benchmarks/kld.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Two real workers on this machine, one slowed inside the engine's timed calls (harness/throttle), running the same
-sweeps round by round: the scenario behind tests/test_peers.py and benchmarks/suspect_hosts.py."""
+sweeps round by round: the scenario behind tests/fleet/test_peers.py and benchmarks/suspect_hosts.py."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from harness.fleet import RedisServer
 SMALL = "tiny-llama-5m"
 # The suite runs several workers, servers and jobs on two cores on purpose: each would see the others as load
 # and wait (busy: wait) or be marked contended. The quiet-host gate's CPU test is off for the whole session
-# (its subprocesses inherit this); tests/test_quiet.py turns it back on to test the gate itself.
+# (its subprocesses inherit this); tests/worker/test_quiet.py turns it back on to test the gate itself.
 os.environ["SILICONBENCH_BUSY_CPU_PCT"] = "100"
 
 

@@ -22,7 +22,7 @@ from urllib.parse import unquote
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from .http_files import LoopbackServer
+from tests.http_files import LoopbackServer
 
 PACKAGE = "mlx-lm"
 RELEASES = ("0.31.3", "0.32.2")  # two real releases, pure-Python wheels (installable on Linux too)

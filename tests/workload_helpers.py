@@ -12,7 +12,7 @@ from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import parse_sweep
 from worker.job.child import run_job
 
-from .conftest import SMALL
+from tests.conftest import SMALL
 
 
 def jobs_for(models_dir, workload: dict, **kw) -> list[JobSpec]:

@@ -17,7 +17,7 @@ read from the per-result summaries (``result_summaries``, written with each resu
 one value, so their median is the exact median over the results. Series are found among identities
 (``result_identities``), not among results: every filter but the sweep is a fact of the identity.
 Only the square root of the one variance per series is taken in Python (SQLite may
-lack ``sqrt``). ``tests/test_dashboard.py`` checks all of it against ``summarize`` on both databases.
+lack ``sqrt``). ``tests/dashboard/test_dashboard.py`` checks all of it against ``summarize`` on both databases.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ at the first look where
   on the canonical joint distribution of the looks' z-statistics (Brownian motion in the information, here
   the processes a side: corr(Z_i, Z_j) = sqrt(n_i / n_j)), the asymptotic law of Mann-Whitney's U on nested
   samples, by the recursive numerical integration of Armitage, McPherson and Rowe (Jennison & Turnbull,
-  *Group Sequential Methods*, ch. 19; ``tests/test_sequential.py`` checks it against
+  *Group Sequential Methods*, ch. 19; ``tests/coordinator/test_sequential.py`` checks it against
   ``scipy.stats.multivariate_normal``). So the false verdicts over all looks sum to alpha (0.05), not more.
   That gives 0.0096, 0.0136, 0.0198, 0.0319 at 5, 8, 11, 15 (the first still reachable by 5 processes a
   side, whose smallest exact p is 0.0079; a discrete exact p that cannot reach its look's bound only makes

@@ -1,6 +1,6 @@
 """Benchmark and test only: a real, proportional slowdown of the engines' timed calls.
 
-Used by benchmarks/regression_power.py, benchmarks/suspect_hosts.py and tests/test_peers.py. Active only when
+Used by benchmarks/regression_power.py, benchmarks/suspect_hosts.py and tests/fleet/test_peers.py. Active only when
 SILICONBENCH_THROTTLE is set, to a fraction f: every call the generate workload times (prefill, first_token,
 decode) then busy-waits until it has taken (1 + f) times as long as it did, so tokens/s drop by exactly
 1 - 1/(1 + f) (f = 1/0.95 - 1 = 0.0526 is a 5% slowdown), on top of whatever noise the machine adds. It runs

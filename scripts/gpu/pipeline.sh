@@ -63,7 +63,7 @@ wait_build() {
 }
 
 gpu_tests() {
-  python3 -m pytest -m gpu tests/test_gpu.py -p no:cacheprovider -q -o addopts="" -m gpu \
+  python3 -m pytest -m gpu tests/worker/test_gpu.py -p no:cacheprovider -q -o addopts="" -m gpu \
     --junitxml="$G/out/gpu-tests.xml" 2>&1 | tee "$G/out/gpu-tests.log"
   return "${PIPESTATUS[0]}"
 }

@@ -65,7 +65,7 @@ def guarded_strategy(task, app, consumer, **kwargs):
     """Celery's default strategy, but a body that is not (args, kwargs, embed) is refused, not fatal.
 
     Celery 5.7 lets the ValueError of such a message escape and the whole worker dies; turning it into
-    InvalidTaskError makes Celery log it and reject that one message (tests/test_fleet.py).
+    InvalidTaskError makes Celery log it and reject that one message (tests/fleet/test_fleet.py).
     """
     handler = default(task, app, consumer, **kwargs)
 

@@ -1,0 +1,1 @@
+"""The siliconbench command: the embedded run, workload tables, recovering half-done sweeps."""

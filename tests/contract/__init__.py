@@ -1,0 +1,1 @@
+"""The shared contract (siliconbench/): sweep and workload specs, jobs and their expansion."""

@@ -1,0 +1,1 @@
+"""The Streamlit dashboard: pages under AppTest, login through a real OpenID provider, a real browser."""

@@ -1,0 +1,404 @@
+"""The dashboard's pages under Streamlit's AppTest, against seeded SQLite and PostgreSQL databases, and the
+SQL aggregates behind them checked against siliconbench.aggregate.summarize on the same samples.
+
+The Sweeps page's form runs a real sweep in-process (no broker) on the session's tiny model.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+
+import pytest
+import streamlit as st
+from sqlalchemy import func, select
+from streamlit.testing.v1 import AppTest
+
+from coordinator.reads import queries
+from dashboard import runner
+from siliconbench.aggregate import summarize
+from siliconbench.metrics import RESULT_ROW_METRICS
+from storage import database as db, result_store
+from storage.summaries import RESULT_METRICS
+from storage.tables import Job, Result, ResultSummary, Sweep
+
+from tests.dashboard_seed import MODEL, prefill_values, seed_results
+from tests.dashboard.support import app, chart_data, table
+
+
+# ----------------------------------------------------------------------------------------------- fixtures
+
+
+def count(url: str, model) -> int:
+    with db.session_scope(url) as s:
+        return s.scalar(select(func.count()).select_from(model))
+
+
+# ------------------------------------------------------------------------------- SQL equals summarize
+
+def test_sql_aggregates_equal_summarize(seeded):
+    """A series pools its results' summaries: count, mean, min, max and the variance exactly as summarize over
+    the pooled samples; the median is the median of the results' medians (coordinator.reads.compare_series' definition:
+    the exact median when a series has one result)."""
+    metrics = queries.SAMPLE_METRICS + RESULT_ROW_METRICS + ("mlx_peak_memory_bytes",)
+    with db.session_scope(seeded["url"]) as s:
+        rows, total = queries.series(s, metrics=metrics)
+        stored = result_store.load_stored(s)
+    pooled: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    medians: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for x in stored:
+        if x.result.status != "ok":
+            continue
+        k = x.result.identity_hash(x.job)
+        for m in metrics:
+            values = x.result.measured(m) if m not in RESULT_ROW_METRICS else [getattr(x.result, m)]
+            pooled[k][m] += values
+            if values and m not in RESULT_ROW_METRICS:
+                medians[k][m].append(summarize(values).median)
+    assert total == len(rows) == len(pooled) == 7
+    checked = 0
+    for r in rows:
+        for m in metrics:
+            want = summarize(pooled[r["identity_hash"]][m])
+            got = r["metrics"].get(m)
+            if want is None:
+                assert got is None
+                continue
+            median = want.median if m in RESULT_ROW_METRICS else summarize(medians[r["identity_hash"]][m]).median
+            assert got["median"] == pytest.approx(median, rel=1e-9, abs=1e-9), (r["identity_hash"], m)
+            for f in ("mean", "stddev", "min", "max"):
+                assert got[f] == pytest.approx(getattr(want, f), rel=1e-9, abs=1e-9), (r["identity_hash"], m, f)
+            assert got["count"] == want.count
+            checked += 1
+    assert checked > 30
+    # Pooled: one identity measured in two sweeps has both runs' samples; the other host's is its own.
+    studio = [r for r in rows if (r["hostname"], r["engine"], r["n_prompt"]) == ("mac-studio-01.local", "llama.cpp", 512)]
+    assert len(studio) == 1 and studio[0]["n_results"] == 2 and studio[0]["metrics"]["prefill_tps"]["count"] == 6
+    # 5 GiB values one byte apart: the two-pass variance keeps them exact.
+    mlx = next(r for r in rows if r["engine"] == "mlx" and r["hostname"] == "mbp-m4.local")
+    assert mlx["metrics"]["mlx_peak_memory_bytes"]["stddev"] == pytest.approx(1.0, rel=1e-9)
+
+
+def test_stored_summaries_equal_summarize_per_result(seeded):
+    """The summaries save_result wrote beside the samples are summarize's, per result and metric."""
+    with db.session_scope(seeded["url"]) as s:
+        stored = {(r.job_id, r.metric): r for r in s.scalars(select(ResultSummary))}
+        results = result_store.load_stored(s)
+    want = {}
+    for x in results:
+        for m in {m for smp in x.result.samples for m in smp.values}:
+            if (w := x.result.summary(m)) is not None:
+                want[(x.job.job_id, m)] = w
+        for m in RESULT_METRICS:  # the results row's one-value metrics: summaries of one value
+            if getattr(x.result, m) is not None:
+                want[(x.job.job_id, m)] = summarize([getattr(x.result, m)])
+    assert set(stored) == set(want) and len(want) > 30
+    for key, w in want.items():
+        got = stored[key]
+        assert (got.n, got.median, got.min, got.max) == (w.count, w.median, w.min, w.max), key
+        assert got.mean == pytest.approx(w.mean, rel=1e-12) and got.var == pytest.approx(w.stddev ** 2, rel=1e-12)
+
+
+def test_series_median_of_several_results_is_the_median_of_their_medians(url):
+    """Three results of one identity whose pooled median (2.0) differs from the median of medians (10.0)."""
+    seed_results(url, [[1.0, 2.0, 3.0], [10.0, 11.0, 12.0], [0.0, 0.5, 100.0]])
+    with db.session_scope(url) as s:
+        (row,), _ = queries.series(s, metrics=("prefill_tps",))
+    got = row["metrics"]["prefill_tps"]
+    pooled = summarize([1.0, 2.0, 3.0, 10.0, 11.0, 12.0, 0.0, 0.5, 100.0])
+    assert got["median"] == summarize([2.0, 11.0, 0.5]).median == 2.0 != pooled.median
+    assert got["mean"] == pytest.approx(pooled.mean) and got["stddev"] == pytest.approx(pooled.stddev)
+    assert (got["min"], got["max"], got["count"]) == (0.0, 100.0, 9)
+
+
+def test_series_limit_reports_the_total(seeded):
+    with db.session_scope(seeded["url"]) as s:
+        rows, total = queries.series(s, limit=2)
+    assert len(rows) == 2 and total == 7
+
+
+# ------------------------------------------------------------------------------------------------ pages
+
+def test_compare_page_latest_sweep_by_default(seeded):
+    at = app()
+    assert at.title[0].value == "Compare"
+    assert at.sidebar.multiselect(key="f_sweeps").value == ["laptop-mbp"]
+    t = table(at, "compare_table")
+    assert len(t) == 3 and set(t["engine"]) == {"llama.cpp 0.3.35", "mlx 0.32.2"}
+    want = prefill_values("llama.cpp", "mbp", 128, 0)
+    row = t[t["configuration"].str.contains("p128") & (t["engine"] == "llama.cpp 0.3.35")].iloc[0]
+    assert row["prompt tok/s"] == f"{sum(want) / 3:,.1f} ± 10.0" and row["samples"] == 3 and row["results"] == 1
+    assert row["memory peak"] == "800 ± 0 MiB" and row["detail"].startswith("/result?job=")
+    ratios = table(at, "ratio_table")
+    assert len(ratios) == 1 and ratios.iloc[0]["prompt tok/s ×"] == pytest.approx(2.0, rel=0.01)
+    charts = at.get("vega_lite_chart")
+    assert len(charts) == 3  # bars, distribution, scaling
+    assert len(chart_data(charts[0])) == 3  # one bar per series
+    assert len(chart_data(charts[1])) == 9  # every raw measured sample of the three series
+    failed = table(at, "failed_table")
+    assert list(failed["error"]) == ["engine error: out of memory while loading"]
+
+
+def test_compare_page_keeps_identities_apart(seeded):
+    at = app()
+    at.sidebar.multiselect(key="f_sweeps").set_value([]).run()
+    t = table(at, "compare_table")
+    assert len(t) == 7  # 4 identities on the studio (each pooled over 2 sweeps), 3 on the laptop
+    p512 = t[t["configuration"].str.contains("p512") & t["engine"].str.startswith("llama.cpp")]
+    assert sorted(p512["results"]) == [1, 2]  # two versions on two hosts: never one series
+    assert len(table(at, "ratio_table")) == 3
+    at.sidebar.multiselect(key="f_engine_versions").set_value(["0.3.35"]).run()
+    assert list(table(at, "compare_table")["engine"]) == ["llama.cpp 0.3.35"] * 2
+    at.radio(key="metric").set_value("decode_tps").run()
+    assert not at.exception and len(at.get("vega_lite_chart")) == 3
+
+
+def test_compare_page_on_an_empty_database(url):
+    at = app()
+    assert "No results yet" in at.info[0].value
+
+
+def test_sweeps_page_lists_sweeps_with_progress(seeded):
+    at = app("sweeps")
+    t = table(at, "sweep_table")
+    assert list(t["sweep"]) == ["laptop-mbp", "again-studio", "first-studio"]
+    assert set(t["status"]) == {"done"} and list(t["progress"]) == [1.0, 1.0, 1.0]
+    assert list(t["failed"]) == [1, 0, 0]
+
+
+def test_fleet_page_shows_hosts_from_heartbeats(seeded):
+    t = table(app("fleet"), "hosts_table").set_index("worker")
+    assert t.loc["studio", "status"].endswith("online") and t.loc["mbp", "status"].endswith("offline")
+    assert t.loc["studio", "chip"] == "Apple M2 Ultra" and t.loc["studio", "memory GiB"] == 192
+    assert t.loc["studio", "engines"] == "llama.cpp 0.3.36, mlx 0.32.2"
+    assert t.loc["mbp", "models"].split(" (")[0] == MODEL  # each model with the forms the host holds
+    assert (t.loc["studio", "jobs done"], t.loc["mbp", "jobs done"], t.loc["mbp", "jobs failed"]) == (8, 3, 1)
+
+
+def test_fleet_page_without_workers(url):
+    assert "No worker has registered" in app("fleet").info[0].value
+
+
+def test_result_page_shows_a_failed_job(seeded):
+    at = app("result", job=seeded["failed_job"])
+    assert "out of memory while loading" in at.error[0].value
+    assert "error: out of memory" in at.code[0].value
+    assert "This job recorded no samples." in at.info[0].value
+
+
+def test_result_page_shows_samples_environment_and_options(seeded):
+    with db.session_scope(seeded["url"]) as s:
+        job_id = s.scalar(select(Job.id).where(Job.sweep_id == "first-studio", Job.engine == "mlx",
+                                               Job.n_prompt == 128))
+    at = app("result", job=job_id)
+    samples = table(at, "samples_table")
+    assert list(samples["repetition"]) == [0, 1, 2, 3] and list(samples["warmup"]) == [True, False, False, False]
+    assert list(samples["prefill_tps"][1:]) == pytest.approx(prefill_values("mlx", "studio", 128, 0))
+    summary = table(at, "summary_table").set_index("metric")
+    assert summary.loc["prefill_tps", "n"] == 3 and summary.loc["prefill_tps", "unit"] == "tokens/s"
+    envs = [json.loads(j.value) for j in at.json]
+    assert any(e.get("chip") == "Apple M2 Ultra" for e in envs) and any("job" in e for e in envs)
+    assert not at.error
+
+
+# ------------------------------------------------------------------------------------------ sweep form
+
+def fill_form(at: AppTest, **values) -> AppTest:
+    for key, v in values.items():
+        widget = at.multiselect(key=key) if isinstance(v, list) else \
+            at.number_input(key=key) if isinstance(v, int) else at.text_input(key=key)
+        widget.set_value(v)
+    return at
+
+
+def wait_for_runner(timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while runner.active() is not None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert runner.active() is None, "the embedded sweep did not finish"
+
+
+def test_form_previews_then_runs_the_sweep_in_process(url):
+    at = app("sweeps")
+    fill_form(at, sw_name="form-run", sw_models=[MODEL], sw_engines=["llama.cpp", "mlx"], sw_quants=["full"],
+              sw_prompt_tokens="16", sw_gen_tokens="4", sw_depth="0", sw_reps=2, sw_warmup=1)
+    at.button(key="FormSubmitter:sweep_form-Preview").click().run()
+    assert not at.exception and not at.error
+    assert [m.value for m in at.metric][:2] == ["2", "1"]
+    # level full on Linux: one weight dtype for both engines, GGUF F32 with MLX f32
+    assert list(table(at, "preview_jobs")["job"]) == [f"llama.cpp {MODEL} F32 p16 g4 d0", f"mlx {MODEL} f32 p16 g4 d0"]
+    assert count(url, Job) == 0  # a preview enqueues nothing
+
+    at.button(key="sw_submit").click().run()
+    assert not at.exception and "submitted: 2 jobs" in at.success[0].value
+    wait_for_runner()
+    with db.session_scope(url) as s:
+        (sweep,) = s.scalars(select(Sweep)).all()
+        jobs = s.execute(select(Job.engine, Job.status, Job.n_prompt, Job.n_gen, Job.repetitions)
+                         .order_by(Job.idx)).all()
+        assert sweep.name == "form-run" and sweep.status == "done"
+    assert jobs == [("llama.cpp", "ok", 16, 4, 2), ("mlx", "ok", 16, 4, 2)]
+    assert count(url, Result) == 2
+
+    # Previewed again, the same sweep is estimated from the results just stored.
+    at.button(key="FormSubmitter:sweep_form-Preview").click().run()
+    assert at.metric[2].value.endswith(" s")
+
+    st.cache_data.clear()
+    compare = app()
+    t = table(compare, "compare_table")
+    assert sorted(e.split()[0] for e in t["engine"]) == ["llama.cpp", "mlx"] and set(t["samples"]) == {2}
+    assert len(table(compare, "ratio_table")) == 1
+
+
+def test_cancel_stops_an_embedded_sweep_after_its_running_job(url):
+    at = app("sweeps")
+    fill_form(at, sw_name="cancel-me", sw_prompt_tokens="16, 24, 32", sw_gen_tokens="4", sw_reps=2)
+    at.button(key="FormSubmitter:sweep_form-Preview").click().run()
+    at.button(key="sw_submit").click().run()
+    assert list(table(at, "sweep_table")["sweep"])[0].startswith("cancel-me")
+    at.button(key="sw_cancel").click().run()
+    wait_for_runner()
+    with db.session_scope(url) as s:
+        statuses = list(s.scalars(select(Job.status)))
+        assert s.scalar(select(Sweep.status)) == "cancelled"
+    assert len(statuses) == 6 and set(statuses) <= {"ok", "cancelled"} and "cancelled" in statuses
+    assert count(url, Result) == statuses.count("ok")
+
+
+def error_below(at: AppTest, key: str) -> str | None:
+    """The text of the error shown directly after the widget ``key`` in its container, if any."""
+    def walk(block):
+        kids = list(block.children.values())
+        for i, k in enumerate(kids):
+            if getattr(k, "key", None) == key:
+                nxt = kids[i + 1] if i + 1 < len(kids) else None
+                return nxt.value if nxt is not None and nxt.type == "error" else None
+            found = walk(k) if hasattr(k, "children") else None
+            if found is not None:
+                return found
+        return None
+    return walk(at.main)
+
+
+@pytest.mark.parametrize("edit, key, needle", [
+    ({"sw_name": "has spaces"}, "sw_name", "name"),
+    ({"sw_prompt_tokens": "16, abc"}, "sw_prompt_tokens", "'abc' is not a whole number"),
+    ({"sw_gen_tokens": "-4"}, "sw_gen_tokens", "greater than 0"),
+    ({"sw_depth": "9000"}, "sw_prompt_tokens", "exceeds model"),
+    ({"sw_engines": []}, "sw_engines", "engines"),
+])
+def test_bad_form_shows_the_error_at_the_field_and_creates_nothing(url, edit, key, needle):
+    at = app("sweeps")
+    fill_form(at, **{"sw_prompt_tokens": "16", "sw_gen_tokens": "4", "sw_reps": 2, **edit})
+    at.button(key="FormSubmitter:sweep_form-Preview").click().run()
+    assert not at.exception
+    msg = error_below(at, key)
+    assert msg is not None and needle in msg, [e.value for e in at.error]
+    assert len(at.error) == 1 and not at.get("metric")  # no preview, so no way to enqueue
+    assert count(url, Sweep) == count(url, Job) == 0
+
+
+def test_bad_yaml_shows_its_field_and_creates_nothing(url):
+    at = app("sweeps")
+    at.text_area(key="sw_yaml").set_value(f"name: y\nmodels: [{MODEL}]\nengines: [llama.cpp, onnx]\n")
+    at.button(key="sw_preview_yaml").click().run()
+    msg = error_below(at, "sw_upload")
+    assert msg is not None and "engines[1]" in msg and "llama.cpp, mlx" in msg
+    assert count(url, Job) == 0
+
+
+def test_pasted_yaml_previews(url):
+    at = app("sweeps")
+    at.text_area(key="sw_yaml").set_value(f"name: y\nmodels: [{MODEL}]\nworkloads: [{{kind: generate, "
+                                          "prompt_tokens: [16, 32], gen_tokens: [4]}]\nrepetitions: 2\n")
+    at.button(key="sw_preview_yaml").click().run()
+    assert not at.error and at.metric[0].value == "4" and count(url, Job) == 0
+
+
+# ------------------------------------------------------------------------------------------ fleet mode
+
+@pytest.fixture
+def broker(monkeypatch):
+    """A private Redis (started and stopped by its PID) as SILICONBENCH_BROKER_URL: the Sweeps page's fleet mode."""
+    from harness.fleet import RedisServer
+
+    redis = RedisServer().start()
+    monkeypatch.setenv("SILICONBENCH_BROKER_URL", redis.url)
+    yield redis.url
+    redis.stop()
+
+
+def register(url: str, name: str, engines: dict[str, str], manifest: dict) -> None:
+    """A hosts row as a worker's registration writes it, heartbeat now."""
+    from storage.tables import Host, utcnow
+
+    with db.session_scope(url) as s:
+        s.add(Host(name=name, hostname=f"{name}.local", chip="Apple M4 Pro", memory_bytes=64 * 2**30, os="Darwin",
+                   info={}, engines=[{"name": e, "version": v} for e, v in engines.items()], models=[manifest],
+                   online=True, last_heartbeat=utcnow(), current_job_id=None))
+
+
+def test_fleet_mode_previews_placement_submits_and_cancels(url, models_dir, broker):
+    from siliconbench.queues import host_queue
+    from storage.broker import waiting_job_ids
+
+    manifest = json.loads((models_dir / MODEL / "manifest.json").read_text())
+    register(url, "studio", {"llama.cpp": "0.3.36", "mlx": "0.32.2"}, manifest)
+    register(url, "mbp", {"llama.cpp": "0.3.36"}, manifest)
+    at = app("sweeps")
+    assert "Fleet mode" in at.caption[0].value
+    fill_form(at, sw_name="fleet", sw_prompt_tokens="16", sw_gen_tokens="4", sw_reps=2, sw_hosts=["mbp"])
+    at.button(key="FormSubmitter:sweep_form-Preview").click().run()
+    assert any("Fits nowhere" in e.value and "mbp has no mlx installed" in e.value for e in at.error)
+    assert at.button(key="sw_submit").disabled and count(url, Job) == 0  # nothing enqueued until fixed
+
+    fill_form(at, sw_hosts=[])
+    at.radio(key="sw_placement").set_value("each")
+    at.button(key="FormSubmitter:sweep_form-Preview").click().run()
+    assert not at.error
+    jobs = table(at, "preview_jobs")
+    assert sorted(zip(jobs["job"].str.split().str[0], jobs["host"])) == [
+        ("llama.cpp", "mbp"), ("llama.cpp", "studio"), ("mlx", "studio")]
+    hosts = table(at, "preview_hosts")
+    assert dict(zip(hosts["host / queue"], hosts["jobs"])) == {host_queue("mbp"): 1, host_queue("studio"): 2}
+
+    at.button(key="sw_submit").click().run()
+    assert "submitted: 3 jobs" in at.success[0].value
+    with db.session_scope(url) as s:
+        rows = s.execute(select(Job.id, Job.target_host, Job.status)).all()
+    assert sorted((h, st_) for _, h, st_ in rows) == [("mbp", "queued"), ("studio", "queued"), ("studio", "queued")]
+    assert waiting_job_ids(broker, [host_queue("mbp"), host_queue("studio")]) == {r[0] for r in rows}
+
+    assert list(table(at, "sweep_table")["status"]) == ["queued"]
+    at.button(key="sw_cancel").click().run()
+    with db.session_scope(url) as s:
+        assert set(s.scalars(select(Job.status))) == {"cancelled"}
+        assert s.scalar(select(Sweep.status)) == "cancelled"
+    assert not waiting_job_ids(broker, [host_queue("mbp"), host_queue("studio")])  # their messages purged
+
+
+def test_cli_dashboard_serves_on_loopback_headless():
+    from cli.dashboard import streamlit_argv
+
+    argv = streamlit_argv("127.0.0.1", 8501)
+    assert argv[1:4] == ["-m", "streamlit", "run"] and argv[4].endswith("dashboard/serve.py")
+    opts = dict(zip(argv[5::2], argv[6::2]))
+    assert opts["--server.address"] == "127.0.0.1" and opts["--server.port"] == "8501"
+    assert opts["--server.headless"] == "true" and opts["--browser.gatherUsageStats"] == "false"
+
+
+def test_alike_identities_get_separate_labels_and_lines():
+    from dashboard import tables
+
+    def row(ident, **kw):
+        base = dict(identity_hash=ident, engine="mlx", engine_version="0.32.2", model=MODEL, quant_level="full",
+                    n_prompt=16, n_gen=4, n_depth=0, hostname="h")
+        return base | kw
+
+    rows = tables.label_series([row("aaaaaa01"), row("bbbbbb02"), row("cccccc03", n_depth=512)])
+    # Same configuration, same engine version, different identities (an OS update, other options): apart.
+    assert [r["series"] for r in rows[:2]] == ["mlx 0.32.2 #aaaaaa", "mlx 0.32.2 #bbbbbb"]
+    lines = [r["line"] for r in tables.with_lines(rows, "n_prompt")]
+    assert len(set(lines)) == 3  # another depth is another line, never joined across prompt lengths

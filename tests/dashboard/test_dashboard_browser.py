@@ -1,0 +1,98 @@
+"""The dashboard in a real browser: `siliconbench dashboard` serving on 127.0.0.1, headless Chromium
+driven by Playwright, waiting for content (never a fixed sleep) and checking each page drew its table
+or chart. The journey: an empty database -> a sweep submitted in the browser form -> its comparison chart.
+
+Set SILICONBENCH_UPDATE_SCREENSHOT=1 to write the journey's Compare page to docs/compare.png.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from storage import database as db
+
+from tests.conftest import SMALL, in_ci
+from tests.dashboard_seed import seed
+from tests.dashboard.browser import CHROMIUM, ROOT, chart_marks, open_page, serve, shot, stop, table_cells
+
+
+if not Path(CHROMIUM).exists():
+    if in_ci():
+        pytest.fail(f"{CHROMIUM} is missing in CI (scripts/test_deps.sh installs it)", pytrace=False)
+    pytest.skip(f"{CHROMIUM} is not installed (`make test` installs it or says how)", allow_module_level=True)
+
+
+@pytest.fixture
+def sqlite_db(tmp_path) -> str:
+    url = f"sqlite:///{tmp_path / 'browser.sqlite'}"
+    db.upgrade(url)
+    yield url
+    db.dispose(url)
+
+
+def test_every_page_renders_its_table_or_chart(tmp_path, sqlite_db, models_dir, page):
+    ids = seed(sqlite_db)
+    proc, base = serve(tmp_path, sqlite_db, models_dir)
+    try:
+        open_page(page, base, "/", "Compare")
+        cells = table_cells(page)
+        assert "3,456.1 ± 10.0" in cells and "llama.cpp 0.3.35" in cells and "mlx 0.32.2" in cells
+        assert chart_marks(page) >= 3
+        shot(page, tmp_path / "compare.png")
+
+        open_page(page, base, "/sweeps", "Sweeps")
+        assert {"laptop-mbp", "again-studio", "first-studio", "done"} <= set(table_cells(page))
+        page.get_by_role("textbox", name="Prompt lengths").wait_for()
+        shot(page, tmp_path / "sweeps.png")
+
+        open_page(page, base, "/fleet", "Fleet")
+        cells = table_cells(page)
+        assert "studio" in cells and "mbp" in cells and "Apple M2 Ultra" in cells
+        shot(page, tmp_path / "fleet.png")
+
+        open_page(page, base, f"/result?job={ids['failed_job']}", "Result detail")
+        page.get_by_text("engine error: out of memory while loading").wait_for()
+        page.locator("[data-testid='stCode']").get_by_text("error: out of memory").wait_for()
+        shot(page, tmp_path / "result.png")
+    finally:
+        stop(proc)
+
+
+def test_journey_empty_database_to_comparison_chart(tmp_path, sqlite_db, models_dir, page):
+    proc, base = serve(tmp_path, sqlite_db, models_dir)
+    try:
+        open_page(page, base, "/", "Compare")
+        page.get_by_text("No results yet").wait_for()
+        page.get_by_role("link", name="Sweeps").first.click()
+        page.get_by_role("heading", name="Sweeps", level=1).wait_for()
+
+        page.get_by_role("textbox", name="Name", exact=True).fill("journey")
+        page.get_by_role("textbox", name="Prompt lengths").fill("16, 32")
+        page.get_by_role("textbox", name="Generated tokens").fill("4")
+        page.get_by_role("spinbutton", name="Repetitions").fill("3")
+        page.get_by_role("button", name="Preview").click()
+        page.get_by_text("Preview of journey").wait_for()
+        assert f"llama.cpp {SMALL} F32 p32 g4 d0" in table_cells(page)  # level full on Linux: F32 with f32
+
+        page.get_by_role("button", name="Run on this machine: 4 jobs").click()
+        page.get_by_text("submitted: 4 jobs").wait_for()
+        # The sweep list polls every 2 s; wait until it reports the sweep done.
+        page.wait_for_function("() => [...document.querySelectorAll('[data-testid^=glide-cell]')]"
+                               ".some(c => c.textContent === 'done')", timeout=180_000)
+
+        page.get_by_role("link", name="Compare").first.click()
+        page.get_by_role("heading", name="Compare", level=1).wait_for()
+        cells = table_cells(page)
+        assert any(c.startswith("llama.cpp ") for c in cells) and any(c.startswith("mlx ") for c in cells)
+        assert sum(c.startswith(f"{SMALL} full · p") for c in cells) == 4
+        assert chart_marks(page) >= 4  # one bar per series
+        png = shot(page, tmp_path / "journey-compare.png")
+        if os.environ.get("SILICONBENCH_UPDATE_SCREENSHOT") == "1":
+            (ROOT / "docs").mkdir(exist_ok=True)
+            shutil.copyfile(png, ROOT / "docs" / "compare.png")
+    finally:
+        stop(proc)

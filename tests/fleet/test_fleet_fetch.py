@@ -1,0 +1,105 @@
+"""A Mac that lacks a sweep's model fetches it: a real Celery worker, real Redis and PostgreSQL, real files.
+
+The model is added on the "origin" Mac from an http:// URL served on loopback (https:// in a real fleet: the same
+code) and from a file:// shared folder; a new worker with an empty models folder is sent the sweep, fetches
+both forms, checks their digests and runs the jobs. A copy whose bytes changed after `models add` is refused
+with both digests. A model that exists only as a file on one Mac is refused at submit, with what to do.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+
+import pytest
+from sqlalchemy import func, select
+
+from coordinator.fleet import sweeps as fleet
+from siliconbench.errors import UserError
+from siliconbench.manifest import ModelCatalog, sha256_path
+from storage import database
+from storage.tables import Host, Job
+from worker.models.add import add_model
+from worker.runtime.registration import register
+
+from tests.conftest import SMALL
+from tests.http_files import FileServer
+from tests.fleet.support import job_rows, results_of, sweep, wait_done
+
+
+@pytest.fixture
+def shared(tmp_path, models_dir):
+    """The tiny model's Q4_K_M GGUF (served over HTTP) and its MLX 4-bit folder (on a 'shared folder')."""
+    tiny = ModelCatalog(models_dir).get(SMALL)
+    served = tmp_path / "served"
+    served.mkdir()
+    shutil.copy(models_dir / SMALL / tiny.artifact_for("llama.cpp", "Q4_K_M").path, served / "tiny-Q4_K_M.gguf")
+    shutil.copy(models_dir / SMALL / tiny.artifact_for("llama.cpp", "Q8_0").path, served / "tiny-Q8_0.gguf")
+    nas = tmp_path / "nas"
+    shutil.copytree(models_dir / SMALL / tiny.artifact_for("mlx", "q4").path, nas / "tiny-mlx-4bit")
+    return served, nas
+
+
+def test_a_worker_fetches_a_model_it_lacks_verifies_it_and_runs_the_job(tmp_path, shared, pg_url, broker_url, workers):
+    served, nas = shared
+    origin_models, new_models = tmp_path / "origin-models", tmp_path / "new-models"
+    new_models.mkdir()
+    with FileServer(served) as srv:
+        add_model(origin_models, "byo", [f"{srv.url}/tiny-Q4_K_M.gguf", f"file://{nas}/tiny-mlx-4bit"])
+        register(pg_url, "mac-origin", origin_models)  # the Mac where the user ran `models add`
+        w = workers("mac-new", new_models)
+        spec = sweep(models=["byo"], quantizations=["q4"], hosts=["mac-new"])
+        sid, placement = fleet.submit_sweep(spec, database_url=pg_url, broker_url=broker_url)
+        assert all(j.fetch is not None for j in placement.jobs)
+        wait_done(pg_url, sid, timeout_s=240)
+        assert any(path == "/tiny-Q4_K_M.gguf" for path, _ in srv.requests)
+    records = results_of(pg_url, sid)
+    assert sorted((r["engine"], r["status"], r["worker"]) for r in records) == [
+        ("llama.cpp", "ok", "mac-new"), ("mlx", "ok", "mac-new")], [r.get("error") for r in records]
+    fetched = ModelCatalog(new_models).get("byo")
+    assert {a.quant for a in fetched.artifacts} == {"Q4_K_M", "4bit"}
+    for a in fetched.artifacts:  # real files on this Mac, their digests the origin's
+        p = new_models / "byo" / a.path
+        assert not p.is_symlink() and sha256_path(p) == a.sha256
+    with database.session_scope(pg_url) as s:
+        host = s.get(Host, "mac-new")
+        assert {m["name"] for m in host.models} == {"byo"} and host.activity is None
+    assert "fetching byo" in w.logs()
+
+
+def test_a_copy_whose_digest_differs_is_refused_with_both_digests(tmp_path, shared, pg_url, broker_url, workers):
+    served, _nas = shared
+    origin_models, new_models = tmp_path / "origin-models", tmp_path / "new-models"
+    new_models.mkdir()
+    with FileServer(served) as srv:
+        m = add_model(origin_models, "byo8", [f"{srv.url}/tiny-Q8_0.gguf"])
+        data = bytearray((served / "tiny-Q8_0.gguf").read_bytes())
+        data[-1] ^= 0xFF  # the served copy changes after it was added
+        (served / "tiny-Q8_0.gguf").write_bytes(bytes(data))
+        register(pg_url, "mac-origin", origin_models)
+        workers("mac-new", new_models, engines="llama.cpp")
+        sid, _ = fleet.submit_sweep(sweep(models=["byo8"], quantizations=["q8"], engines=["llama.cpp"], hosts=["mac-new"]),
+                                    database_url=pg_url, broker_url=broker_url)
+        wait_done(pg_url, sid, timeout_s=120)
+    ((_, status, attempts, _, error),) = job_rows(pg_url, sid)
+    want = m.artifacts[0].sha256
+    assert status == "failed" and attempts == 1
+    assert want in error and sha256_path(served / "tiny-Q8_0.gguf") in error, error
+    assert not (new_models / "byo8").exists()  # nothing registered, no partial file left under its name
+
+
+def test_a_model_only_one_mac_has_is_refused_at_submit_with_what_to_do(tmp_path, pg_url, broker_url, workers,
+                                                                      models_dir):
+    tiny = ModelCatalog(models_dir).get(SMALL)
+    origin_models, new_models = tmp_path / "origin-models", tmp_path / "new-models"
+    new_models.mkdir()
+    add_model(origin_models, "local", [str(models_dir / SMALL / tiny.artifact_for("llama.cpp", "Q8_0").path)])
+    register(pg_url, "mac-origin", origin_models)
+    workers("mac-new", new_models, engines="llama.cpp")
+    with pytest.raises(UserError) as e:
+        fleet.submit_sweep(sweep(models=["local"], quantizations=["q8"], engines=["llama.cpp"], hosts=["mac-new"]), database_url=pg_url,
+                           broker_url=broker_url)
+    assert f"on {socket.gethostname()} only" in e.value.message
+    assert "siliconbench models add local" in e.value.message and "--to-existing` on mac-new" in e.value.message
+    with database.session_scope(pg_url) as s:
+        assert s.scalar(select(func.count()).select_from(Job)) == 0  # nothing stored

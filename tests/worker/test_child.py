@@ -1,0 +1,99 @@
+"""The child-process runner on both real engines: results, crashes, timeouts and engine errors."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from siliconbench.jobs import expand
+from siliconbench.manifest import ModelCatalog
+from siliconbench.spec import parse_sweep
+from worker.job.child import run_job
+
+from tests.conftest import SMALL
+
+
+def jobs_for(models_dir, **kw):
+    spec = parse_sweep({"name": "child", "models": [SMALL], "repetitions": 3, "warmup": 1,
+                        "workloads": [{"kind": "generate", "prompt_tokens": [32], "gen_tokens": [8], "depth": [16]}],
+                        **kw})
+    return expand(spec, ModelCatalog(models_dir))
+
+
+@pytest.mark.parametrize("engine", ["llama.cpp", "mlx"])
+def test_real_engine_job(models_dir, engine):
+    job = next(j for j in jobs_for(models_dir) if j.engine == engine)
+    events = []
+    res = run_job(job, models_dir, on_event=events.append)
+    assert res.status == "ok", (res.error, res.stderr_tail)
+    assert [e["event"] for e in events][:2] == ["started", "loaded"]
+    assert sum(e["event"] == "repetition" for e in events) == 4
+    assert len(res.samples) == 4 and [s.warmup for s in res.samples] == [True, False, False, False]
+    for metric in ("prefill_tps", "decode_tps", "ttft_ms"):
+        vals = res.measured(metric)
+        assert len(vals) == 3 and all(v > 0 for v in vals)
+    assert res.load_s > 0
+    assert res.peak_memory_bytes > res.baseline_memory_bytes > 0
+    env = res.environment
+    assert env.cores >= 1 and env.memory_bytes > 0 and env.chip and env.os_version
+    assert env.backend == "CPU"
+    if engine == "llama.cpp":
+        assert env.packages["llama-cpp-python"] == "0.3.36"
+        assert env.engine_build["commit"]
+        # the engine's own counters agree with the wall clock within a factor (same region, finer clock)
+        assert len(res.measured("engine_decode_tps")) == 3
+        wall, own = res.summary("decode_tps").median, res.summary("engine_decode_tps").median
+        assert 0.5 < wall / own <= 1.2
+    else:
+        assert set(env.packages) == {"mlx", "mlx-lm"}
+        assert len(res.measured("mlx_peak_memory_bytes")) == 3
+        assert env.blas
+
+
+def test_a_jobs_peak_memory_is_its_own_whatever_the_parent_holds(models_dir):
+    """A parent holding 1.5 GiB (touched) starts the job: the child's peak must not carry it (on Linux,
+    ru_maxrss inherits the parent's high-water mark across fork + exec)."""
+    job = next(j for j in jobs_for(models_dir) if j.engine == "llama.cpp")
+    quiet = run_job(job, models_dir)
+    ballast = bytearray(1536 << 20)
+    for i in range(0, len(ballast), 4096):
+        ballast[i] = 1
+    loaded = run_job(job, models_dir)
+    del ballast
+    assert quiet.status == loaded.status == "ok", (quiet.error, loaded.error)
+    assert loaded.peak_memory_bytes < 1 << 30, loaded.peak_memory_bytes
+    assert abs(loaded.peak_memory_bytes - quiet.peak_memory_bytes) < 0.2 * quiet.peak_memory_bytes
+
+
+def test_crash_becomes_failed_result(models_dir, monkeypatch):
+    monkeypatch.setenv("SILICONBENCH_FAULT", "crash")
+    job = jobs_for(models_dir)[0]
+    res = run_job(job, models_dir)
+    assert res.status == "failed"
+    assert "SIGABRT" in res.error
+    assert res.stderr_tail is not None
+
+
+def test_timeout_kills_the_child(models_dir, monkeypatch):
+    monkeypatch.setenv("SILICONBENCH_FAULT", "hang")
+    job = jobs_for(models_dir, timeout_s=3)[0]
+    events = []
+    res = run_job(job, models_dir, on_event=events.append)
+    assert res.status == "failed" and res.error.startswith("timeout")
+    assert 3 <= res.wall_s < 30
+    pid = next(e["pid"] for e in events if e["event"] == "started")
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # no orphan left behind
+
+
+def test_engine_error_is_reported(models_dir, tmp_path):
+    job = next(j for j in jobs_for(models_dir) if j.engine == "llama.cpp")
+    broken = tmp_path / "models"
+    (broken / SMALL / "gguf").mkdir(parents=True)
+    (broken / job.artifact).write_bytes(b"GGUF but not really")
+    res = run_job(job, broken)
+    assert res.status == "failed" and res.error.startswith("engine error")
+    # what llama.cpp itself said (its log is pointed at /dev/null while it loads) travels with the error
+    assert "its last log lines" in res.error and "gguf" in res.error.lower(), res.error
+    assert "gguf" in (res.stderr_tail or "").lower()  # and as it came, in the child's stderr
