@@ -161,6 +161,12 @@ def room_edges(root: Path = ROOT) -> dict[tuple[str, str], list[str]]:
 def layer_violations(root: Path = ROOT) -> dict[str, list[str]]:
     """Every import against the package table or the rooms' tables, with where it is; empty when the house holds."""
     broken = {f"{a} -> {b}": where for (a, b), where in package_edges(root).items() if b not in ALLOWED[a]}
+    # A test module is never imported: what several share lives in a support module or a conftest.py.
+    for path in sorted((root / "tests").rglob("*.py")):
+        for name, line in imported_names(path, root):
+            if name.startswith("tests.") and name.split(".")[-1].startswith("test_"):
+                broken.setdefault(f"{path.relative_to(root).with_suffix('').as_posix().replace('/', '.')} -> {name}",
+                                  []).append(f"{path.relative_to(root)}:{line}")
     for (a, b), where in room_edges(root).items():
         pkg, room = a.split(".", 1)
         allowed = {f"{pkg}.{r}" for r in ROOMS[pkg].get(room, set())}
@@ -203,19 +209,22 @@ def test_room_graph_is_acyclic():
 
 
 def test_a_planted_violation_is_caught(tmp_path):
-    """A copy of the tree with three imports against the rules: statistics reaching the database, a test
-    importing a benchmark, and one job's life reaching the broker. Each is reported, naming its file."""
+    """A copy of the tree with imports against the rules: statistics reaching the database, a test importing a
+    benchmark, one job's life reaching the broker, a test module importing another. Each is reported, naming
+    its file and line."""
     for top in PROJECT:
         shutil.copytree(ROOT / top, tmp_path / top, ignore=shutil.ignore_patterns("*.pyc", "__pycache__", "data"))
     assert layer_violations(tmp_path) == {}
     (tmp_path / "coordinator/stats/planted.py").write_text("from storage import database\n")
     (tmp_path / "tests/test_planted.py").write_text("def f():\n    from benchmarks import faults\n")
     (tmp_path / "worker/job/planted.py").write_text("import celery\nfrom worker.runtime import task\n")
+    (tmp_path / "tests/storage/test_planted.py").write_text("from tests.storage.test_storage import SPEC\n")
     broken = layer_violations(tmp_path)
     assert broken["coordinator.stats -> storage"] == ["coordinator/stats/planted.py:1"]
     assert broken["tests -> benchmarks"] == ["tests/test_planted.py:2"]
     assert broken["worker.job -> worker.runtime"] == ["worker/job/planted.py:2"]
     assert "worker.job -> celery" in broken
+    assert broken["tests.storage.test_planted -> tests.storage.test_storage"] == ["tests/storage/test_planted.py:1"]
 
 
 def test_package_import_graph_is_acyclic():
