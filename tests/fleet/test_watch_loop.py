@@ -33,7 +33,7 @@ from tests.index_support import folder_with
 
 from tests.webhook_receiver import SECRET, Receiver
 THROTTLE = {"SILICONBENCH_THROTTLE": "1.0", "SILICONBENCH_THROTTLE_WHEN": "mlx-lm==0.32.2",
-            "PYTHONPATH": f"{ROOT / 'benchmarks' / '_throttle'}:{ROOT}"}
+            "PYTHONPATH": f"{ROOT / 'harness' / 'throttle'}:{ROOT}"}
 HOSTS = ["loop-a", "loop-b"]
 SUITE = {"name": "loop", "models": [SMALL], "engines": ["mlx"], "repetitions": 5, "warmup": 1, "thermal": "record",
          "engine_options": {"threads": 1},  # two workers share this machine's two cores
