@@ -1,16 +1,31 @@
-"""One engine environment of a second, real mlx-lm release for the whole test session.
+"""One engine environment of a second, real mlx-lm release, made once and kept across test runs.
 
-Each test module that needs it has its own session fixture calling ``mlx_env``; ``worker.envs.venvs.add`` is
-idempotent (same name, same requirements: returned as it is), so the install (~20 s) happens once.
+It lives in the user's cache (``$SILICONBENCH_TEST_ENVS_DIR``, else ``~/.cache/siliconbench/test-envs``) like the
+llama-cpp-python wheel the bootstrap builds, under a key of what pins it (this interpreter and the versions of the
+child's own dependencies, ``pip_args.constraints``): a changed pin makes a new one instead of reusing a stale one.
+``worker.envs.venvs.add`` is idempotent (same name, same requirements: returned as it is), so only the first run
+of a machine pays the install (~20 s).
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import sys
+from pathlib import Path
+
 from worker.envs import venvs as envs
+from worker.envs.pip_args import constraints
 
 OTHER_MLX_LM = "0.31.3"  # a real release before the one the project pins (0.32.2)
 
 
-def mlx_env(tmp_path_factory) -> envs.EngineEnv:
-    root = tmp_path_factory.getbasetemp() / "engine-envs"
-    return envs.add(f"mlx-lm=={OTHER_MLX_LM}", root=root)
+def envs_root() -> Path:
+    key = hashlib.sha256(f"{sys.executable}\n{sys.version}\n{constraints()}".encode()).hexdigest()[:12]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")  # where the bootstrap keeps its wheels
+    base = os.environ.get("SILICONBENCH_TEST_ENVS_DIR") or cache / "siliconbench" / "test-envs"
+    return Path(base) / key
+
+
+def mlx_env(tmp_path_factory=None) -> envs.EngineEnv:
+    return envs.add(f"mlx-lm=={OTHER_MLX_LM}", root=envs_root())
