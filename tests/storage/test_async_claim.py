@@ -197,6 +197,7 @@ def test_a_lost_short_result_is_run_again_once(url):
 def test_the_worker_waits_for_the_flush_only_after_a_long_job(url, tmp_path, monkeypatch):
     """handle_job on real no-op jobs: under durable_after_s the result commits without waiting; with the
     threshold at 0 (every job long enough) it waits, as a real benchmark job's result does."""
+    import storage.hot_path as hot_path
     import worker.runtime.task as task
     from worker.runtime.spool import Spool
 
@@ -207,8 +208,8 @@ def test_the_worker_waits_for_the_flush_only_after_a_long_job(url, tmp_path, mon
     ctx = task.WorkerContext(name="mini-1", database_url=login, models_dir=tmp_path, spool=Spool(tmp_path / "spool"),
                              hostname="mini-1")
     waited = []
-    real = task.save_result_with
-    monkeypatch.setattr(task, "save_result_with", lambda *a, **kw: waited.append(kw["durable"]) or real(*a, **kw))
+    real = hot_path.save_result_with  # the held connection's one-statement write
+    monkeypatch.setattr(hot_path, "save_result_with", lambda *a, **kw: waited.append(kw["durable"]) or real(*a, **kw))
     assert task.handle_job(noop[0].job_id, ctx) == "ok"
     ctx.durable_after_s = 0.0  # SILICONBENCH_DURABLE_AFTER_S=0: every result waits
     assert task.handle_job(noop[1].job_id, ctx) == "ok"
