@@ -246,7 +246,7 @@ def workers() -> None:
 def reconcile(loop: bool = typer.Option(False, "--loop", help="Keep reconciling every --every seconds"),
               every: float = typer.Option(10.0, "--every")) -> None:
     """Re-enqueue jobs whose worker died or whose message was lost; fail jobs out of attempts."""
-    from coordinator.fleet import reconcile as do_reconcile  # verb-local
+    from coordinator.fleet.reconcile import reconcile as do_reconcile  # verb-local
 
     s, broker = _fleet_settings(wait_for="reconcile" if loop else None)
 
