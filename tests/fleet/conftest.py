@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import redis
 
 from harness.fleet import WorkerProc
 from tests.conftest import new_pg_database
@@ -20,11 +19,9 @@ def pg_url():
 
 
 @pytest.fixture
-def broker_url():
-    url = "redis://127.0.0.1:6379/5"
-    redis.Redis.from_url(url).flushdb()
-    yield url
-    redis.Redis.from_url(url).flushdb()
+def broker_url(private_broker):
+    """The fleet's broker: a Redis of this test's own (conftest.private_broker), so no other test can drop its queues."""
+    return private_broker
 
 
 @pytest.fixture
