@@ -214,6 +214,7 @@ def test_save_is_idempotent_and_clear(sqlite_url):
 
 # ------------------------------------------------------------------------------------- real workers
 
+@pytest.mark.solo  # each worker is pinned to a core of its own, which other tests would share
 def test_real_workers_throttled_one_is_flagged(models_dir, tmp_path):
     """Two real workers, one 37.5% slower inside llama.cpp's timed calls: 3 decode series x 8 rounds, each round
     one sweep on both, so the test pairs the rounds' processes. This test proves the path (workers, rounds,

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import redis
 from sqlalchemy import select
 
@@ -149,6 +150,7 @@ def test_dashboard_runner_waits_out_a_postgres_cut_and_runs_the_next_sweep(model
             database.dispose(url)
 
 
+@pytest.mark.solo  # the outage must outlast a job, which a loaded machine stretches past it
 def test_dashboard_runner_gives_a_sweep_up_past_its_patience_and_says_why(models_dir, monkeypatch):
     monkeypatch.setattr(runner, "DB_PATIENCE_S", 3.0)
     with new_pg_database("sb_runner", migrated=True) as direct:

@@ -17,6 +17,7 @@ import json
 import os
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import select
 
 from siliconbench.watch_spec import parse_watch
@@ -50,6 +51,7 @@ def notifications(url: str) -> list[Notification]:
         return list(s.scalars(select(Notification).order_by(Notification.id)))
 
 
+@pytest.mark.solo  # two workers pinned to a core each must see a 50% step through the load of their own jobs only
 def test_new_release_is_benchmarked_on_the_fleet_compared_and_announced(models_dir, pg_url, private_broker, workers,  # noqa: F811
                                                                         tmp_path):
     broker_url = private_broker

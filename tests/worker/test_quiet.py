@@ -27,6 +27,8 @@ from worker.job.child import run_job
 from tests.conftest import SMALL
 from tests.workload_helpers import jobs_for, run
 
+pytestmark = pytest.mark.solo  # the quiet-host gate must see this machine quiet, and busy only by the test's own burner
+
 GEN = {"kind": "generate", "prompt_tokens": [64], "gen_tokens": [128], "depth": [0]}
 BURN = ("import multiprocessing as m\ndef spin():\n    while True: pass\nif __name__ == '__main__':\n"
         "    ps = [m.Process(target=spin) for _ in range(m.cpu_count())]\n    [p.start() for p in ps]\n"

@@ -20,6 +20,8 @@ from worker.job.child import run_job
 from tests.conftest import SMALL
 from tests.workload_helpers import jobs_for
 
+pytestmark = pytest.mark.solo  # the bandwidth probe and the decode's share of it need the machine to themselves
+
 
 def test_published_bandwidth_by_chip_and_binned_gpu():
     assert roofline.published_gbs("Apple M4 Pro", 16) == roofline.published_gbs("Apple M4 Pro", 20) == 273

@@ -28,6 +28,8 @@ from worker.workloads.generate import repetition_ids
 
 from tests.conftest import SMALL
 
+pytestmark = pytest.mark.solo  # our figures beside the tools' within a few percent: nothing else may run
+
 P, G = 64, 32
 
 
