@@ -118,8 +118,9 @@ def test_rates_over_seeds():
     """200 seeded campaigns of 3 series: a host 8% slow is caught in >= 95%; healthy hosts are flagged in under
     1% of (host, campaign) pairs, with and without a slow peer (the bound alpha / hosts is 0.25%)."""
     seeds = range(200)
-    caught = sum("a3" in flagged(history(s, slow={"a3": 0.08})) for s in seeds)
-    false_with_slow = sum(len(flagged(history(s, slow={"a3": 0.08})) - {"a3"}) for s in seeds)
+    with_slow = [flagged(history(s, slow={"a3": 0.08})) for s in seeds]  # each campaign judged once
+    caught = sum("a3" in hits for hits in with_slow)
+    false_with_slow = sum(len(hits - {"a3"}) for hits in with_slow)
     false_null = sum(len(flagged(history(1000 + s))) for s in seeds)
     assert caught / 200 >= 0.95, caught
     assert false_with_slow / (200 * 4) < 0.01 and false_null / (200 * 4) < 0.01, (false_with_slow, false_null)
