@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +15,19 @@ import pytest
 from tests.cli_support import sb, write_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def one_real_run(tmp_path_factory, models_dir) -> Path:
+    """The default database after one real `siliconbench run` (both engines), made once for the module: each
+    bad-input case starts from a copy of it instead of running the sweep again."""
+    home = tmp_path_factory.mktemp("one-run")
+    env = {k: v for k, v in os.environ.items() if k not in ("SILICONBENCH_DATABASE_URL", "SILICONBENCH_BROKER_URL")}
+    env.update(SILICONBENCH_MODELS_DIR=str(models_dir), XDG_DATA_HOME=str(home / "xdg"))
+    r = subprocess.run([sys.executable, "-m", "cli.main", "run", str(write_sweep(home))], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return home / "xdg" / "siliconbench" / "siliconbench.sqlite"
 
 
 def counts(db: Path) -> dict[str, int]:
@@ -57,10 +74,13 @@ def test_run_then_results_json(tmp_path, isolated_env):
     ({"workloads": [{"kind": "generate", "prompt_tokens": [-1]}]}, "prompt_tokens"),
     ({"workloads": [{"kind": "generate", "prompt_tokens": list(range(1, 200)), "gen_tokens": list(range(1, 60))}]}, "max_jobs"),
 ])
-def test_bad_sweep_exits_2_and_writes_nothing(tmp_path, isolated_env, edit, needle):
-    first = sb("run", str(write_sweep(tmp_path)))  # a database with something in it already
-    assert first.returncode == 0, first.stderr
+def test_bad_sweep_exits_2_and_writes_nothing(tmp_path, isolated_env, one_real_run, edit, needle):
+    isolated_env["default_db"].parent.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", "-wal"):  # a database with something in it already (and its log, if SQLite kept one)
+        if Path(f"{one_real_run}{suffix}").exists():
+            shutil.copyfile(f"{one_real_run}{suffix}", f"{isolated_env['default_db']}{suffix}")
     before = counts(isolated_env["default_db"])
+    assert before["results"] == 2
     bad = sb("run", str(write_sweep(tmp_path, **edit)))
     assert bad.returncode == 2
     assert needle in bad.stderr and "Nothing was run" in bad.stderr
