@@ -21,6 +21,16 @@ SMALL = "tiny-llama-5m"
 os.environ["SILICONBENCH_BUSY_CPU_PCT"] = "100"
 
 
+def pytest_collection_modifyitems(config, items):
+    """Groups for pytest-xdist's loadgroup (`make test`): a test file is one group, so what a module keeps to itself
+    (its Redis database number, its module-scoped fixtures) is never used by two processes at once; and every test
+    that needs SmolLM2 is in one group, so its forms are written once per run instead of once per process."""
+    for item in items:
+        if not item.get_closest_marker("xdist_group"):
+            group = "smollm2" if "smol" in item.fixturenames else item.nodeid.split("::")[0]
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session")
 def models_dir(tmp_path_factory) -> Path:
     """A models folder holding a 5.2M-parameter llama model (hidden 256: the narrowest k-quants take whole) in every format (made once per session).
