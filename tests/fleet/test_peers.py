@@ -217,15 +217,17 @@ def test_save_is_idempotent_and_clear(sqlite_url):
 
 @pytest.mark.solo  # each worker is pinned to a core of its own, which other tests would share
 def test_real_workers_throttled_one_is_flagged(models_dir, tmp_path):
-    """Two real workers, one 37.5% slower inside llama.cpp's timed calls: 3 decode series x 8 rounds, each round
+    """Two real workers, one half as fast inside llama.cpp's timed calls: 3 decode series x 8 rounds, each round
     one sweep on both, so the test pairs the rounds' processes. This test proves the path (workers, rounds,
     pairing, flagging), not the sensitivity: benchmarks/suspect_hosts.py measures detection rates over repeated
-    runs (a 10% throttle caught in 18 of 20 on a quiet machine, 8 of 20 on a noisier one). A 20% throttle was
-    missed once in CI (p = 0.07 on a loaded runner), so the throttle here is wide of the noise."""
-    r = scenario(models_dir, tmp_path, throttle=0.6, processes=8)
+    runs (a 10% throttle caught in 18 of 20 on a quiet machine, 8 of 20 on a noisier one). With 8 rounds the
+    paired test needs nearly every round to agree, and two workers sharing this 2-core machine vary by 20-25%
+    per process: a 20% throttle was missed in CI and a 37.5% one once here (ratios 0.75-0.8, one round
+    reversed), so the throttle is gross on purpose, as in test_watch_loop."""
+    r = scenario(models_dir, tmp_path, throttle=1.0, processes=8)
     assert sum(c.get("ok", 0) for c in r["progress"].values()) == 48, r["progress"]
     assert len(set(r["skus"].values())) == 1  # one machine: the same facts, the same SKU
     assert r["flagged"] == [r["throttled"]], [(t.host, t.series, t.ratio, t.p_value) for t in r["tests"]]
     slow = [t for t in r["tests"] if t.host == r["throttled"]]
     assert len(slow) == 3 and all(t.paired and t.n_host == 8 for t in slow)
-    assert sum(0.5 < t.ratio < 0.75 for t in slow) >= 2  # about the throttle's 1 / 1.6
+    assert sum(0.35 < t.ratio < 0.7 for t in slow) >= 2  # about the throttle's 1 / 2
