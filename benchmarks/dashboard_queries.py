@@ -8,7 +8,7 @@ Creates a database, migrates it, seeds a fleet's worth of sweeps with COPY (12 h
 engines, 3 quantizations, 3 prompt lengths x 2 depths, 5 repetitions + 1 warmup, ~2% failed jobs), then
 times every query each page runs on a cache miss (the pages cache results until a new result arrives)
 and prints p50/p95 per query. Target: p95 < 300 ms. The database is dropped afterwards unless --keep.
-The seed writes the per-result summaries the way migration 0007 backfills them (storage.summaries).
+The seed writes the per-result summaries with migration 0007's own backfill (loaded from its file).
 
 --database NAME times an existing database (one kept with --keep; migrated to head first, which backfills
 the summaries of one seeded before 0007) instead of seeding a new one. After the timings it prints each
@@ -18,6 +18,7 @@ scan; --plans FILE writes the full plans.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
@@ -36,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import _plans  # noqa: E402
 from coordinator.fleet import sweeps as fleet  # noqa: E402
 from coordinator.reads import queries
-from storage import database as db, sweep_store, summaries  # noqa: E402
+from storage import database as db, sweep_store  # noqa: E402
 from storage.database import session_scope  # noqa: E402
 from siliconbench.jobs import JobSpec, digest  # noqa: E402
 from siliconbench.results import Environment  # noqa: E402
@@ -60,6 +61,16 @@ def environment(host: int, engine: str, new: bool) -> Environment:
                        machine="arm64", python="3.11.7", packages=pkgs, backend="Metal",
                        engine_build={"ggml_commit": "0c1e570"} if engine == "llama.cpp" else {},
                        engine_options={"threads": 12})
+
+
+def migration_0007():
+    """Migration 0007, loaded from its file for its backfill: frozen, it names 0007's own columns, and it is what
+    writes the summaries of results stored without them (storage.summaries has no backfill of its own)."""
+    path = ROOT / "migrations" / "versions" / "0007_result_summaries.py"
+    spec = importlib.util.spec_from_file_location("migration_0007", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def seed(url: str, n_samples: int) -> dict:
@@ -129,7 +140,7 @@ def seed(url: str, n_samples: int) -> dict:
     with psycopg.connect(**info, autocommit=True) as conn:
         conn.execute("ANALYZE")  # statistics first, or the backfill's join is planned for empty tables
     with session_scope(url) as session:  # the summaries, as save_result writes them (and 0007 backfills them)
-        summaries.backfill(session.connection())
+        migration_0007().backfill(session.connection())
     with psycopg.connect(**info, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")  # as autovacuum would after a bulk load: statistics, visibility map
     j0 = jobs[-1][0]
