@@ -48,7 +48,7 @@ def tool_kld(bin_dir: Path, base_gguf: Path, gguf: Path, text: Path, tmp: Path, 
         if run.returncode != 0:
             raise RuntimeError(f"llama-perplexity --kl-divergence-base failed:\n{run.stderr[-2000:]}")
     cmd = [exe, "-m", str(gguf), *common, "--kl-divergence-base", str(base_file), "--kl-divergence"]
-    for _attempt in range(3):  # llama.cpp's log thread can lose its last lines (the statistics) on a busy machine
+    for _attempt in range(5):  # llama.cpp's log thread can lose its last lines (the statistics) on a busy machine
         run = subprocess.run(cmd, capture_output=True, text=True)
         both = run.stdout + run.stderr
         stats = {k: float(v) for k, v in STAT.findall(both)}
