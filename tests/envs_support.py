@@ -27,5 +27,5 @@ def envs_root() -> Path:
     return Path(base) / key
 
 
-def mlx_env(tmp_path_factory=None) -> envs.EngineEnv:
+def mlx_env() -> envs.EngineEnv:
     return envs.add(f"mlx-lm=={OTHER_MLX_LM}", root=envs_root())

@@ -94,8 +94,8 @@ def test_a_step_with_too_few_processes_is_reported_untested_not_found(url, model
 # ----------------------------------------------------------------------------------- real confirmation
 
 @pytest.fixture(scope="session")
-def other_mlx(tmp_path_factory):
-    return mlx_env(tmp_path_factory)
+def other_mlx():
+    return mlx_env()
 
 
 @pytest.mark.solo  # an A/B/A/B verdict on real runs: load from other tests is noise

@@ -20,11 +20,11 @@ from dashboard import runner
 from siliconbench.aggregate import summarize
 from siliconbench.metrics import RESULT_ROW_METRICS
 from storage import database as db, result_store
-from storage.summaries import RESULT_METRICS
 from storage.tables import Job, Result, ResultSummary, Sweep
 
 from tests.dashboard_seed import MODEL, prefill_values, seed_results
 from tests.dashboard.support import app, chart_data, table
+from tests.storage.records import expected_summaries
 
 
 # ----------------------------------------------------------------------------------------------- fixtures
@@ -85,14 +85,7 @@ def test_stored_summaries_equal_summarize_per_result(seeded):
     with db.session_scope(seeded["url"]) as s:
         stored = {(r.job_id, r.metric): r for r in s.scalars(select(ResultSummary))}
         results = result_store.load_stored(s)
-    want = {}
-    for x in results:
-        for m in {m for smp in x.result.samples for m in smp.values}:
-            if (w := x.result.summary(m)) is not None:
-                want[(x.job.job_id, m)] = w
-        for m in RESULT_METRICS:  # the results row's one-value metrics: summaries of one value
-            if getattr(x.result, m) is not None:
-                want[(x.job.job_id, m)] = summarize([getattr(x.result, m)])
+    want = expected_summaries(results)
     assert set(stored) == set(want) and len(want) > 30
     for key, w in want.items():
         got = stored[key]

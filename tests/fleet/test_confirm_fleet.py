@@ -29,8 +29,8 @@ OWN_MLX_LM = "0.32.2"
 
 
 @pytest.fixture(scope="session")
-def other_mlx(tmp_path_factory):
-    return mlx_env(tmp_path_factory)
+def other_mlx():
+    return mlx_env()
 
 
 def sb(*args, env: dict):

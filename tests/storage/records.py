@@ -8,6 +8,8 @@ from siliconbench.jobs import JobSpec, digest, spec_digest
 from siliconbench.results import Environment, JobResult, JobStatus, Sample
 from siliconbench.spec import SweepSpec
 from storage import watch_tables  # noqa: F401  (the watch's tables are on Base.metadata too)
+from storage.summaries import RESULT_METRICS
+from siliconbench.aggregate import summarize
 
 T0 = datetime(2026, 12, 1, 9, 30, 0, 123456, tzinfo=timezone.utc)
 
@@ -63,3 +65,17 @@ def make_result(job: JobSpec, noisy: bool = False) -> JobResult:
 
 
 JOBS = [make_job("llama.cpp", 0), make_job("mlx", 1), make_job("llama.cpp", 2, n_prompt=128), make_job("mlx", 3, n_prompt=128)]
+
+
+def expected_summaries(stored) -> dict:
+    """{(job id, metric): Summary} a stored result's summaries must equal: ``summarize`` of each sampled metric,
+    and of the one value of each results-row metric."""
+    want = {}
+    for x in stored:
+        for m in {m for smp in x.result.samples for m in smp.values}:
+            if (w := x.result.summary(m)) is not None:
+                want[(x.job.job_id, m)] = w
+        for m in RESULT_METRICS:  # the results row's one-value metrics: summaries of one value
+            if getattr(x.result, m) is not None:
+                want[(x.job.job_id, m)] = summarize([getattr(x.result, m)])
+    return want

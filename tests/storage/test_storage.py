@@ -48,17 +48,10 @@ def empty_url(request, tmp_path):
         yield url
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request, tmp_path):
-    """A database at the head revision: a new SQLite file migrated, or a copy of the run's PostgreSQL template."""
-    if request.param == "sqlite":
-        u = f"sqlite:///{tmp_path / 'storage.sqlite'}"
-        db.upgrade(u)
-        yield u
-        db.dispose(u)
-        return
-    with new_pg_database("sb_storage", migrated=True) as u:
-        yield u
+@pytest.fixture
+def url(empty_db):
+    """A database at the head revision, SQLite and PostgreSQL (conftest.empty_db: a copy of the run's template)."""
+    return empty_db
 
 
 def tables(url: str) -> set[str]:

@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from siliconbench.aggregate import summarize
 
 from storage import database as db, result_store
-from storage.summaries import RESULT_METRICS
 from storage.tables import Result, ResultIdentity, ResultSummary
 
 from tests.dashboard_seed import seed, seed_results
+from tests.storage.records import expected_summaries
 
 
 @pytest.fixture
@@ -39,14 +38,7 @@ def test_upgrade_from_0006_backfills_summaries_equal_to_summarize(url):
         versions = dict(s.execute(select(Result.job_id, Result.engine_version)).all())
         identities = dict(s.execute(select(ResultIdentity.identity_hash, ResultIdentity.job_id)).all())
         stored = result_store.load_stored(s)
-    want = {}
-    for x in stored:
-        for m in {m for smp in x.result.samples for m in smp.values}:
-            if (w := x.result.summary(m)) is not None:
-                want[(x.job.job_id, m)] = w
-        for m in RESULT_METRICS:  # the results row's one-value metrics: summaries of one value
-            if getattr(x.result, m) is not None:
-                want[(x.job.job_id, m)] = summarize([getattr(x.result, m)])
+    want = expected_summaries(stored)
     assert set(backfilled) == set(want) == set(written) and len(want) > 30
     for key, w in want.items():
         got = backfilled[key]

@@ -27,8 +27,8 @@ OWN_MLX_LM = envs.own_version("mlx")
 
 
 @pytest.fixture(scope="session")
-def other_mlx(tmp_path_factory):
-    return mlx_env(tmp_path_factory)
+def other_mlx():
+    return mlx_env()
 
 
 @pytest.fixture
@@ -50,14 +50,14 @@ def write_sweep(tmp_path: Path, **kw) -> Path:
     return p
 
 
-def test_add_records_the_environment_and_is_idempotent(other_mlx, tmp_path_factory):
+def test_add_records_the_environment_and_is_idempotent(other_mlx):
     assert other_mlx.version == OTHER_MLX_LM and other_mlx.engine == "mlx" and other_mlx.ok()
     assert other_mlx.packages["mlx-lm"] == OTHER_MLX_LM and "mlx" in other_mlx.packages
     # The child's own dependencies are pinned to this interpreter's versions: only the engine moves.
     from importlib.metadata import version
 
     assert other_mlx.packages["pydantic"] == version("pydantic") and other_mlx.packages["numpy"] == version("numpy")
-    again = mlx_env(tmp_path_factory)
+    again = mlx_env()
     assert again == other_mlx
     root = Path(other_mlx.path).parent
     assert json.loads((root / envs.REGISTRY).read_text())["envs"][other_mlx.name]["python"] == other_mlx.python
