@@ -16,9 +16,9 @@ quickstart: models
 
 ## Run the whole test suite against real engines, real PostgreSQL and Redis, real worker processes.
 ## Two parts, both always run: the tests marked `solo` (they measure speed or need the machine otherwise idle)
-## one after another, then the rest in TEST_WORKERS processes (pytest-xdist; one test file, or every test that
-## needs SmolLM2, per process at a time: tests/conftest.py; most of those wait on real workers, brokers and
-## outages rather than on the CPU). Exit 5 of a part means its
+## one after another, then the rest in TEST_WORKERS processes (pytest-xdist; one test file per process at a
+## time: tests/conftest.py; most of those wait on real workers, brokers and outages rather than on the CPU).
+## Exit 5 of a part means its
 ## selection was empty (PYTEST_ARGS naming files of one kind only), not a failure.
 TEST_WORKERS ?= 3
 test: bootstrap

@@ -34,6 +34,7 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from harness import perplexity_tools  # noqa: E402
 from harness import tools as _tools  # noqa: E402
 from siliconbench.jobs import JobSpec, expand  # noqa: E402
 from siliconbench.manifest import ModelCatalog  # noqa: E402
@@ -134,10 +135,11 @@ def main(models: str = "tiny-llama-30m,smollm2-135m", rounds: int = 5, reps: int
             series += by_engine[job.engine]
         for rnd in range(rounds):
             for job in jobs:
-                order = (lambda: _ours(job, mdir), lambda: _tool(job, mdir, bin_dir, reps, threads))
+                # The tool goes first in even rounds (ABBA either way): a run stopped early has started both.
+                order = (lambda: _tool(job, mdir, bin_dir, reps, threads), lambda: _ours(job, mdir))
                 first, second = order if rnd % 2 == 0 else order[::-1]
                 a, b = first(), second()
-                ours, tool = (a, b) if rnd % 2 == 0 else (b, a)
+                tool, ours = (a, b) if rnd % 2 == 0 else (b, a)
                 options[(model, job.engine)] = ours.pop("_options")
                 for s, (metric, _, key, _) in zip(by_engine[job.engine], PAIRS[job.engine]):
                     if ours.get(metric):
@@ -159,13 +161,11 @@ def main(models: str = "tiny-llama-30m,smollm2-135m", rounds: int = 5, reps: int
         console.print(f"[dim]{model} {engine} effective options: {shown}[/dim]")
 
     if perplexity:
-        from benchmarks import _perplexity_tools
-
         rows = []
         for model in models.split(","):
-            rows += _perplexity_tools.perplexity_rows(mdir, model, bin_dir, window_tokens=ppl_window_tokens,
+            rows += perplexity_tools.perplexity_rows(mdir, model, bin_dir, window_tokens=ppl_window_tokens,
                                                       windows=ppl_windows)
-        _perplexity_tools.print_rows(console, rows)
+        perplexity_tools.print_rows(console, rows)
 
 
 if __name__ == "__main__":

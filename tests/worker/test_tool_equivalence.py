@@ -28,7 +28,8 @@ from worker.workloads.generate import repetition_ids
 
 from tests.conftest import SMALL
 
-pytestmark = pytest.mark.solo  # our figures beside the tools' within a few percent: nothing else may run
+# Our figures beside the tools' within a band: nothing else may run then.
+solo = pytest.mark.solo
 
 P, G = 64, 32
 
@@ -75,6 +76,7 @@ def test_llama_cpp_regions_hold_what_llama_bench_times(models_dir):
     engine.close()
 
 
+@solo
 def test_llama_cpp_figures_sit_next_to_llama_bench(models_dir, tools_bin):
     job = _jobs(models_dir)["llama.cpp"]
     res = run_job(job, models_dir)
@@ -87,6 +89,7 @@ def test_llama_cpp_figures_sit_next_to_llama_bench(models_dir, tools_bin):
     assert 0.5 < ours_tg / statistics.median(tg) < 2.0
 
 
+@solo
 def test_mlx_figures_sit_next_to_mlx_lm_benchmark(models_dir):
     job = _jobs(models_dir)["mlx"]
     res = run_job(job, models_dir)
@@ -98,9 +101,11 @@ def test_mlx_figures_sit_next_to_mlx_lm_benchmark(models_dir):
 
 
 def test_fidelity_stopped_takes_its_tool_with_it(models_dir, tools_bin):
-    """SIGTERM to benchmarks/fidelity.py (by the PID we started) while llama-bench runs: llama-bench goes too."""
+    """SIGTERM to benchmarks/fidelity.py (by the PID we started) while llama-bench runs: llama-bench goes too.
+    The tool runs first in fidelity's first round, so it is caught within seconds."""
     proc = subprocess.Popen([sys.executable, "benchmarks/fidelity.py", "--models", SMALL, "--rounds", "2",
-                             "--reps", "200", "--gen", "256", "--no-perplexity", "--models-dir", str(models_dir)],
+                             "--reps", "200", "--gen", "256", "--no-perplexity", "--engines", "llama.cpp",
+                             "--models-dir", str(models_dir)],
                             cwd=_tools.ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         tool = None
