@@ -16,8 +16,10 @@ quickstart: models
 
 ## Run the whole test suite against real engines, real PostgreSQL and Redis, real worker processes.
 ## Two parts, both always run: the tests marked `solo` (they measure speed or need the machine otherwise idle)
-## one after another, then the rest in TEST_WORKERS processes (pytest-xdist; one test file per process at a
-## time: tests/conftest.py; most of those wait on real workers, brokers and outages rather than on the CPU).
+## one after another, then the rest in TEST_WORKERS processes (pytest-xdist, --dist loadfile: a test file's tests
+## run in one process, so what a module keeps to itself, its Redis database number and its module-scoped fixtures,
+## is never shared by two; most of those tests wait on real workers, brokers and outages rather than on the CPU).
+## Not loadgroup: with pytest 9.2 it silently stops grouping (pytest-dev/pytest-xdist#1386).
 ## Exit 5 of a part means its
 ## selection was empty (PYTEST_ARGS naming files of one kind only), not a failure.
 TEST_WORKERS ?= 3
@@ -27,6 +29,6 @@ test: bootstrap
 	$(VENV)/bin/ruff check .
 	@status=0; \
 	$(VENV)/bin/python -m pytest -m "solo and not gpu" $(PYTEST_ARGS) || { s=$$?; [ $$s -eq 5 ] || status=$$s; }; \
-	$(VENV)/bin/python -m pytest -m "not solo and not gpu" -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) \
+	$(VENV)/bin/python -m pytest -m "not solo and not gpu" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS) \
 	  || { s=$$?; [ $$s -eq 5 ] || status=$$s; }; \
 	exit $$status

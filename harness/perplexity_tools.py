@@ -69,10 +69,13 @@ def llama_perplexity(bin_dir: Path, gguf: Path, text: Path, *, window: int, wind
         cmd += ["-t", str(options["threads"]), "-tb", str(options.get("threads_batch") or options["threads"])]
     ngl = int(options.get("n_gpu_layers", -1))
     cmd += ["-ngl", str(999 if ngl < 0 else ngl)]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    both = out.stdout + out.stderr
-    m = FINAL.search(both)
-    chunks = [float(v) for _, v in CHUNK.findall(both)]
+    for _attempt in range(5):  # llama.cpp's log thread can lose its last lines (chunks, the estimate) when loaded
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        both = out.stdout + out.stderr
+        m = FINAL.search(both)
+        chunks = [float(v) for _, v in CHUNK.findall(both)]
+        if out.returncode != 0 or m or len(chunks) == windows:
+            break
     if out.returncode == 0 and not m and len(chunks) == windows:
         # llama.cpp's log is written by a thread: on a busy machine the process can exit before its last lines
         # ("Final estimate") are out. The running estimate after the last chunk is that same figure.

@@ -8,12 +8,15 @@ alter or delete nothing.
 
 from __future__ import annotations
 
+import random
 import re
 import secrets
+import time
 from dataclasses import dataclass
 
 from sqlalchemy import text
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from siliconbench.errors import UserError
@@ -23,6 +26,7 @@ from .database import normalize_url, session_scope
 WORKER_ROLE, COORDINATOR_ROLE = "siliconbench_worker", "siliconbench_coordinator"
 ROLES = {"worker": WORKER_ROLE, "coordinator": COORDINATOR_ROLE}
 LOGIN = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")  # PostgreSQL identifiers we never need to quote
+ROLE_RACE_ATTEMPTS = 10
 
 
 def login_for(host: str, kind: str = "worker") -> str:
@@ -44,6 +48,26 @@ class Login:
 def _literal(value: str) -> str:
     # CREATE ROLE takes no bound parameters; with standard_conforming_strings (on since 9.1) doubling quotes is exact.
     return "'" + value.replace("'", "''") + "'"
+
+
+def _write_login(url: URL, kind: str, role: str, login: str, password: str, host: str | None) -> None:
+    with session_scope(url) as s:
+        if not _role_exists(s, role):
+            raise UserError("SILICONBENCH_DATABASE_URL", f"role {role} does not exist; run `siliconbench db upgrade` first.")
+        verb = "ALTER" if _role_exists(s, login) else "CREATE"
+        s.execute(text(f"{verb} ROLE {login} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD {_literal(password)}"))
+        s.execute(text(f"GRANT {role} TO {login}"))
+        if kind == "worker":
+            s.execute(text("DELETE FROM worker_logins WHERE login = :l"), {"l": login})
+            s.execute(text("INSERT INTO worker_logins (login, host) VALUES (:l, :h)"), {"l": login, "h": host})
+
+
+def _lost_role_race(exc: DBAPIError) -> bool:
+    """Roles are the server's, not one database's: two callers making or re-keying one login at once (two
+    `fleet add-worker`s, or databases of one server) collide in its catalog. The loser's transaction rolled back
+    whole, so it is simply tried again and the last one wins."""
+    state = getattr(exc.orig, "sqlstate", None)
+    return state in ("42710", "23505") or (state == "XX000" and "concurrently" in str(exc.orig))
 
 
 def _role_exists(session: Session, name: str) -> bool:
@@ -70,15 +94,14 @@ def create_login(owner_url: str | URL, kind: str, login: str, *, host: str | Non
                                                      "(the embedded SQLite file needs no roles).")
     password = password or secrets.token_urlsafe(24)
     role = ROLES[kind]
-    with session_scope(url) as s:
-        if not _role_exists(s, role):
-            raise UserError("SILICONBENCH_DATABASE_URL", f"role {role} does not exist; run `siliconbench db upgrade` first.")
-        verb = "ALTER" if _role_exists(s, login) else "CREATE"
-        s.execute(text(f"{verb} ROLE {login} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD {_literal(password)}"))
-        s.execute(text(f"GRANT {role} TO {login}"))
-        if kind == "worker":
-            s.execute(text("DELETE FROM worker_logins WHERE login = :l"), {"l": login})
-            s.execute(text("INSERT INTO worker_logins (login, host) VALUES (:l, :h)"), {"l": login, "h": host})
+    for attempt in range(ROLE_RACE_ATTEMPTS):
+        try:
+            _write_login(url, kind, role, login, password, host)
+            break
+        except DBAPIError as exc:
+            if not _lost_role_race(exc) or attempt == ROLE_RACE_ATTEMPTS - 1:
+                raise
+            time.sleep(random.uniform(0, 0.05 * (attempt + 1)))  # apart, so the same two do not collide again
     given = url.set(username=login, password=password, host=address or url.host)
     return Login(login=login, role=role, host=host, url=given)
 

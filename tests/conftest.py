@@ -22,14 +22,6 @@ SMALL = "tiny-llama-5m"
 os.environ["SILICONBENCH_BUSY_CPU_PCT"] = "100"
 
 
-def pytest_collection_modifyitems(config, items):
-    """Groups for pytest-xdist's loadgroup (`make test`): a test file is one group, so what a module keeps to itself
-    (its Redis database number, its module-scoped fixtures) is never used by two processes at once."""
-    for item in items:
-        if not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-
-
 @pytest.fixture(scope="session")
 def models_dir(tmp_path_factory) -> Path:
     """A models folder holding a 5.2M-parameter llama model (hidden 256: the narrowest k-quants take whole) in every format (made once per machine: tests/model_cache.py).

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 import pytest
@@ -142,3 +143,20 @@ def test_a_coordinator_login_stores_a_sweep(url):
         theirs = s.scalars(select(Job).where(Job.sweep_id == SWEEP_ID).order_by(Job.idx)).all()
     assert [(j.idx, j.model, j.status, j.spec["model"]) for j in mine] == \
         [(j.idx, j.model, j.status, j.spec["model"]) for j in theirs] and len(mine) == len(JOBS)
+
+
+def test_one_login_made_from_several_places_at_once_ends_with_one_of_them(url):
+    """Roles are the server's, not one database's: two `fleet add-worker`s for one host, or two databases of one
+    server, make or re-key the same login at once and collide in the server's catalog. Every call succeeds and
+    one login is left, bound to its host, a member of the worker role."""
+    login = roles.login_for(f"race-{os.getpid()}")
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            made = list(pool.map(lambda _: roles.create_login(url, "worker", login, host="mini-1"), range(16)))
+        assert {m.login for m in made} == {login}
+        with _raw(url) as c:
+            assert c.execute("SELECT host FROM worker_logins WHERE login = %s", (login,)).fetchall() == [("mini-1",)]
+            assert c.execute("SELECT pg_has_role(%s, %s, 'member')", (login, roles.WORKER_ROLE)).fetchone() == (True,)
+    finally:
+        with _raw(url) as c:
+            c.execute(f'DROP ROLE IF EXISTS "{login}"')
