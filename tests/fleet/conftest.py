@@ -8,7 +8,7 @@ import pytest
 
 from harness.fleet import WorkerProc
 from tests.conftest import new_pg_database
-from tests.fleet.support import LEASE_S, worker_login
+from tests.fleet.support import HEARTBEAT_S, LEASE_S, worker_login
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def workers(tmp_path, pg_url, broker_url):
     started: list[WorkerProc] = []
 
     def start(name: str, models: Path, *, broker: str | None = None, database_url: str | None = None, **kw) -> WorkerProc:
-        env = {"SILICONBENCH_LEASE_S": LEASE_S, **kw.pop("env", {})}
+        env = {"SILICONBENCH_LEASE_S": LEASE_S, "SILICONBENCH_HEARTBEAT_S": HEARTBEAT_S, **kw.pop("env", {})}
         w = WorkerProc(name, broker=broker or broker_url, database=worker_login(pg_url, name, database_url),
                        models_dir=models, log_dir=tmp_path, env=env, **kw)
         started.append(w)

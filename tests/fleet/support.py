@@ -13,6 +13,7 @@ from storage.tables import Job
 from tests.conftest import SMALL
 
 LEASE_S = "4"  # short leases so a dead worker's job comes back within seconds
+HEARTBEAT_S = "1"  # a worker sees the database back, and flushes its spool, within a second
 
 
 def worker_login(pg_url: str, name: str, database_url: str | None = None) -> str:

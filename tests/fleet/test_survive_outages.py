@@ -30,11 +30,11 @@ from tests.conftest import SMALL, new_pg_database
 from harness.fleet import ROOT, RedisServer, TcpCut, WorkerProc, wait_for
 from tests.fleet.support import job_rows, sweep, wait_done, worker_login
 
-# Celery's consumer waits 2, 4, 6, ... s between reconnects: 20 s is four failed attempts, each one a chance
+# Celery's consumer waits 2, 4, 6, ... s between reconnects: 12 s is three failed attempts, each one a chance
 # for the consumer to give up or crash. Its default bound (100 attempts, ~49 min) is never reached by waiting
 # here: test_the_broker_is_retried_forever checks that the bound is off.
-BROKER_OUTAGE_S = 20
-DB_OUTAGE_S = 15  # three heartbeats, more than a lease renewal (SILICONBENCH_LEASE_S=4 in test_fleet)
+BROKER_OUTAGE_S = 12
+DB_OUTAGE_S = 6  # six failed heartbeats and more than a lease (SILICONBENCH_HEARTBEAT_S=1, LEASE_S=4: support.py)
 
 
 def proxied(url: str, cut: TcpCut) -> str:
