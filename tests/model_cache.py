@@ -55,7 +55,10 @@ def _place(src: Path, dest: Path) -> None:
         if f.is_dir():
             target.mkdir(parents=True, exist_ok=True)
         elif f.suffix in LINKED:
-            os.link(f, target)
+            try:
+                os.link(f, target)
+            except OSError:  # the cache on another file system than the run's folder: a copy
+                shutil.copy2(f, target)
         else:
             shutil.copy2(f, target)
 
