@@ -84,7 +84,8 @@ def regressions(
 
     from coordinator.history.compare import Verdict  # verb-local
     from siliconbench.metrics import HEADLINE  # verb-local
-    from coordinator.history.points import describe_changes, parse_selector  # verb-local
+    from coordinator.history.points import describe_changes  # verb-local
+    from coordinator.history.selectors import parse_selector  # verb-local
     from coordinator.history.load import load_points  # verb-local
     from coordinator.history.regressions import find_steps, save_findings  # verb-local
 

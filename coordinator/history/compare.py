@@ -22,7 +22,8 @@ from siliconbench.metrics import HEADLINE, METRICS
 from siliconbench.spec import COMPARE_PROCESSES
 from storage.database import session_scope
 
-from coordinator.history.points import (Point, Selector, check_keys, parse_selector, select, series_id, series_key, series_label)
+from coordinator.history.points import Point, series_id, series_key, series_label
+from coordinator.history.selectors import Selector, check_keys, parse_selector, select
 from coordinator.history.load import load_points
 from coordinator.stats.significance import (DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, Comparison, Verdict, compare_processes,
                            min_p_value, process_values)

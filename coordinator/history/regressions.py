@@ -29,8 +29,9 @@ from storage.tables import Finding, utcnow
 
 from coordinator.history.compare import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, process_samples
 from siliconbench.metrics import HEADLINE
-from coordinator.history.points import (Point, Selector, changed_components, check_keys, describe_changes, ordered, select as pick,
-                      series_id, series_key, series_label)
+from coordinator.history.points import (Point, changed_components, describe_changes, ordered, series_id, series_key,
+                                        series_label)
+from coordinator.history.selectors import Selector, check_keys, select as pick
 from coordinator.stats.significance import Comparison, Verdict, compare_processes
 
 NOISE_FLOOR = 0.01  # log-units: below 1% run-to-run spread the penalty stops shrinking

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from coordinator.history.compare import Verdict, compare_db, compare_processes, min_p_value, render
-from coordinator.history.points import parse_selector
+from coordinator.history.selectors import parse_selector
 from siliconbench.errors import UserError
 from storage import database as db
 
