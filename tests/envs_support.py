@@ -10,21 +10,20 @@ of a machine pays the install (~20 s).
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
 from pathlib import Path
 
 from worker.envs import venvs as envs
 from worker.envs.pip_args import constraints
 
+from tests.kept import kept_dir
+
 OTHER_MLX_LM = "0.31.3"  # a real release before the one the project pins (0.32.2)
 
 
 def envs_root() -> Path:
     key = hashlib.sha256(f"{sys.executable}\n{sys.version}\n{constraints()}".encode()).hexdigest()[:12]
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")  # where the bootstrap keeps its wheels
-    base = os.environ.get("SILICONBENCH_TEST_ENVS_DIR") or cache / "siliconbench" / "test-envs"
-    return Path(base) / key
+    return kept_dir("test-envs", "SILICONBENCH_TEST_ENVS_DIR") / key
 
 
 def mlx_env() -> envs.EngineEnv:

@@ -12,7 +12,6 @@ import hashlib
 import html
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,10 +22,11 @@ from urllib.parse import unquote
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from tests.http_files import LoopbackServer
+from tests.kept import kept_dir, link_or_copy
 
 PACKAGE = "mlx-lm"
 RELEASES = ("0.31.3", "0.32.2")  # two real releases, pure-Python wheels (installable on Linux too)
-CACHE = Path.home() / ".cache" / "siliconbench" / "index-wheels"  # CI downloads them once
+CACHE = kept_dir("index-wheels")  # CI downloads them once
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 
 
@@ -52,10 +52,7 @@ def folder_with(versions, dest: Path | None = None) -> Path:
     for v in versions:
         src = wheel_of(v)
         if not (dest / src.name).exists():
-            try:
-                os.link(src, dest / src.name)
-            except OSError:  # another file system
-                shutil.copy2(src, dest / src.name)
+            link_or_copy(src, dest / src.name)
     return dest
 
 

