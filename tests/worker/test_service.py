@@ -359,6 +359,8 @@ def test_doctor_all_fine_with_real_broker_and_database(home, models_dir, fresh_p
     assert got["mlx"][0] == "ok" and "backend CPU" in got["mlx"][1]
     assert got["metal"] == ("info", "Metal exists only on macOS: llama.cpp runs on CPU, mlx runs on CPU here")
     assert got["models"][0] == "ok" and SMALL in got["models"][1]
+    # worker.platform's own report (lost once to a move that made the doctor look for it beside itself)
+    assert got["thermal"][0] == "ok" and "platform=Linux" in got["thermal"][1] and "source=sysfs" in got["thermal"][1]
     assert got["broker"] == ("ok", "redis://127.0.0.1:6379/11 answers")
     assert got["database"][0] == "ok" and "schema at" in got["database"][1]
     assert got["service"][0] == "info" and got["sleep"][0] in ("ok", "info") and "thermal" in got
