@@ -55,7 +55,8 @@ _DEFS = [
         "embedding counts one row) + K and V of every layer at the mean decode position (depth + prompt + "
         "(gen-1)/2) in the KV cache's dtype. The bandwidth is the chip's published unified-memory figure where "
         "worker/measure/roofline.py's sourced table knows it, else a streaming-read probe on the engines' threads "
-        "measured on the host (cached a day only if the machine was quiet while it ran); the result's "
+        "measured on the host (cached a day only if the machine was quiet while it ran, and not tried again for "
+        "10 minutes after a busy one; with no quiet probe the metric is not recorded); the result's "
         "extra.roofline says which, with both figures. Over 100 % is flagged 'bound exceeded' "
         "(extra.roofline.exceeded: the weights fit a cache, or the probe is wrong) and the probe is taken again. "
         "No llama-bench or mlx-lm equivalent.",

@@ -14,12 +14,15 @@ The probe measures what decode does: streaming reads (a SIMD max-reduction over 
 kernel here) of a buffer far larger than the last-level cache, split over the threads the engines use, best of
 several. It is cached for a day only when the machine was quiet while it ran (other processes used under
 BUSY_CPU_PCT of the CPU); a figure that a decode exceeds is "bound exceeded" in the result (the weights fit a
-cache, or the probe is wrong) and the cache is dropped, so the next job probes again.
+cache, or the probe is wrong) and the cache is dropped, so the next job probes again. A probe that found the machine
+busy is not tried again for BUSY_RETRY_S: its figure is never used, and on a machine that stays busy it cost every
+job's parent 0.3-1.6 s and a 512 MiB sweep of memory bandwidth beside the other processes (measured here).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -50,6 +53,7 @@ PROBE_BYTES = 512 << 20  # 16x this VM's 32 MiB L3, 1/8 of an M-series Max's 48 
 PROBE_MAX_AGE_S = 24 * 3600
 PROBE_REPEATS = 7
 BUSY_CPU_PCT = 20.0  # other processes' share of all cores while probing, above which the figure is not cached
+BUSY_RETRY_S = 600.0  # after a busy probe, the next is not before this (a busy machine rarely turns quiet sooner)
 
 
 def published_gbs(chip: str | None, gpu_cores: int | None) -> float | None:
@@ -80,29 +84,44 @@ def cache_path() -> Path:
 
 
 def probed_gbs(cache: Path | None = None, refresh: bool = False, measure: bool = True) -> dict:
-    """This host's measured bandwidth, from a cache of at most a day (the worker probes at start, and the
-    parent of each job before it starts the child). ``measure=False`` (the job's own process: the probe's
-    512 MiB would count in its memory peak) only reads the cache: {} when there is none. A probe taken while
-    other processes used over BUSY_CPU_PCT of the cores is returned (marked busy) but not cached."""
+    """This host's measured bandwidth, from a cache of at most a day (the worker reads it at start, and the
+    parent of each job before it starts the child; either probes when there is none). ``measure=False`` (the
+    job's own process: the probe's 512 MiB would count in its memory peak) only reads the cache: {} when there
+    is none. A probe taken while other processes used over BUSY_CPU_PCT of the cores is returned (marked busy)
+    but not cached, and only its time is kept: until BUSY_RETRY_S later, {} without probing (``refresh`` probes
+    regardless)."""
     cache = cache or cache_path()
     try:
         rec = json.loads(cache.read_text())
-        if not refresh and time.time() - rec["measured_at"] < PROBE_MAX_AGE_S and rec.get("method") == "read":
-            return rec
-    except (OSError, ValueError, KeyError):
-        pass
+    except (OSError, ValueError):
+        rec = {}
+    fresh = rec.get("method") == "read" and time.time() - rec.get("measured_at", 0) < PROBE_MAX_AGE_S
+    if fresh and not refresh:
+        return rec
     if not measure:
+        return {}
+    if not refresh and time.time() - rec.get("busy_at", 0) < BUSY_RETRY_S:
         return {}
     start = CpuMark.now()
     gbs = measure_gbs()
     others = CpuMark.now().since(start)["others_cpu_pct"]
-    rec = {"measured_gbs": round(gbs, 2), "method": "read", "threads": performance_cores(),
-           "others_cpu_pct": round(others, 1), "measured_at": time.time()}
+    now = time.time()
+    new = {"measured_gbs": round(gbs, 2), "method": "read", "threads": performance_cores(),
+           "others_cpu_pct": round(others, 1), "measured_at": now}
     if others > BUSY_CPU_PCT:
-        return {**rec, "busy": True}
+        # The figure stays out (a stale quiet one is kept, unused past its day): only when to try again.
+        _write(cache, {**rec, "busy_at": now})
+        return {**new, "busy": True}
+    _write(cache, new)
+    return new
+
+
+def _write(cache: Path, rec: dict) -> None:
+    """Whole or not at all: the workers and job parents of one host share the file."""
     cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(rec))
-    return rec
+    part = cache.with_name(f"{cache.name}.{os.getpid()}.part")
+    part.write_text(json.dumps(rec))
+    os.replace(part, cache)
 
 
 def forget_probe(cache: Path | None = None) -> None:

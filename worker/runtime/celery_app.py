@@ -108,7 +108,14 @@ def prepare_env_task(payload):
 def _on_ready(sender=None, **_):
     global _heartbeat
     ctx = context()
-    log.info("memory bandwidth probe: %.1f GB/s", roofline.probed_gbs(refresh=True)["measured_gbs"])
+    probe = roofline.probed_gbs()  # a quiet figure of the last day is reused: a restart does not make it wrong
+    if probe.get("busy"):
+        log.info("memory bandwidth probe: %.1f GB/s, taken while the machine was busy: not kept, tried again at a "
+                 "job in %d s at the earliest", probe["measured_gbs"], roofline.BUSY_RETRY_S)
+    elif probe:
+        log.info("memory bandwidth probe: %.1f GB/s", probe["measured_gbs"])
+    else:
+        log.info("memory bandwidth probe: not taken, the machine was busy at the last one")
     _heartbeat = Heartbeat(ctx.database_url, ctx.name, spool=ctx.spool, ctx=ctx)
     _heartbeat.start()
     log.info("worker %s ready", ctx.name)
