@@ -172,14 +172,17 @@ def run_sweep(c: Campaign, url: str, sweep_id: str, events: list, timeout_s: flo
 
 def main(jobs: int = 40, worker_kills: int = 20, broker_restarts: int = 1, db_cut_s: float = 60.0,
          reconciler_kills: int = 2, seed: int = 0, window_s: float = typer.Option(None, help="Default: from the faults"),
-         timeout_s: float = 1800.0, json_out: Path = typer.Option(None, "--json", help="Also write the figures here")) -> None:
+         timeout_s: float = 1800.0, json_out: Path = typer.Option(None, "--json", help="Also write the figures here"),
+         work_dir: Path = typer.Option(None, help="Where the models and logs go (default: a new temporary folder, kept "
+                                                   "and named in the report)")) -> None:
     console = Console()
     t_start = time.monotonic()
     window = window_s or 10 + 8 * worker_kills + 25 * broker_restarts + 1.5 * db_cut_s + 8 * reconciler_kills
     events = schedule(random.Random(seed), worker_kills=worker_kills, broker_restarts=broker_restarts,
                       db_cut_s=db_cut_s, reconciler_kills=reconciler_kills, window_s=window)
     name = f"sb_faults_{uuid.uuid4().hex[:8]}"
-    work = Path(tempfile.mkdtemp(prefix=f"{name}-"))
+    work = work_dir or Path(tempfile.mkdtemp(prefix=f"{name}-"))
+    work.mkdir(parents=True, exist_ok=True)
     with psycopg.connect(ADMIN, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     url = database.normalize_url(ADMIN).set(database=name).render_as_string(hide_password=False)

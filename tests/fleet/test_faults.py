@@ -29,7 +29,8 @@ def test_the_schedule_is_seeded_and_keeps_the_cut_inside_the_window():
 
 def test_a_short_campaign_loses_duplicates_and_leaves_nothing(tmp_path):
     out = tmp_path / "faults.json"
-    proc = subprocess.run([sys.executable, "benchmarks/faults.py", *SHORT, "--json", str(out)], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "benchmarks/faults.py", *SHORT, "--json", str(out), "--work-dir",
+                           str(tmp_path / "work")], cwd=ROOT,
                           capture_output=True, text=True, timeout=420)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
     f = json.loads(out.read_text())

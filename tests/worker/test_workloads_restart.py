@@ -5,8 +5,10 @@ Every test checks that the servers it caused are gone afterwards, by the process
 
 from __future__ import annotations
 
+import tempfile
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -52,15 +54,21 @@ def test_server_never_ready_is_a_failed_job(models_dir):
     assert res.environment is not None  # a failed job still says where it ran
 
 
-def test_a_killed_job_leaves_no_server(models_dir):
-    """The runner's timeout kills the job's process; the server groups it announced go with it."""
+def test_a_killed_job_leaves_no_server_and_no_file(models_dir, tmp_path, monkeypatch):
+    """The runner's timeout kills the job's process; the server groups it announced go with it, and so do its
+    scratch folder (announced too) and its stderr file (one without a name)."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))  # the job's process
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # the runner, this process
     job, = jobs_for(models_dir, {"kind": "restart", "client_interval_ms": None}, engines=["llama.cpp"],
                     repetitions=500, timeout_s=4)
     res, events = run(job, models_dir)
     assert res.status == "failed" and res.error.startswith("timeout")
     assert [e for e in events if e["event"] == "spawned"]
     assert_no_process_left(events)
-
+    assert [Path(e["path"]).parent for e in events if e["event"] == "scratch"] == [scratch]
+    assert list(scratch.iterdir()) == []
 
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,11 +34,10 @@ from worker.envs.blas import child_blas_env
 STDERR_TAIL_CHARS = 4000
 
 
-def _tail(path: str) -> str:
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        f.seek(max(0, f.tell() - STDERR_TAIL_CHARS))
-        return f.read().decode(errors="replace")
+def _tail(f) -> str:
+    f.seek(0, os.SEEK_END)
+    f.seek(max(0, f.tell() - STDERR_TAIL_CHARS))
+    return f.read().decode(errors="replace")
 
 
 def child_env(job: JobSpec, models_dir: Path) -> dict[str, str]:
@@ -112,16 +112,17 @@ def _run_child(job: JobSpec, models_dir: Path, *, python: str | None, timeout_s:
     read_fd, write_fd = os.pipe()
     lines: list[dict] = []
     spawned: list[dict] = []  # process groups the job started (servers), killed if the job dies first
-    with tempfile.NamedTemporaryFile("w+b", prefix="sb-child-", suffix=".err", delete=False) as err:
-        err_path = err.name
+    scratch: list[str] = []  # the job's folder, removed here if the job dies before it could
+    # The child's output, for the tail a failed result carries: a file without a name, so that nothing is left
+    # behind when this process is killed (a named one was, at every kill -9 of a worker mid-job).
+    err = tempfile.TemporaryFile("w+b")
     t0 = time.perf_counter()
     try:
-        with open(err_path, "wb") as err_file:
-            proc = subprocess.Popen(
-                [python or sys.executable, "-m", "worker.job.child_main", str(write_fd)],
-                stdin=subprocess.PIPE, stdout=err_file, stderr=err_file, pass_fds=(write_fd,),
-                env=env, start_new_session=True,  # its own group: kill takes all of it
-            )
+        proc = subprocess.Popen(
+            [python or sys.executable, "-m", "worker.job.child_main", str(write_fd)],
+            stdin=subprocess.PIPE, stdout=err, stderr=err, pass_fds=(write_fd,),
+            env=env, start_new_session=True,  # its own group: kill takes all of it
+        )
         os.close(write_fd)
 
         def reader() -> None:
@@ -134,6 +135,8 @@ def _run_child(job: JobSpec, models_dir: Path, *, python: str | None, timeout_s:
                     lines.append(event)
                     if event.get("event") == "spawned":
                         spawned.append(event)
+                    if event.get("event") == "scratch":
+                        scratch.append(event["path"])
                     if on_event and event.get("event") != "result":
                         on_event(event)
 
@@ -148,7 +151,7 @@ def _run_child(job: JobSpec, models_dir: Path, *, python: str | None, timeout_s:
             proc.wait()
             thread.join(5)
             return failed(job.job_id, f"timeout: the job ran past its limit of {timeout_s:g} s and was killed",
-                          _tail(err_path), started_at=started, wall_s=time.perf_counter() - t0)
+                          _tail(err), started_at=started, wall_s=time.perf_counter() - t0)
         thread.join(10)
         wall_s = time.perf_counter() - t0
         result_events = [e for e in lines if e.get("event") == "result"]
@@ -163,7 +166,9 @@ def _run_child(job: JobSpec, models_dir: Path, *, python: str | None, timeout_s:
             reason = f"crash: the child process died of signal {signal.Signals(-rc).name}"
         else:
             reason = f"crash: the child process exited with status {rc} and no result"
-        return failed(job.job_id, reason, _tail(err_path), started_at=started, wall_s=wall_s)
+        return failed(job.job_id, reason, _tail(err), started_at=started, wall_s=wall_s)
     finally:
         _kill_spawned(spawned)
-        os.unlink(err_path)
+        for folder in scratch:
+            shutil.rmtree(folder, ignore_errors=True)
+        err.close()

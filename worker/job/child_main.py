@@ -30,7 +30,7 @@ from worker.engines import engine_log, get_engine
 from worker.platform.nvidia import DeviceMeter, Nvml
 from worker.platform.host_facts import host_facts
 from worker.serving.server import kill_live_groups
-from worker.workloads import generate, run_workload
+from worker.workloads import generate, remove_scratch, run_workload
 
 
 def _rss_peak_bytes() -> int:
@@ -66,6 +66,7 @@ def _die_with_parent() -> None:
             time.sleep(0.5)
             if os.getppid() != parent:
                 kill_live_groups()  # servers a workload started must not outlive the job either
+                remove_scratch()  # nor its folder
                 os._exit(3)
 
     threading.Thread(target=watch, daemon=True).start()

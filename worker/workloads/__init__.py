@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -22,6 +23,13 @@ from worker.serving.server import kill_live_groups
 from worker.workloads.common import Context, engine_for, rss_peak_bytes
 
 KINDS = ("swap", "restart", "concurrent", "long_context", "perplexity", "multiprocess")
+_scratch: list[Path] = []  # this process's workload folder, for remove_scratch
+
+
+def remove_scratch() -> None:
+    """Remove the workload's scratch folder now: the process is about to leave without unwinding (its worker died)."""
+    for d in _scratch:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def run_workload(job: JobSpec, models_dir: Path, emit: Callable[..., None]) -> JobResult:
@@ -33,6 +41,8 @@ def run_workload(job: JobSpec, models_dir: Path, emit: Callable[..., None]) -> J
     module = importlib.import_module(f"{__name__}.{job.workload}")
     started = datetime.now(timezone.utc)
     with tempfile.TemporaryDirectory(prefix=f"sb-{job.workload}-") as tmp:
+        _scratch.append(Path(tmp))
+        emit("scratch", path=tmp)  # the runner removes it if this process is killed (a job past its time limit)
         ctx = Context(job=job, models_dir=models_dir, emit=emit, workdir=Path(tmp))
         try:
             out = module.run(ctx)
