@@ -9,7 +9,8 @@ import pytest
 from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import parse_sweep
-from worker.job.child import run_job
+from worker.envs.blas import find_openblas
+from worker.job.child import child_env, run_job
 
 from tests.conftest import SMALL
 
@@ -97,3 +98,19 @@ def test_engine_error_is_reported(models_dir, tmp_path):
     # what llama.cpp itself said (its log is pointed at /dev/null while it loads) travels with the error
     assert "its last log lines" in res.error and "gguf" in res.error.lower(), res.error
     assert "gguf" in (res.stderr_tail or "").lower()  # and as it came, in the child's stderr
+
+
+def test_a_child_gets_no_blas_but_the_one_its_job_chooses(models_dir, monkeypatch):
+    """A worker started with OpenBLAS preloaded (as `make test` starts pytest) does not pass it on: a llama.cpp child
+    and a `blas: bundled` MLX child get none, an `auto` MLX child exactly the one it records; other preloads stay."""
+    lib = find_openblas()
+    assert lib, "Debian's OpenBLAS is installed by the bootstrap (scripts/bootstrap.sh)"
+    monkeypatch.setenv("LD_PRELOAD", f"{lib} /usr/lib/libother.so")
+    llama = next(j for j in jobs_for(models_dir) if j.engine == "llama.cpp")
+    auto = next(j for j in jobs_for(models_dir) if j.engine == "mlx")
+    bundled = next(j for j in jobs_for(models_dir, engine_options={"mlx": {"blas": "bundled"}}) if j.engine == "mlx")
+    assert child_env(llama, models_dir)["LD_PRELOAD"] == "/usr/lib/libother.so"
+    env = child_env(bundled, models_dir)
+    assert env["LD_PRELOAD"] == "/usr/lib/libother.so" and env["SILICONBENCH_MLX_BLAS"] == "bundled reference BLAS"
+    env = child_env(auto, models_dir)
+    assert env["LD_PRELOAD"].split() == [lib, "/usr/lib/libother.so"] and lib in env["SILICONBENCH_MLX_BLAS"]

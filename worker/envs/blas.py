@@ -37,6 +37,12 @@ def mlx_on_cuda() -> bool:
     return False
 
 
+def inherited_preload() -> str:
+    """This process's LD_PRELOAD less any BLAS: which BLAS a child uses is child_blas_env's choice alone, never
+    inherited (a worker started with OpenBLAS preloaded gave a `blas: bundled` child OpenBLAS, recorded as bundled)."""
+    return " ".join(p for p in os.environ.get("LD_PRELOAD", "").split() if "blas" not in Path(p).name.lower())
+
+
 def child_blas_env(mode: str, threads: int | None) -> dict[str, str]:
     """Environment for an MLX child: LD_PRELOAD of OpenBLAS for 'auto'/'openblas' where it exists; none where
     MLX runs on a CUDA GPU (the preload is for MLX's CPU build, whose matmuls it serves)."""
@@ -44,13 +50,13 @@ def child_blas_env(mode: str, threads: int | None) -> dict[str, str]:
         return {"SILICONBENCH_MLX_BLAS": "Accelerate"}
     if mlx_on_cuda() and mode == "auto":
         return {"SILICONBENCH_MLX_BLAS": "none (CUDA device)"}
-    env: dict[str, str] = {}
+    env: dict[str, str] = {"LD_PRELOAD": inherited_preload()}
     lib = find_openblas() if mode in ("auto", "openblas") else None
     if mode == "openblas" and lib is None:
         raise FileNotFoundError("engine_options.mlx.blas=openblas but no OpenBLAS is installed "
                                 "(Debian: apt-get install libopenblas0-pthread)")
     if lib:
-        env["LD_PRELOAD"] = " ".join(p for p in (lib, os.environ.get("LD_PRELOAD", "")) if p)
+        env["LD_PRELOAD"] = " ".join(p for p in (lib, env["LD_PRELOAD"]) if p)
         env["SILICONBENCH_MLX_BLAS"] = f"openblas ({lib})"
         # The same count llama.cpp gets: the sweep's threads, else the physical performance cores.
         env["OPENBLAS_NUM_THREADS"] = str(threads or performance_cores())

@@ -29,7 +29,7 @@ from worker.measure import quiet
 from worker.measure import roofline
 
 from worker.measure import thermal
-from worker.envs.blas import child_blas_env
+from worker.envs.blas import child_blas_env, inherited_preload
 
 STDERR_TAIL_CHARS = 4000
 
@@ -47,6 +47,7 @@ def child_env(job: JobSpec, models_dir: Path) -> dict[str, str]:
     # The child must import this checkout's packages even when run under another interpreter.
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    env["LD_PRELOAD"] = inherited_preload()  # no BLAS but the one child_blas_env chooses
     if job.engine == "mlx":
         env.update(child_blas_env(job.engine_options.get("blas", "auto"), job.engine_options.get("threads")))
     return env

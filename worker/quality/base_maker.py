@@ -16,7 +16,7 @@ from pathlib import Path
 
 from siliconbench.errors import WorkloadError
 
-from worker.envs.blas import child_blas_env
+from worker.envs.blas import child_blas_env, inherited_preload
 from worker.engines import get_engine
 from worker.quality import bases
 from worker.quality.kld import BaseRows, base_rows
@@ -28,9 +28,7 @@ def make(models_dir: Path, spec: dict, key: bases.BaseKey, chunks: list[list[int
          options: dict) -> list[BaseRows]:
     """Compute and store the base ``key`` of ``spec`` (engine, artifact) in a child of that engine; its rows,
     read back once from the store."""
-    env = dict(os.environ)
-    if env.get("SILICONBENCH_MLX_BLAS"):  # this process is an MLX job's: its preload is not the base's business
-        env.pop("LD_PRELOAD", None)
+    env = {**os.environ, "LD_PRELOAD": inherited_preload()}  # e.g. an MLX job's OpenBLAS is not the base's business
     if spec["engine"] == "mlx":
         env.update(child_blas_env(options.get("blas", "auto"), options.get("threads")))
     request = {"models_dir": str(models_dir), "spec": spec, "key": key.__dict__, "chunks": chunks, "first": first,
