@@ -22,17 +22,12 @@ quickstart: models
 ## Not loadgroup: with pytest 9.2 it silently stops grouping (pytest-dev/pytest-xdist#1386).
 ## Exit 5 of a part means its
 ## selection was empty (PYTEST_ARGS naming files of one kind only), not a failure.
-## MLX inside the test processes themselves (the engines-agree and conversion tests) runs on the BLAS the product
-## gives an MLX job's child (worker/envs/blas.py: Debian's OpenBLAS preloaded, where it is installed), not the wheel's
-## reference BLAS, ~30x slower on matmuls; no child inherits it (every child's BLAS is its job's choice).
 TEST_WORKERS ?= 3
 test: bootstrap
 	@scripts/test_deps.sh
 	@scripts/services.sh
 	$(VENV)/bin/ruff check .
 	@status=0; \
-	eval "$$($(VENV)/bin/python -c 'import shlex; from worker.envs.blas import child_blas_env as e; \
-	  [print(f"export {k}={shlex.quote(v)}") for k, v in e("auto", None).items() if k != "OPENBLAS_NUM_THREADS"]')"; \
 	$(VENV)/bin/python -m pytest -m "solo and not gpu" $(PYTEST_ARGS) || { s=$$?; [ $$s -eq 5 ] || status=$$s; }; \
 	$(VENV)/bin/python -m pytest -m "not solo and not gpu" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS) \
 	  || { s=$$?; [ $$s -eq 5 ] || status=$$s; }; \

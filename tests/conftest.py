@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import uuid
 import pytest
 
 from storage import database
+from worker.envs.blas import find_openblas
 
 from harness.fleet import RedisServer
 from tests import model_cache
@@ -20,6 +22,12 @@ SMALL = "tiny-llama-5m"
 # and wait (busy: wait) or be marked contended. The quiet-host gate's CPU test is off for the whole session
 # (its subprocesses inherit this); tests/worker/test_quiet.py turns it back on to test the gate itself.
 os.environ["SILICONBENCH_BUSY_CPU_PCT"] = "100"
+# MLX inside the test processes themselves (the engines-agree and conversion tests) runs on the BLAS the product gives
+# an MLX job's child (worker/envs/blas.py), not on the wheel's reference BLAS (~30x slower on matmuls: SmolLM2's
+# logits of 37 tokens took 3.6 s instead of 0.2 s). Loaded into this process's global scope before mlx is imported,
+# its symbols come first, as a preload's would; unlike LD_PRELOAD, no subprocess inherits it (Chromium crashed with it).
+if find_openblas():
+    ctypes.CDLL(find_openblas(), mode=os.RTLD_GLOBAL)
 
 
 # The areas in the order `make test`'s parallel part should start them: the longest first (measured: fleet ~500 s of
