@@ -27,10 +27,10 @@ os.environ["SILICONBENCH_BUSY_CPU_PCT"] = "100"
 # logits of 37 tokens took 3.6 s instead of 0.2 s). Loaded into this process's global scope before mlx is imported,
 # its symbols come first, as a preload's would; unlike LD_PRELOAD, no subprocess inherits it (Chromium crashed with it).
 # One thread: the suite runs three test processes on two cores, where OpenBLAS's spinning threads would fight.
-if find_openblas():
+if openblas := find_openblas():
     kept = os.environ.get("OPENBLAS_NUM_THREADS")
     os.environ["OPENBLAS_NUM_THREADS"] = "1"  # read when the library loads; not left for subprocesses to inherit
-    ctypes.CDLL(find_openblas(), mode=os.RTLD_GLOBAL)
+    ctypes.CDLL(openblas, mode=os.RTLD_GLOBAL)
     if kept is None:
         del os.environ["OPENBLAS_NUM_THREADS"]
     else:

@@ -101,7 +101,7 @@ def test_engine_error_is_reported(models_dir, tmp_path):
 
 
 def test_a_child_gets_no_blas_but_the_one_its_job_chooses(models_dir, monkeypatch):
-    """A worker started with OpenBLAS preloaded (as `make test` starts pytest) does not pass it on: a llama.cpp child
+    """A worker started with OpenBLAS preloaded does not pass it on: a llama.cpp child
     and a `blas: bundled` MLX child get none, an `auto` MLX child exactly the one it records; other preloads stay."""
     lib = find_openblas()
     assert lib, "Debian's OpenBLAS is installed by the bootstrap (scripts/bootstrap.sh)"

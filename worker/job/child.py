@@ -17,7 +17,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import IO, Callable
 
 import psutil
 
@@ -34,7 +34,7 @@ from worker.envs.blas import child_blas_env, inherited_preload
 STDERR_TAIL_CHARS = 4000
 
 
-def _tail(f) -> str:
+def _tail(f: IO[bytes]) -> str:
     f.seek(0, os.SEEK_END)
     f.seek(max(0, f.tell() - STDERR_TAIL_CHARS))
     return f.read().decode(errors="replace")

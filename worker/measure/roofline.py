@@ -83,24 +83,23 @@ def cache_path() -> Path:
     return data_dir() / "bandwidth.json"
 
 
-def probed_gbs(cache: Path | None = None, refresh: bool = False, measure: bool = True) -> dict:
+def probed_gbs(cache: Path | None = None, measure: bool = True) -> dict:
     """This host's measured bandwidth, from a cache of at most a day (the worker reads it at start, and the
     parent of each job before it starts the child; either probes when there is none). ``measure=False`` (the
     job's own process: the probe's 512 MiB would count in its memory peak) only reads the cache: {} when there
     is none. A probe taken while other processes used over BUSY_CPU_PCT of the cores is returned (marked busy)
-    but not cached, and only its time is kept: until BUSY_RETRY_S later, {} without probing (``refresh`` probes
-    regardless)."""
+    but not cached, and only its time is kept: until BUSY_RETRY_S later, {} without probing."""
     cache = cache or cache_path()
     try:
         rec = json.loads(cache.read_text())
     except (OSError, ValueError):
         rec = {}
     fresh = rec.get("method") == "read" and time.time() - rec.get("measured_at", 0) < PROBE_MAX_AGE_S
-    if fresh and not refresh:
+    if fresh:
         return rec
     if not measure:
         return {}
-    if not refresh and time.time() - rec.get("busy_at", 0) < BUSY_RETRY_S:
+    if time.time() - rec.get("busy_at", 0) < BUSY_RETRY_S:
         return {}
     start = CpuMark.now()
     gbs = measure_gbs()
