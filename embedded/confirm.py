@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version as installed_version
 from pathlib import Path
 
+from siliconbench.engines import describe
 from siliconbench.errors import UserError
 from siliconbench.jobs import JobSpec, interleave
 from siliconbench.manifest import ModelCatalog
@@ -31,7 +32,6 @@ from siliconbench.spec import SweepSpec
 from coordinator.history.compare import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
 from coordinator.confirm.plan import (DEFAULT_ROUNDS, check_confirmable, check_rounds, compare_sides,
                                       confirm_spec, same_sides, side_result, side_version)
-from coordinator.history.points import ENGINE_PACKAGE
 from coordinator.history.load import load_points
 from coordinator.history.regressions import finding_dict, get_finding, set_status
 from storage import result_store
@@ -41,8 +41,6 @@ from worker.platform.host_facts import host_facts
 
 from .run import run_sweep
 
-# The packages whose versions an engine environment pins, per engine (what a side must match).
-SIDE_PACKAGES = {"mlx": ("mlx-lm", "mlx"), "llama.cpp": ("llama-cpp-python",)}
 
 
 def _own(pkg: str) -> str | None:
@@ -55,8 +53,8 @@ def _own(pkg: str) -> str | None:
 def version_label(engine: str, components: dict[str, str], envs_root=None) -> str:
     """The engine_version that reruns a side: the package version this interpreter or an environment holds."""
     side_version(engine, components)  # the side must name its engine package's version
-    want = {p: components.get(p) for p in SIDE_PACKAGES[engine] if components.get(p)}
-    package = ENGINE_PACKAGE[engine]
+    want = {p: components.get(p) for p in describe(engine).pinned if components.get(p)}
+    package = describe(engine).package
     if all(_own(p) == v for p, v in want.items()):
         return want[package]
     for e in envs.list_envs(envs_root):

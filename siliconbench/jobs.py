@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from .engines import describe
 from .errors import UserError
 from .manifest import ENGINE_FORMAT, FULL_DTYPES, QUANT_LEVELS, ModelCatalog, auto_full_dtype
 from .spec import SweepSpec
@@ -101,8 +102,7 @@ MAX_FORMATS = 24  # what [all] counts as in the bound before expansion: the form
 
 def count_jobs(spec: SweepSpec) -> int:
     """Upper bound of the matrix size, computed before expanding anything."""
-    per_workload = sum(len(w.prompt_tokens) * len(w.gen_tokens) * len(w.depth) if w.kind == "generate" else n_configs(w)
-                       for w in spec.workloads)
+    per_workload = sum(n_configs(w) for w in spec.workloads)
     versions = max((len(v) for v in (spec.engine_versions or {}).values()), default=1)
     forms = sum(MAX_FORMATS if q.lower() == "all" else 1 for q in spec.quantizations)
     return len(spec.models) * len(spec.engines) * forms * per_workload * versions * spec.resolved_processes
@@ -160,34 +160,9 @@ def expand(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str | None = None,
              for (mi, name), (qi, quant) in itertools.product(enumerate(spec.models), enumerate(spec.quantizations))
              for resolved in resolutions(spec, manifests[name], qi, quant, full)]
     for mi, name, qi, resolved in pairs:
-        m = manifests[name]
         for wi, w in enumerate(spec.workloads):
-            if w.kind != "generate":  # the other kinds expand through siliconbench.workloads
-                jobs += _workload_jobs(spec, catalog, sweep_id, mi, m, resolved, wi, w, start=len(jobs),
-                                       full_dtype=full_dtype)
-                continue
-            for n_prompt, n_gen, depth in itertools.product(w.prompt_tokens, w.gen_tokens, w.depth):
-                if depth + n_prompt + n_gen > m.n_ctx:
-                    raise UserError(f"workloads[{wi}]", f"depth {depth} + prompt_tokens {n_prompt} + gen_tokens "
-                                    f"{n_gen} exceeds model {name!r}'s context of {m.n_ctx} tokens.")
-                for engine in spec.engines:  # engines alternate inside each configuration
-                    art = resolved[engine]
-                    if art is None:  # e.g. Q4_K_M exists only as GGUF: not an error, just not this engine
-                        continue
-                    rel = catalog.artifact_path(name, art, field=f"models[{mi}]").relative_to(catalog.models_dir)
-                    opts = spec.engine_options
-                    eng_opts = (opts.llama_cpp if engine == "llama.cpp" else opts.mlx).model_dump()
-                    job = JobSpec(
-                        job_id="", sweep_id=sweep_id, sweep_name=spec.name, index=len(jobs), model=name,
-                        engine=engine, quant=art.quant, quant_level=art.level, artifact=str(rel),
-                        model_sha256=art.sha256, workload=w.kind, n_prompt=n_prompt, n_gen=n_gen, n_depth=depth,
-                        repetitions=spec.repetitions, warmup=spec.warmup, delay_s=spec.delay_s, seed=spec.seed,
-                        timeout_s=spec.timeout_s, engine_options={"threads": opts.threads, **eng_opts}, thermal=spec.thermal, thermal_timeout_s=spec.thermal_timeout_s,
-                        busy=spec.busy, busy_timeout_s=spec.busy_timeout_s,
-                        model_notes=model_notes(m),
-                    )
-                    job.job_id = digest({"sweep": sweep_id, **job.key()})
-                    jobs.append(job)
+            jobs += _workload_jobs(spec, catalog, sweep_id, mi, manifests[name], resolved, wi, w, start=len(jobs),
+                                   full_dtype=full_dtype)
     return _rounds(spec, jobs)
 
 
@@ -275,7 +250,8 @@ def interleave(group: list[JobSpec], processes: int, versions: dict[str, list[st
 
 def _workload_jobs(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str, mi: int, m, resolved: dict,
                    wi: int, w, start: int, full_dtype: str | None = None) -> list[JobSpec]:
-    """Jobs of one non-generate workload on one model and quantization, engines alternating per configuration."""
+    """Jobs of one workload on one model and quantization, engines alternating inside each configuration (an engine
+    without the artifact, or to which the configuration does not apply, is left out: not an error)."""
     jobs: list[JobSpec] = []
     opts = spec.engine_options
     to_full = w.kind == "swap" and w.to_quant.lower() == "full"
@@ -288,11 +264,11 @@ def _workload_jobs(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str, mi: in
             if params is None:  # no artifact for this engine, or the configuration does not apply to it
                 continue
             rel = catalog.artifact_path(m.name, art, field=f"models[{mi}]").relative_to(catalog.models_dir)
-            eng_opts = (opts.llama_cpp if engine == "llama.cpp" else opts.mlx).model_dump()
+            eng_opts = getattr(opts, describe(engine).options).model_dump()
             job = JobSpec(
                 job_id="", sweep_id=sweep_id, sweep_name=spec.name, index=start + len(jobs), model=m.name,
                 engine=engine, quant=art.quant, quant_level=art.level, artifact=str(rel), model_sha256=art.sha256,
-                workload=w.kind, n_prompt=cfg.n_prompt, n_gen=cfg.n_gen, n_depth=0,
+                workload=w.kind, n_prompt=cfg.n_prompt, n_gen=cfg.n_gen, n_depth=cfg.n_depth,
                 repetitions=spec.repetitions if cfg.repetitions is None else cfg.repetitions,
                 warmup=spec.warmup if cfg.warmup is None else cfg.warmup, delay_s=spec.delay_s, seed=spec.seed,
                 timeout_s=spec.timeout_s, engine_options={"threads": opts.threads, **eng_opts}, params=params, thermal=spec.thermal, thermal_timeout_s=spec.thermal_timeout_s,

@@ -24,14 +24,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from .engines import ENGINES as ENGINE_DESCRIPTIONS
 from .errors import UserError
 
 MANIFEST_NAME = "manifest.json"
 
-Engine = Literal["llama.cpp", "mlx"]
-ENGINES: tuple[str, ...] = ("llama.cpp", "mlx")
-# Which artifact format each engine loads.
-ENGINE_FORMAT: dict[str, str] = {"llama.cpp": "gguf", "mlx": "mlx"}
+# Which artifact format each engine loads (siliconbench/engines.py describes the engines).
+ENGINE_FORMAT: dict[str, str] = {e.name: e.format for e in ENGINE_DESCRIPTIONS.values()}
 # Precision classes that let one sweep say "q4" and get Q4_K_M for llama.cpp and 4-bit for MLX.
 QUANT_LEVELS: tuple[str, ...] = ("full", "q8", "q6", "q5", "q4", "q3", "q2")
 Level = Literal["full", "q8", "q6", "q5", "q4", "q3", "q2"]

@@ -8,9 +8,9 @@ from enum import Enum
 from pydantic import BaseModel, Field
 
 from .aggregate import Summary, summarize
+from .engines import ENGINE_PACKAGE
 from .jobs import JobSpec, digest
 
-ENGINE_PACKAGE = {"llama.cpp": "llama-cpp-python", "mlx": "mlx-lm"}  # whose version is "the engine's version"
 
 
 class JobStatus(str, Enum):

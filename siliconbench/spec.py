@@ -15,8 +15,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
 
 from .errors import UserError
-from .manifest import ENGINES, FullDtype, Level
-from .workloads import (KINDS, ConcurrentWorkload, LongContextWorkload, MultiprocessWorkload, PerplexityWorkload,
+from .engines import ENGINE_NAMES, EngineName
+from .manifest import FullDtype, Level
+from .workloads import (KINDS, ConcurrentWorkload, GenerateWorkload, LongContextWorkload, MultiprocessWorkload, PerplexityWorkload,
                         RestartWorkload, SwapWorkload)
 
 DEFAULT_MAX_JOBS = 10_000
@@ -26,24 +27,15 @@ DEFAULT_MAX_JOBS = 10_000
 # 92-98.5% with 12, 97.7-100% with 15, A/A false regressions at most 0.9%: 15 is the least that met both.
 COMPARE_PROCESSES = 15
 
-Lengths = Annotated[list[PositiveInt], Field(min_length=1)]
-Depths = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
 
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class GenerateWorkload(Strict):
-    kind: Literal["generate"] = "generate"
-    prompt_tokens: Lengths = [512]
-    gen_tokens: Lengths = [128]
-    depth: Depths = [0]
-
-
 Workload = Annotated[GenerateWorkload | SwapWorkload | RestartWorkload | ConcurrentWorkload | LongContextWorkload
                      | PerplexityWorkload | MultiprocessWorkload, Field(discriminator="kind")]
-WORKLOAD_KINDS: dict[str, type[BaseModel]] = {"generate": GenerateWorkload, **KINDS}
+WORKLOAD_KINDS: dict[str, type[BaseModel]] = KINDS
 
 
 KvCacheType = Literal["f16", "f32", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
@@ -93,7 +85,7 @@ class HostFilter(Strict):
 
     chip: str | None = Field(None, description="Substring of the chip name, case-insensitive ('M4', 'M2 Ultra')")
     min_memory_gb: Annotated[float, Field(gt=0)] | None = None
-    engine: Literal["llama.cpp", "mlx"] | None = Field(None, description="Host must have this engine installed")
+    engine: EngineName | None = Field(None, description="Host must have this engine installed")
     model: str | None = Field(None, description="The Mac's hw.model, e.g. 'Mac16,11' (case-insensitive, exact)")
     gpu_cores: PositiveInt | None = Field(
         None, description="Exactly this many GPU cores: binned chips (an M4 Pro with 16 or 20) differ only here")
@@ -108,11 +100,11 @@ class SweepSpec(Strict):
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")
     description: str = ""
     models: Annotated[list[str], Field(min_length=1)]
-    engines: Annotated[list[Literal["llama.cpp", "mlx"]], Field(min_length=1)] = list(ENGINES)
+    engines: Annotated[list[EngineName], Field(min_length=1)] = list(ENGINE_NAMES)
     quantizations: Annotated[list[str], Field(min_length=1)] = Field(
         ["full"], description="Levels (full, q8, q6, q5, q4, q3, q2: one artifact per engine, paired), exact names "
         "(Q4_K_M, IQ4_XS, 4bit-g32), or [all]: every form each model has, the levels' pairs first")
-    pairing: dict[Level, dict[Literal["llama.cpp", "mlx"], str]] | None = Field(
+    pairing: dict[Level, dict[EngineName, str]] | None = Field(
         None, description="Which exact type an engine runs for a level, where the default pair is not wanted "
         "(defaults: Q8_0/8bit, Q6_K/6bit, Q5_K_M/5bit, Q4_K_M/4bit, Q3_K_M/3bit, Q2_K/2bit), e.g. "
         "{q4: {llama.cpp: IQ4_XS, mlx: 4bit-g32}}")
@@ -150,7 +142,7 @@ class SweepSpec(Strict):
     hosts: HostSelector = Field("all", description="Fleet only: 'all', a list of worker names, or a filter")
     placement: Literal["each", "any"] = Field(
         "any", description="Fleet only: run every job on every matching host ('each'), or once on any ('any')")
-    engine_versions: dict[Literal["llama.cpp", "mlx"], Annotated[list[str], Field(min_length=1)]] | None = Field(
+    engine_versions: dict[EngineName, Annotated[list[str], Field(min_length=1)]] | None = Field(
         None, description="Engine package versions (or engine environment names) to run side by side, e.g. "
         "{mlx: [0.32.2, 0.31.3]}; each job runs once per version, versions adjacent. See `siliconbench env`.")
     install_versions: bool = Field(
@@ -183,7 +175,7 @@ class SweepSpec(Strict):
     @classmethod
     def _versions(cls, v: dict | None, info) -> dict | None:
         for engine, versions in (v or {}).items():
-            if engine not in info.data.get("engines", ENGINES):
+            if engine not in info.data.get("engines", ENGINE_NAMES):
                 raise ValueError(f"names engine {engine!r}, which the sweep's engines do not list")
             if len(set(versions)) != len(versions):
                 raise ValueError(f"lists a version of {engine} more than once")

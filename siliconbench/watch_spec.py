@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, field_validator
 
+from .engines import PACKAGE_ENGINE
 from .errors import UserError
 from .spec import COMPARE_PROCESSES, HostFilter, SweepSpec, parse_sweep
 
-# Which engine a followed package moves: mlx-lm and the mlx core both change what the MLX engine measures.
-PACKAGE_ENGINE = {"mlx-lm": "mlx", "mlx": "mlx", "llama-cpp-python": "llama.cpp"}
+# A followed package: one an engine pins (siliconbench/engines.py); PACKAGE_ENGINE says which engine it moves.
 Package = Literal["mlx-lm", "mlx", "llama-cpp-python"]
+assert set(get_args(Package)) == set(PACKAGE_ENGINE), "Package must list exactly the engines' pinned packages"
 EVERY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)\s*$", re.IGNORECASE)
 UNIT_S = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 MIN_EVERY_S = 60

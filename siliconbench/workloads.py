@@ -1,4 +1,4 @@
-"""Workload kinds beyond `generate`: their sweep settings, and how each expands into job configurations.
+"""Workload kinds: their sweep settings, and how each expands into job configurations.
 
 Each class is one member of the sweep's ``workloads`` union (spec.py), discriminated on ``kind``.
 Settings that need the model (a depth beyond its context, a swap target it lacks) are checked by
@@ -8,22 +8,36 @@ use, a server that never becomes ready) becomes a failed job with the reason ins
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
 
 from .errors import UserError
-from .manifest import ENGINES, ModelCatalog, ModelManifest
+from .engines import ENGINE_NAMES, describe
+from .manifest import ModelCatalog, ModelManifest
 
 Port = Annotated[int, Field(ge=1024, le=65535)]
 Counts = Annotated[list[PositiveInt], Field(min_length=1)]
+Lengths = Annotated[list[PositiveInt], Field(min_length=1)]
+Depths = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
 # Room the engines need past the tokens we ask for (BOS, the first generated token).
 CTX_SLACK = 16
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class GenerateWorkload(_Strict):
+    """llama-bench's and mlx_lm.benchmark's test: a seeded synthetic prompt after ``depth`` untimed tokens, then
+    greedy decode; one job per (prompt, gen, depth)."""
+
+    kind: Literal["generate"] = "generate"
+    prompt_tokens: Lengths = [512]
+    gen_tokens: Lengths = [128]
+    depth: Depths = [0]
 
 
 class SwapWorkload(_Strict):
@@ -112,7 +126,7 @@ class MultiprocessWorkload(_Strict):
 
 
 KINDS: dict[str, type[BaseModel]] = {c.model_fields["kind"].default: c for c in (
-    SwapWorkload, RestartWorkload, ConcurrentWorkload, LongContextWorkload, PerplexityWorkload, MultiprocessWorkload)}
+    GenerateWorkload, SwapWorkload, RestartWorkload, ConcurrentWorkload, LongContextWorkload, PerplexityWorkload, MultiprocessWorkload)}
 
 
 @dataclass(frozen=True)
@@ -122,13 +136,15 @@ class Config:
     n_prompt: int
     n_gen: int
     params: dict = field(default_factory=dict)
+    n_depth: int = 0
     repetitions: int | None = None  # None: the sweep's
     warmup: int | None = None
 
 
 def n_configs(w) -> int:
     """Upper bound of a workload's configurations, for the max_jobs check before expanding."""
-    return {"swap": lambda: len(w.cache) * len(w.mmap), "concurrent": lambda: len(w.clients),
+    return {"generate": lambda: len(w.prompt_tokens) * len(w.gen_tokens) * len(w.depth),
+            "swap": lambda: len(w.cache) * len(w.mmap), "concurrent": lambda: len(w.clients),
             "long_context": lambda: len(w.depths), "multiprocess": lambda: len(w.processes)}.get(w.kind, lambda: 1)()
 
 
@@ -146,6 +162,14 @@ def configs(w, wi: int, m: ModelManifest, catalog: ModelCatalog, engines: list[s
         # a completion was answered. Part of the job key, so results measured the old way are never pooled.
         return {"ready_timeout_s": w.ready_timeout_s, "stop_timeout_s": w.stop_timeout_s, "port": w.port,
                 "protocol": 2}
+    if w.kind == "generate":
+        out = []
+        for n_prompt, n_gen, depth in itertools.product(w.prompt_tokens, w.gen_tokens, w.depth):
+            if depth + n_prompt + n_gen > m.n_ctx:
+                raise UserError(at, f"depth {depth} + prompt_tokens {n_prompt} + gen_tokens {n_gen} exceeds model "
+                                f"{m.name!r}'s context of {m.n_ctx} tokens.")
+            out.append(Config(n_prompt, n_gen, n_depth=depth))
+        return out
     if w.kind == "swap":
         target = catalog.get(w.to_model, field=f"{at}.to_model") if w.to_model else m
         if not any(target.artifact_for(e, w.to_quant) for e in engines):
@@ -191,7 +215,7 @@ def configs(w, wi: int, m: ModelManifest, catalog: ModelCatalog, engines: list[s
 def kld_bases(m: ModelManifest, catalog: ModelCatalog, where: str) -> list[dict]:
     """The full-precision form of each engine the KL-divergence is measured against: the highest precision
     both share (f32, then f16, bf16), by content digest, so results against different bases never pool."""
-    pair = m.full_pair(ENGINES, "f32")
+    pair = m.full_pair(ENGINE_NAMES, "f32")
     bases = [{"engine": e, "quant": a.quant, "sha256": a.sha256,
               "artifact": str(catalog.artifact_path(m.name, a, field=where).relative_to(catalog.models_dir))}
              for e, a in pair.items() if a is not None]
@@ -209,7 +233,8 @@ def engine_params(w, wi: int, cfg: Config, engine: str, model: str, art, catalog
     B from the same matched pair as the sweep's own ``full`` (F32 with f32 here, F16 with f16 on a Mac)."""
     if w.kind != "swap":
         return cfg.params
-    if engine != "llama.cpp":  # mmap is llama.cpp's setting: MLX runs once, with mmap recorded as None
+    takes_mmap = describe(engine).takes_mmap
+    if not takes_mmap:  # an engine without an mmap switch runs once, with mmap recorded as None
         if cfg.params["mmap"] != w.mmap[0]:
             return None
     target = catalog.get(cfg.params["to_model"], field=f"workloads[{wi}].to_model")
@@ -221,4 +246,4 @@ def engine_params(w, wi: int, cfg: Config, engine: str, model: str, art, catalog
         return None  # no B for this engine, or B is the model already loaded
     rel = catalog.artifact_path(target.name, b, field=f"workloads[{wi}].to_model").relative_to(catalog.models_dir)
     return {**cfg.params, "to_quant": b.quant, "to_artifact": str(rel), "to_sha256": b.sha256,
-            "mmap": cfg.params["mmap"] if engine == "llama.cpp" else None}
+            "mmap": cfg.params["mmap"] if takes_mmap else None}

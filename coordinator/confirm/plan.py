@@ -17,7 +17,8 @@ from siliconbench.jobs import JobSpec
 from siliconbench.spec import COMPARE_PROCESSES, SweepSpec, parse_sweep
 
 from coordinator.history.compare import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, process_samples
-from coordinator.history.points import ENGINE_PACKAGE, Point
+from siliconbench.engines import ENGINE_PACKAGE
+from coordinator.history.points import Point
 from coordinator.stats.significance import Comparison, compare_processes, min_p_value
 
 DEFAULT_ROUNDS = COMPARE_PROCESSES

@@ -36,7 +36,8 @@ from scipy.stats import norm, wilcoxon
 from siliconbench.aggregate import summarize
 from siliconbench.metrics import get as get_metric
 
-from coordinator.history.points import ENGINE_PACKAGE, Point, series_id, series_label
+from siliconbench.engines import ENGINE_PACKAGE
+from coordinator.history.points import Point, series_id, series_label
 from coordinator.stats.significance import CI_LEVEL, DEFAULT_MIN_EFFECT, compare_processes, process_values
 
 SUSPECT_ALPHA = 0.01  # per SKU and campaign: the chance that some healthy host is flagged, at most

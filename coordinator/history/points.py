@@ -19,12 +19,12 @@ from datetime import datetime
 from packaging.version import InvalidVersion, Version
 
 from siliconbench.aggregate import summarize
+from siliconbench.engines import ENGINE_PACKAGE, ENGINES
 from siliconbench.jobs import JobSpec, digest
 from siliconbench.metrics import METRICS
 from siliconbench.results import JobResult
 
 
-ENGINE_PACKAGE = {"llama.cpp": "llama-cpp-python", "mlx": "mlx-lm"}
 PREFILL_LIKE = ("prefill_tps", "engine_prefill_tps", "ttft_ms")
 DECODE_LIKE = ("decode_tps", "engine_decode_tps")
 JOB_VALUE_FIELDS = ("load_s", "peak_memory_bytes", "baseline_memory_bytes", "peak_footprint_bytes", "baseline_footprint_bytes")
@@ -176,11 +176,8 @@ def _version_tuple(v: str | None) -> tuple | None:
 def order_key(p: Point):
     """Versions first, then time: llama.cpp by build number where known, else llama-cpp-python's version;
     MLX by (mlx-lm, mlx)."""
-    if p.engine == "llama.cpp":
-        parts = [p.components.get("build"), p.components.get("llama-cpp-python")]
-    else:
-        parts = [p.components.get("mlx-lm"), p.components.get("mlx")]
-    return tuple(_version_tuple(x) for x in parts)
+    order_by = ENGINES[p.engine].order_by if p.engine in ENGINES else ()
+    return tuple(_version_tuple(p.components.get(x)) for x in order_by)
 
 
 def ordered(points: list[Point]) -> tuple[list[Point], str]:

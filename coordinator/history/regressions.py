@@ -23,6 +23,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from siliconbench.engines import VERSION_COMPONENTS
 from siliconbench.errors import UserError
 from siliconbench.jobs import digest
 from storage.tables import Finding, utcnow
@@ -199,7 +200,7 @@ def history_points(points: list[Point], sid: str, metric: str) -> list[dict]:
         rows.append({"index": i, "value": p.center(metric), "when": p.when, "job_id": p.job_id,
                      "sweep": p.sweep_name, "source": p.source,
                      "versions": ", ".join(f"{k} {v}" for k, v in sorted(p.components.items())
-                                           if k in ("mlx", "mlx-lm", "llama-cpp-python", "llama.cpp", "build")),
+                                           if k in VERSION_COMPONENTS),
                      "step": s.comparison.verdict.value if s else "",
                      "changes": describe_changes(s.changes) if s else ""})
     return rows

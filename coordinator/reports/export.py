@@ -11,6 +11,7 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from siliconbench.aggregate import Summary, stability_warnings, summarize
+from siliconbench.engines import ENGINE_PACKAGE
 from siliconbench.jobs import JobSpec
 from siliconbench.metrics import HEADLINE, METRICS
 from siliconbench.results import JobResult, JobStatus
@@ -18,7 +19,6 @@ from siliconbench.results import JobResult, JobStatus
 from storage.result_store import load_stored
 
 COUNTER_METRICS = ("engine_prefill_tps", "engine_decode_tps")
-ENGINE_PACKAGE = {"llama.cpp": "llama-cpp-python", "mlx": "mlx-lm"}
 HOST_FIELDS = ("hostname", "os", "chip", "cores", "memory_bytes")
 SUMMARY_FIELDS = ("mean", "median", "stddev", "min", "max")
 

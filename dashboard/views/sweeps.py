@@ -8,7 +8,7 @@ import streamlit as st
 from dashboard import access, data, runner
 from dashboard import sweep_form as sf
 from siliconbench.errors import UserError
-from siliconbench.manifest import ENGINES
+from siliconbench.engines import ENGINE_NAMES
 from siliconbench.spec import COMPARE_PROCESSES
 
 ss = st.session_state
@@ -28,7 +28,7 @@ if not model_names:
                f"the models folder {settings.resolved_models_dir} holds none (run `siliconbench models make-tiny`, "
                "or set SILICONBENCH_MODELS_DIR)."))
 
-for key, value in {"sw_name": "sweep", "sw_models": model_names[:1], "sw_engines": list(ENGINES),
+for key, value in {"sw_name": "sweep", "sw_models": model_names[:1], "sw_engines": list(ENGINE_NAMES),
                    "sw_quants": ["full"], "sw_prompt_tokens": "512", "sw_gen_tokens": "128", "sw_depth": "0",
                    "sw_reps": 5, "sw_procs": 1, "sw_warmup": 1, "sw_hosts": [], "sw_placement": "any", "sw_yaml": "",
                    "sw_on_interrupt": "fail"}.items():
@@ -92,7 +92,7 @@ if access.may_write():  # no form, preview or submit button to a session that ma
             st.multiselect("Models", model_names, key="sw_models")
             error_at("models")
         with c2:
-            st.multiselect("Engines", list(ENGINES), key="sw_engines")
+            st.multiselect("Engines", list(ENGINE_NAMES), key="sw_engines")
             error_at("engines")
         with c3:
             st.multiselect("Quantizations", quant_names, key="sw_quants", help="A level (full, q8, q4) or an exact name")

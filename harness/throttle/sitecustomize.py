@@ -13,10 +13,11 @@ only when the child's installed version of it is that one (importlib.metadata): 
 
 import os
 
+from siliconbench.engines import ENGINES
+
 _f = float(os.environ.get("SILICONBENCH_THROTTLE") or 0)
 _when = (os.environ.get("SILICONBENCH_THROTTLE_WHEN") or "").strip()
-_ENGINES = {"llama-cpp-python": ("worker.engines.llama_cpp", "LlamaCppEngine"),
-            "mlx-lm": ("worker.engines.mlx_lm", "MlxEngine")}
+_ENGINES = {d.package: tuple(d.adapter.split(":")) for d in ENGINES.values()}
 
 
 def _targets() -> list:

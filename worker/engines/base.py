@@ -22,6 +22,7 @@ class Engine(ABC):
     so a wall clock around a call times exactly the work of that call."""
 
     name: str
+    kv_source: str  # how kv_cache() gets its bytes, recorded with the long_context results
 
     @abstractmethod
     def load(self, path: Path, options: dict, n_ctx: int) -> None:
@@ -71,6 +72,12 @@ class Engine(ABC):
 
         Also callable with no model loaded (server workloads): then ``self.options`` is whatever the
         caller set, defaulting to none."""
+
+    @staticmethod
+    @abstractmethod
+    def probe() -> dict:
+        """What `doctor` reports of the engine on this host, with no model: {"version", "backend" (Metal / CUDA /
+        CPU), "gpu_offload", and a one-line "build" detail}; run in a fresh interpreter, as a job's child is."""
 
     # Used by the workloads beyond generate (swap, restart, concurrent, long_context, perplexity).
 

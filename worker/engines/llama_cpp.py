@@ -25,6 +25,12 @@ OFFLOADED = re.compile(r"offloaded (\d+/\d+) layers to GPU")
 BUFFER = re.compile(r"(\S+) (model|KV|compute) buffer size =\s*([\d.]+) MiB")
 
 
+def _backend(info: dict, offload: bool) -> str:
+    """The backend a run used: the build's GPU backend where layers were offloaded, else the CPU."""
+    sysinfo = info.get("system_info", "").upper()
+    return "Metal" if offload and "METAL" in sysinfo else "CUDA" if offload and "CUDA" in sysinfo else "CPU"
+
+
 def build_info() -> dict[str, str]:
     """The llama.cpp build llama-cpp-python carries (commit, versions, system info)."""
     import llama_cpp  # the engine: optional, imported by the job that runs it
@@ -132,6 +138,7 @@ def resolved_flash_attn(log: list[str], requested: str) -> str:
 
 class LlamaCppEngine(Engine):
     name = "llama.cpp"
+    kv_source = "engine: llama_state_seq_get_size (used cells, F16 K/V)"
 
     def load(self, path: Path, options: dict, n_ctx: int) -> None:
         import llama_cpp  # the engine: optional, imported by the job that runs it
@@ -280,12 +287,18 @@ class LlamaCppEngine(Engine):
             out["engine_decode_tps"] = d.n_eval / (d.t_eval_ms / 1000.0)
         return out
 
+    @staticmethod
+    def probe() -> dict:
+        info = build_info()
+        offload = info.get("gpu_offload") == "True"
+        return {"version": version("llama-cpp-python"), "backend": _backend(info, offload), "gpu_offload": offload,
+                "build": f"llama.cpp build {info.get('commit') or info.get('version') or ''}"}
+
     def describe(self) -> dict:
         info = build_info()
         # The backend the job ran on, not what the build could do: no layer offloaded is a CPU run.
         offload = info.get("gpu_offload") == "True" and int(getattr(self, "options", {}).get("n_gpu_layers", -1)) != 0
-        sysinfo = info.get("system_info", "")
-        backend = "Metal" if "METAL" in sysinfo.upper() and offload else ("CUDA" if "CUDA" in sysinfo.upper() and offload else "CPU")
+        backend = _backend(info, offload)
         return {
             "packages": {"llama-cpp-python": version("llama-cpp-python")},
             "engine_build": info,

@@ -29,6 +29,7 @@ def gpu_backend(mx) -> str:
 
 class MlxEngine(Engine):
     name = "mlx"
+    kv_source = "engine: sum of KVCache.nbytes (arrays as allocated, 256-token steps)"
 
     def load(self, path: Path, options: dict, n_ctx: int) -> None:
         import mlx.core as mx  # the engine: optional, imported by the job that runs it
@@ -163,6 +164,19 @@ class MlxEngine(Engine):
         mx = self.mx
         return {"mlx_peak_memory_bytes": float(mx.get_peak_memory()), "mlx_active_memory_bytes":
                 float(mx.get_active_memory()), "mlx_cache_memory_bytes": float(mx.get_cache_memory())}
+
+    @staticmethod
+    def probe() -> dict:
+        import mlx.core as mx  # the engine: optional, imported by the probe's own interpreter
+
+        dev = mx.default_device()
+        gpu = "gpu" in str(dev).lower()
+        out = {"version": version("mlx-lm"), "backend": gpu_backend(mx) if gpu else "CPU", "gpu_offload": gpu,
+               "build": f"mlx {version('mlx')}, device {dev}"}
+        if gpu:
+            info = _device_info(mx)
+            out["gpu"] = str(info.get("device_name") or info.get("architecture") or "")
+        return out
 
     def describe(self) -> dict:
         import mlx.core as mx  # the engine: optional, imported by the job that runs it

@@ -30,6 +30,7 @@ from importlib.metadata import PackageNotFoundError, version as installed_versio
 from pathlib import Path
 from typing import Callable, Iterator
 
+from siliconbench.engines import ENGINE_PACKAGE, ENGINES
 from siliconbench.errors import UserError
 from siliconbench.settings import data_dir
 
@@ -38,9 +39,8 @@ from worker.envs.pip_args import FindLinks, constraints, find_links_of, install_
 
 ENVS_DIR_VAR = "SILICONBENCH_ENVS_DIR"
 REGISTRY = "registry.json"
-ENGINE_PACKAGE = {"llama.cpp": "llama-cpp-python", "mlx": "mlx-lm"}
-PACKAGE_ENGINE = {p: e for e, p in ENGINE_PACKAGE.items()}
-ENGINE_MODULES = {"llama.cpp": ("llama_cpp",), "mlx": ("mlx.core", "mlx_lm")}
+PACKAGE_ENGINE = {e.package: e.name for e in ENGINES.values()}  # only an engine package is a version of it
+ENGINE_MODULES = {e.name: e.modules for e in ENGINES.values()}
 # Recorded per environment: the distributions whose versions can move a number or break the child.
 RECORDED = ("llama-cpp-python", "mlx", "mlx-cpu", "mlx-lm", "numpy", "transformers", "pydantic", "psutil")
 PIP_TIMEOUT_S = 1800

@@ -21,6 +21,7 @@ from typing import IO, Callable
 
 import psutil
 
+from siliconbench.engines import describe
 from siliconbench.jobs import JobSpec
 from siliconbench.results import JobResult, failed
 
@@ -48,7 +49,7 @@ def child_env(job: JobSpec, models_dir: Path) -> dict[str, str]:
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     env["LD_PRELOAD"] = inherited_preload()  # no BLAS but the one child_blas_env chooses
-    if job.engine == "mlx":
+    if describe(job.engine).preloads_blas:
         env.update(child_blas_env(job.engine_options.get("blas", "auto"), job.engine_options.get("threads")))
     return env
 

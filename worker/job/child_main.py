@@ -14,44 +14,13 @@ import sys
 import threading
 import time
 import traceback
-from datetime import datetime, timezone
 from pathlib import Path
 
-import psutil
-
 from siliconbench.jobs import JobSpec
-from siliconbench.manifest import ModelCatalog
-from siliconbench.results import Environment, JobResult, JobStatus
 
-from worker import platform
-
-from worker.measure import roofline
-from worker.engines import engine_log, get_engine
-from worker.platform.nvidia import DeviceMeter, Nvml
-from worker.platform.host_facts import host_facts
+from worker.engines import engine_log
 from worker.serving.server import kill_live_groups
-from worker.workloads import generate, remove_scratch, run_workload
-
-
-def _rss_peak_bytes() -> int:
-    return platform.current().own_peak_rss_bytes()
-
-
-def _rss_now_bytes() -> int:
-    return int(psutil.Process().memory_info().rss)
-
-
-def _fault(point: str) -> None:
-    # Fault injection for the runner's own tests (SILICONBENCH_FAULT=crash|hang|error at load).
-    fault = os.environ.get("SILICONBENCH_FAULT", "")
-    if point != "load" or not fault:
-        return
-    if fault == "crash":
-        os.abort()
-    if fault == "hang":
-        time.sleep(10_000)
-    if fault == "error":
-        raise RuntimeError("injected error (SILICONBENCH_FAULT=error)")
+from worker.workloads import remove_scratch, run_workload
 
 
 def _die_with_parent() -> None:
@@ -98,55 +67,7 @@ def main() -> int:
 
 def _run(emit) -> int:
     job = JobSpec.model_validate_json(sys.stdin.read())
-    models_dir = Path(os.environ["SILICONBENCH_MODELS_DIR"])
-    nvml = Nvml.open()  # a CUDA host: the job's device memory and the GPU's energy (None elsewhere)
-    if job.workload != "generate":  # every other kind runs in worker/workloads/<kind>.py
-        meter = DeviceMeter(nvml).start() if nvml else None
-        result = run_workload(job, models_dir, emit)
-        if meter:
-            result.extra["device_memory"] = meter.stop()
-        emit("result", result=json.loads(result.model_dump_json()))
-        return 0
-    started = datetime.now(timezone.utc)
-    engine = get_engine(job.engine)
-    # Import the engine's modules before the baseline, so baseline = interpreter + engine code.
-    engine_module = "llama_cpp" if job.engine == "llama.cpp" else "mlx_lm"
-    __import__(engine_module)
-    baseline = _rss_now_bytes()
-    baseline_footprint = platform.current().phys_footprint(os.getpid())
-
-    path = models_dir / job.artifact
-    n_ctx = job.n_depth + job.n_prompt + job.n_gen + 16
-    meter = DeviceMeter(nvml).start() if nvml else None
-    t0 = time.perf_counter()
-    engine.load(path, job.engine_options, n_ctx=n_ctx)
-    load_s = time.perf_counter() - t0
-    _fault("load")
-    emit("loaded", load_s=load_s)
-
-    samples = generate.run(engine, job, on_rep=lambda r, warm: emit("repetition", index=r, warmup=warm),
-                           meter=meter)
-    desc = engine.describe()
-    env = Environment(**host_facts(), **desc)
-    ceiling = roofline.bound(ModelCatalog(models_dir).get(job.model), path, job.n_depth, job.n_prompt, job.n_gen,
-                             engine.dtypes().get("kv_cache", "f16"), env.chip, env.host_details.get("gpu_cores"),
-                             gpu=env.host_details.get("gpu") if env.backend == "CUDA" else None)
-    for s in samples:
-        if (pct := roofline.bandwidth_pct(s.values["decode_tps"], ceiling)) is not None:
-            s.values["decode_bandwidth_pct"] = pct
-    roofline.mark_exceeded(ceiling, [s.values.get("decode_bandwidth_pct", 0.0) for s in samples if not s.warmup])
-    vocab = engine.vocab_size()
-    prompt_digest = generate.prompt_ids_digest(engine, job)
-    device = {**meter.stop(), **engine.memory_facts()} if meter else engine.memory_facts()
-    engine.close()
-    result = JobResult(
-        job_id=job.job_id, status=JobStatus.ok, started_at=started, load_s=load_s,
-        peak_memory_bytes=_rss_peak_bytes(), baseline_memory_bytes=baseline,
-        peak_footprint_bytes=platform.current().lifetime_max_phys_footprint(os.getpid()),
-        baseline_footprint_bytes=baseline_footprint, samples=samples,
-        environment=env, extra={"n_ctx": n_ctx, "vocab_size": vocab, "prompt_ids_sha256": prompt_digest,
-                                "roofline": ceiling, **({"device_memory": device} if device else {})},
-    )
+    result = run_workload(job, Path(os.environ["SILICONBENCH_MODELS_DIR"]), emit)
     emit("result", result=json.loads(result.model_dump_json()))
     return 0
 

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from siliconbench.engines import describe
 from siliconbench.errors import WorkloadError
 
 from worker.envs.blas import child_blas_env, inherited_preload
@@ -29,7 +30,7 @@ def make(models_dir: Path, spec: dict, key: bases.BaseKey, chunks: list[list[int
     """Compute and store the base ``key`` of ``spec`` (engine, artifact) in a child of that engine; its rows,
     read back once from the store."""
     env = {**os.environ, "LD_PRELOAD": inherited_preload()}  # e.g. an MLX job's OpenBLAS is not the base's business
-    if spec["engine"] == "mlx":
+    if describe(spec["engine"]).preloads_blas:
         env.update(child_blas_env(options.get("blas", "auto"), options.get("threads")))
     request = {"models_dir": str(models_dir), "spec": spec, "key": key.__dict__, "chunks": chunks, "first": first,
                "n_ctx": n_ctx, "options": options}

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from siliconbench.engines import describe
 from siliconbench.errors import WorkloadError
 
 from worker.quality.kld import BaseRows
@@ -30,7 +31,7 @@ class BaseKey:
     first: int  # the position whose logits predict the first scored token
 
     def path(self, models_dir: Path) -> Path:
-        tag = "gguf" if self.engine == "llama.cpp" else self.engine
+        tag = describe(self.engine).format
         return models_dir / ".kld-bases" / f"{tag}-{self.sha256[:16]}-{self.tokens_sha256[:16]}-{self.first}.npz"
 
 

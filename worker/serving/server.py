@@ -20,11 +20,13 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import psutil
 
+from siliconbench.engines import describe
 from siliconbench.errors import WorkloadError
 
 from worker.engines.llama_cpp import flash_attn_mode
@@ -63,25 +65,34 @@ def port_in_use(port: int) -> bool:
 
 
 def command(engine: str, artifact: Path, port: int, options: dict, n_ctx: int, max_tokens: int) -> list[str]:
-    """The server's command line with the job's engine options (what the in-process adapters use)."""
-    py = sys.executable
-    if engine == "llama.cpp":
-        # The in-process adapter's threads: the sweep's, else the physical performance cores (llama-bench's -t).
-        threads = options.get("threads") or performance_cores()
-        thread_args = ["--n_threads", str(threads), "--n_threads_batch", str(threads)]
-        return [py, "-m", "llama_cpp.server", "--model", str(artifact), "--host", HOST, "--port", str(port),
-                "--n_ctx", str(n_ctx), *thread_args,
-                "--n_batch", str(options.get("n_batch", 2048)), "--n_ubatch", str(options.get("n_ubatch", 512)),
-                "--n_gpu_layers", str(options.get("n_gpu_layers", -1)), "--use_mmap", str(options.get("use_mmap", True)),
-                "--use_mlock", "False",  # the server's default is True, the library's False: keep the library's
-                # llama_cpp.server takes flash attention on/off only: 'auto' is sent as on, which is what llama.cpp's
-                # auto chooses on Metal and CPU (the backends a worker runs) (the job's options record the request).
-                "--flash_attn", str(server_flash_attn(options)), "--verbose", "False",
-                # By default a new request cuts the one streaming (it ends after a token): queue them instead.
-                "--interrupt_requests", "False"]
+    """The command line of the engine's server (its description's ``server_module``) with the job's engine options
+    (what the in-process adapters use)."""
+    return SERVERS[describe(engine).server_module].command(sys.executable, artifact, port, options, n_ctx, max_tokens)
+
+
+def _llama_cpp_python_server(py: str, artifact: Path, port: int, options: dict, n_ctx: int,
+                             max_tokens: int) -> list[str]:
+    # The in-process adapter's threads: the sweep's, else the physical performance cores (llama-bench's -t).
+    threads = options.get("threads") or performance_cores()
+    thread_args = ["--n_threads", str(threads), "--n_threads_batch", str(threads)]
+    return [py, "-m", "llama_cpp.server", "--model", str(artifact), "--host", HOST, "--port", str(port),
+            "--n_ctx", str(n_ctx), *thread_args,
+            "--n_batch", str(options.get("n_batch", 2048)), "--n_ubatch", str(options.get("n_ubatch", 512)),
+            "--n_gpu_layers", str(options.get("n_gpu_layers", -1)), "--use_mmap", str(options.get("use_mmap", True)),
+            "--use_mlock", "False",  # the server's default is True, the library's False: keep the library's
+            # llama_cpp.server takes flash attention on/off only: 'auto' is sent as on, which is what llama.cpp's
+            # auto chooses on Metal and CPU (the backends a worker runs) (the job's options record the request).
+            "--flash_attn", str(server_flash_attn(options)), "--verbose", "False",
+            # By default a new request cuts the one streaming (it ends after a token): queue them instead.
+            "--interrupt_requests", "False"]
+
+
+def _mlx_lm_server(py: str, artifact: Path, port: int, options: dict, n_ctx: int, max_tokens: int) -> list[str]:
     return [py, "-m", "mlx_lm", "server", "--model", str(artifact), "--host", HOST, "--port", str(port),
             "--prefill-step-size", str(options.get("prefill_step_size", 2048)), "--max-tokens", str(max_tokens),
             "--log-level", "WARNING"]
+
+
 
 
 def mlx_server_defaults() -> dict:
@@ -104,11 +115,17 @@ def mlx_server_defaults() -> dict:
 
 
 def batching(engine: str, clients: int) -> dict:
-    """How the server serves concurrent requests, as configured (its code and its defaults; not observed)."""
-    if engine == "llama.cpp":
-        return {"batches": False, "max_batch": 1,
-                "how": "llama_cpp.server holds one Llama behind a lock: one request at a time; with "
-                       "--interrupt_requests False the others wait for it (queued), FIFO"}
+    """How the engine's server serves concurrent requests, as configured (its code and its defaults; not observed)."""
+    return SERVERS[describe(engine).server_module].batching(clients)
+
+
+def _one_at_a_time(clients: int) -> dict:
+    return {"batches": False, "max_batch": 1,
+            "how": "llama_cpp.server holds one Llama behind a lock: one request at a time; with "
+                   "--interrupt_requests False the others wait for it (queued), FIFO"}
+
+
+def _mlx_batching(clients: int) -> dict:
     d = mlx_server_defaults()
     dc = d["decode_concurrency"]
     return {"batches": True, "max_batch": min(clients, dc) if dc else None, **d,
@@ -118,6 +135,19 @@ def batching(engine: str, clients: int) -> dict:
                    "of up to decode_concurrency. The generation thread picks up new requests only between time "
                    "slices of time_slice_s (or when the batch empties): of a burst, the requests queued when a "
                    "slice starts begin together, later ones join up to time_slice_s later"}
+
+
+@dataclass(frozen=True)
+class ServerKind:
+    """One OpenAI-compatible server an engine description names (``server_module``): how it is started with a
+    job's options, and how it serves concurrent requests. Adding a server is one entry in SERVERS."""
+
+    command: Callable[[str, Path, int, dict, int, int], list[str]]
+    batching: Callable[[int], dict]
+
+
+SERVERS = {"llama_cpp.server": ServerKind(_llama_cpp_python_server, _one_at_a_time),
+           "mlx_lm.server": ServerKind(_mlx_lm_server, _mlx_batching)}
 
 
 def server_flash_attn(options: dict) -> bool:

@@ -1,10 +1,10 @@
-"""Workloads, one module per kind: generate (run by child_main itself), swap, restart, concurrent,
-long_context, perplexity, multiprocess. Each of the others has ``run(ctx) -> Outcome``."""
+"""Workloads, one module per kind (siliconbench.workloads.KINDS: generate, swap, restart, concurrent, long_context,
+perplexity, multiprocess), each with ``run(ctx) -> Outcome``; ``run_workload`` turns any of them into the job's
+one result. A module may set ``SIGTERM_UNWINDS = False`` where a cancelled job should die at once."""
 
 from __future__ import annotations
 
 import importlib
-import os
 import shutil
 import signal
 import sys
@@ -16,13 +16,13 @@ from typing import Callable
 from siliconbench.errors import WorkloadError
 from siliconbench.jobs import JobSpec
 from siliconbench.results import Environment, JobResult, JobStatus, failed
+from siliconbench.workloads import KINDS
 
-from worker import platform
 from worker.platform.host_facts import host_facts
+from worker.platform.nvidia import DeviceMeter, Nvml
 from worker.serving.server import kill_live_groups
-from worker.workloads.common import Context, engine_for, rss_peak_bytes
+from worker.workloads.common import Context, engine_for, footprint_peak_bytes, rss_peak_bytes
 
-KINDS = ("swap", "restart", "concurrent", "long_context", "perplexity", "multiprocess")
 _scratch: list[Path] = []  # this process's workload folder, for remove_scratch
 
 
@@ -33,17 +33,20 @@ def remove_scratch() -> None:
 
 
 def run_workload(job: JobSpec, models_dir: Path, emit: Callable[..., None]) -> JobResult:
-    """Run a non-generate job in this (fresh) process; a WorkloadError becomes a failed result with its reason."""
+    """Run ``job`` in this (fresh) process; a WorkloadError becomes a failed result with its reason."""
     if job.workload not in KINDS:
-        raise ValueError(f"unknown workload {job.workload!r}; known: generate, {', '.join(KINDS)}")
-    # SIGTERM (a cancelled or stopped worker) must still run the finally blocks that stop servers.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        raise ValueError(f"unknown workload {job.workload!r}; known: {', '.join(KINDS)}")
     module = importlib.import_module(f"{__name__}.{job.workload}")
+    if getattr(module, "SIGTERM_UNWINDS", True):
+        # SIGTERM (a cancelled or stopped worker) must still run the finally blocks that stop servers.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = datetime.now(timezone.utc)
+    nvml = Nvml.open()  # a CUDA host: the job's device memory and the GPU's energy (None elsewhere)
+    meter = DeviceMeter(nvml).start() if nvml else None
     with tempfile.TemporaryDirectory(prefix=f"sb-{job.workload}-") as tmp:
         _scratch.append(Path(tmp))
         emit("scratch", path=tmp)  # the runner removes it if this process is killed (a job past its time limit)
-        ctx = Context(job=job, models_dir=models_dir, emit=emit, workdir=Path(tmp))
+        ctx = Context(job=job, models_dir=models_dir, emit=emit, workdir=Path(tmp), meter=meter)
         try:
             out = module.run(ctx)
         except WorkloadError as exc:
@@ -53,10 +56,14 @@ def run_workload(job: JobSpec, models_dir: Path, emit: Callable[..., None]) -> J
         finally:
             kill_live_groups()  # normally none: each workload stops its servers itself
     env = Environment(**host_facts(), **out.engine.describe())
+    extra = {"workload": job.workload, **out.extra}
+    device = {**(meter.stop() if meter else {}), **out.device_memory}
+    if device:
+        extra["device_memory"] = device
     return JobResult(
         job_id=job.job_id, status=JobStatus.ok, started_at=started, load_s=out.load_s,
         peak_memory_bytes=rss_peak_bytes() if out.own_peak else None,
-        peak_footprint_bytes=platform.current().lifetime_max_phys_footprint(os.getpid()) if out.own_peak else None,
-        baseline_memory_bytes=out.baseline_memory_bytes, samples=out.samples, environment=env,
-        extra={"workload": job.workload, **out.extra},
+        peak_footprint_bytes=footprint_peak_bytes() if out.own_peak else None,
+        baseline_memory_bytes=out.baseline_memory_bytes, baseline_footprint_bytes=out.baseline_footprint_bytes,
+        samples=out.samples, environment=env, extra=extra,
     )

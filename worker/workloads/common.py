@@ -1,11 +1,13 @@
-"""What the workloads beyond generate share: the job context, the sample log, prompts from the corpus."""
+"""What the workloads share: the job context, the outcome, the sample log, the process's memory, prompts from the
+corpus."""
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import psutil
 
@@ -24,6 +26,11 @@ class Context:
     models_dir: Path
     emit: Callable[..., None]
     workdir: Path  # scratch folder of this job (server logs), removed after it
+    meter: Any = None  # a CUDA host's worker.platform.nvidia.DeviceMeter, started before the workload runs
+
+    def footprint_now(self) -> int | None:
+        """This process's phys_footprint now (Darwin; None elsewhere)."""
+        return platform.current().phys_footprint(os.getpid())
 
     @property
     def artifact(self) -> Path:
@@ -41,6 +48,8 @@ class Outcome:
     extra: dict = field(default_factory=dict)
     load_s: float | None = None
     baseline_memory_bytes: int | None = None
+    baseline_footprint_bytes: int | None = None
+    device_memory: dict = field(default_factory=dict)  # what the engine says it allocated (Engine.memory_facts)
     # False where this process only drove other processes (servers, engine processes): its peak means nothing.
     own_peak: bool = True
 
@@ -80,6 +89,23 @@ def done(ctx: Context, r: int, warm: bool) -> None:
 
 def rss_peak_bytes() -> int:
     return platform.current().own_peak_rss_bytes()
+
+
+def footprint_peak_bytes() -> int | None:
+    return platform.current().lifetime_max_phys_footprint(os.getpid())
+
+
+def fault_point(point: str) -> None:
+    """Fault injection for the runner's own tests: SILICONBENCH_FAULT=crash|hang|error at ``load``."""
+    fault = os.environ.get("SILICONBENCH_FAULT", "")
+    if point != "load" or not fault:
+        return
+    if fault == "crash":
+        os.abort()
+    if fault == "hang":
+        time.sleep(10_000)
+    if fault == "error":
+        raise RuntimeError("injected error (SILICONBENCH_FAULT=error)")
 
 
 def rss_now_bytes() -> int:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import threading
 
+from siliconbench.engines import describe
+
 from worker.measure.memory import PeakSampler, read_hwm, reset_hwm, tree
 from worker.serving.client import StreamResult, completion_body, request_facts, stream_completion
 from worker.serving.server import READY_PROBE, Server, batching, command, free_port
@@ -109,7 +111,7 @@ def run(ctx: Context) -> Outcome:
         stop_s, clean = server.stop(p["stop_timeout_s"])
     extra = {"clients": n, "ready_s": ready_s, "stop_s": stop_s, "clean_stop": clean, "n_ctx": n_ctx,
              "memory_interval_ms": p["memory_interval_ms"], "hwm_supported": hwm_ok,
-             "server": "llama_cpp.server" if job.engine == "llama.cpp" else "mlx_lm.server", "server_args": cmd[2:],
+             "server": describe(job.engine).server_module, "server_args": cmd[2:],
              "ready_probe": READY_PROBE,
              # the body every request had (prompt aside), the same for both servers
              "request": request_facts(body) if body else None,

@@ -1,50 +1,37 @@
 """The generate workload, measured the way llama-bench and mlx_lm.benchmark do.
 
-Per repetition: a fresh KV cache, ``n_depth`` untimed tokens, then a seeded synthetic prompt of
-exactly ``n_prompt`` token ids (prefill, TTFT), then exactly ``n_gen`` greedy decode steps with EOS
-ignored.
-
-Prompts: ids drawn uniformly from the vocabulary minus ``Engine.special_token_ids()`` (one rule for both
-engines), with no BOS for either engine. llama-bench puts BOS first when the vocabulary asks for one and
-mlx_lm.benchmark never does; one token of a prompt does not move a throughput figure, and the same ids for
-both engines matter more. ``prompt_ids_digest`` is stored with each result so a reader can check it. Warmup repetitions run the same way and are returned flagged, never mixed into the
-measured ones. Timed regions are defined in ``siliconbench.metrics``.
+Per repetition: a fresh KV cache, ``n_depth`` untimed tokens, then a seeded synthetic prompt of exactly
+``n_prompt`` token ids (prefill, TTFT), then exactly ``n_gen`` greedy decode steps with EOS ignored (the timed core
+is ``timing.timed_generation``, shared with long_context). ``prompt_ids_digest`` is stored with each result so a
+reader can check that both engines got the same ids. Warmup repetitions run the same way and are returned
+flagged, never mixed into the measured ones. Timed regions are defined in ``siliconbench.metrics``; decode's share
+of the memory bandwidth beside it (``decode_bandwidth_pct``) comes from ``worker.measure.roofline``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import random
 import time
-from typing import Callable
 
+from siliconbench.engines import describe
 from siliconbench.jobs import JobSpec
-from siliconbench.results import Sample
+from siliconbench.manifest import ModelCatalog
+from siliconbench.workloads import CTX_SLACK
 
 from worker.engines.base import Engine
+from worker.measure import roofline
+from worker.platform.host_facts import host_facts
+from worker.workloads.common import Context, Outcome, SampleLog, done, engine_for, fault_point, repetitions, rss_now_bytes
+from worker.workloads.timing import depth_ids, prompt_ids, rep_seed, timed_generation
+
+# A cancelled job's native decode must die at once, as SIGTERM's default does: it starts no server to stop.
+SIGTERM_UNWINDS = False
 
 
-def synthetic_tokens(vocab_size: int, avoid: set[int], n: int, seed: int) -> list[int]:
-    """n token ids drawn uniformly from the vocabulary minus control tokens; same seed, same ids."""
-    rng = random.Random(seed)
-    out: list[int] = []
-    while len(out) < n:
-        t = rng.randrange(vocab_size)
-        if t not in avoid:
-            out.append(t)
-    return out
-
-
-def repetition_ids(engine: Engine, job: JobSpec, rep_seed: int) -> tuple[list[int], list[int]]:
+def repetition_ids(engine: Engine, job: JobSpec, seed: int) -> tuple[list[int], list[int]]:
     """(depth ids, prompt ids) of one repetition: the same for every engine with the same vocabulary."""
-    vocab, avoid = engine.vocab_size(), engine.special_token_ids()
-    return (synthetic_tokens(vocab, avoid, job.n_depth, rep_seed * 2 + 1),
-            synthetic_tokens(vocab, avoid, job.n_prompt, rep_seed * 2))
-
-
-def rep_seed(job: JobSpec, r: int) -> int:
-    return job.seed * 100_003 + r
+    return depth_ids(engine, job.n_depth, seed), prompt_ids(engine, job.n_prompt, seed)
 
 
 def prompt_ids_digest(engine: Engine, job: JobSpec) -> str:
@@ -56,70 +43,46 @@ def prompt_ids_digest(engine: Engine, job: JobSpec) -> str:
     return h.hexdigest()
 
 
-# The GPU's energy counter (NVML) is read around a region only if the region lasts this long: the counter moves
-# in steps of a few to tens of ms, so a 10 ms prefill reads 0 or double.
-ENERGY_MIN_S = 0.25
+def run(ctx: Context) -> Outcome:
+    job = ctx.job
+    engine = engine_for(job)
+    for module in describe(job.engine).modules:  # imported before the baseline: baseline = interpreter + engine
+        __import__(module)
+    baseline, baseline_footprint = rss_now_bytes(), ctx.footprint_now()
+    n_ctx = job.n_depth + job.n_prompt + job.n_gen + CTX_SLACK
+    t0 = time.perf_counter()
+    engine.load(ctx.artifact, job.engine_options, n_ctx=n_ctx)
+    load_s = time.perf_counter() - t0
+    fault_point("load")
+    ctx.emit("loaded", load_s=load_s)
+
+    log = SampleLog()
+    for r, warm in repetitions(ctx):
+        depth, prompt = repetition_ids(engine, job, rep_seed(job, r))
+        engine.reset()
+        engine.fill(depth)
+        log.add(timed_generation(engine, prompt, job.n_gen, ctx.meter), warmup=warm)
+        done(ctx, r, warm)
+
+    ceiling = _roofline(ctx, engine)
+    measured = []
+    for s in log.samples:
+        if (pct := roofline.bandwidth_pct(s.values["decode_tps"], ceiling)) is not None:
+            s.values["decode_bandwidth_pct"] = pct
+        if not s.warmup:
+            measured.append(s.values.get("decode_bandwidth_pct", 0.0))
+    roofline.mark_exceeded(ceiling, measured)
+    extra = {"n_ctx": n_ctx, "vocab_size": engine.vocab_size(), "prompt_ids_sha256": prompt_ids_digest(engine, job),
+             "roofline": ceiling}
+    outcome = Outcome(samples=log.samples, engine=engine, extra=extra, load_s=load_s, baseline_memory_bytes=baseline,
+                      baseline_footprint_bytes=baseline_footprint, device_memory=engine.memory_facts())
+    engine.close()
+    return outcome
 
 
-def run_repetition(engine: Engine, job: JobSpec, rep_seed: int, meter=None) -> dict[str, float]:
-    """One repetition's values. ``meter`` (a CUDA host's worker.platform.nvidia.DeviceMeter) adds the device memory
-    peak of the repetition and, for regions long enough to read, joules per token: its energy readings sit outside
-    the timed regions (before t0, after t2, after t3), so prefill's energy includes choosing the first token."""
-    depth, prompt = repetition_ids(engine, job, rep_seed)
-    engine.reset()
-    engine.fill(depth)
-    if meter is not None:
-        meter.reset_peak()
-        e0 = meter.energy_mj()
-
-    clock = time.perf_counter
-    t0 = clock()
-    logits = engine.prefill(prompt)
-    t1 = clock()
-    first = engine.first_token(logits)
-    t2 = clock()
-    e1 = meter.energy_mj() if meter is not None else None
-    t2e = clock()
-    engine.decode(first, job.n_gen)
-    t3 = clock()
-    e3 = meter.energy_mj() if meter is not None else None
-
-    values = {
-        "prefill_tps": job.n_prompt / (t1 - t0),
-        "ttft_ms": (t2 - t0) * 1000.0,
-        "decode_tps": job.n_gen / (t3 - t2e),
-    }
-    values.update(engine.counters())
-    values.update(engine.repetition_memory())
-    if meter is not None:
-        values.update(energy_values(job, e0, e1, e3, t2 - t0, t3 - t2e))
-        values["device_memory_peak_bytes"] = meter.repetition_peak()
-    return values
-
-
-def energy_values(job: JobSpec, e0, e1, e3, prefill_s: float, decode_s: float) -> dict[str, float]:
-    out: dict[str, float] = {}
-    if None in (e0, e1, e3):
-        return out
-    if prefill_s >= ENERGY_MIN_S and e1 > e0:
-        out["prefill_j_per_token"] = (e1 - e0) / 1000 / job.n_prompt
-    if decode_s >= ENERGY_MIN_S and e3 > e1 and job.n_gen:
-        out["decode_j_per_token"] = (e3 - e1) / 1000 / job.n_gen
-        out["decode_tokens_per_j"] = job.n_gen / ((e3 - e1) / 1000)
-    return out
-
-
-def run(engine: Engine, job: JobSpec, on_rep: Callable[[int, bool], None] | None = None,
-        meter=None) -> list[Sample]:
-    """Warmup then measured repetitions; the seed of repetition r is (job seed, r), shared by engines."""
-    samples = []
-    total = job.warmup + job.repetitions
-    for r in range(total):
-        warm = r < job.warmup
-        if r and job.delay_s:
-            time.sleep(job.delay_s)
-        values = run_repetition(engine, job, rep_seed=rep_seed(job, r), meter=meter)
-        samples.append(Sample(repetition=r - job.warmup, warmup=warm, values=values))
-        if on_rep:
-            on_rep(r, warm)
-    return samples
+def _roofline(ctx: Context, engine: Engine) -> dict:
+    job, facts, desc = ctx.job, host_facts(), engine.describe()
+    details = facts.get("host_details") or {}
+    return roofline.bound(ModelCatalog(ctx.models_dir).get(job.model), ctx.artifact, job.n_depth, job.n_prompt,
+                          job.n_gen, engine.dtypes().get("kv_cache", "f16"), facts["chip"], details.get("gpu_cores"),
+                          gpu=details.get("gpu") if desc.get("backend") == "CUDA" else None)

@@ -16,12 +16,13 @@ import time
 from pathlib import Path
 
 from siliconbench.errors import WorkloadError
+from siliconbench.workloads import CTX_SLACK
 
 from worker.engines import get_engine
 from worker.measure import pagecache
 from worker.measure.memory import footprint_of, pss_of, rss_of
 from worker.workloads.common import Context, Outcome, SampleLog, done, engine_for, repetitions
-from worker.workloads.generate import rep_seed, synthetic_tokens
+from worker.workloads.timing import rep_seed, synthetic_tokens
 
 
 class Proc:
@@ -58,7 +59,7 @@ class Proc:
 def run(ctx: Context) -> Outcome:
     job, k = ctx.job, ctx.job.params["processes"]
     config = {"engine": job.engine, "artifact": str(ctx.artifact), "options": job.engine_options,
-              "n_ctx": job.n_prompt + job.n_gen + 16, "n_prompt": job.n_prompt, "n_gen": job.n_gen}
+              "n_ctx": job.n_prompt + job.n_gen + CTX_SLACK, "n_prompt": job.n_prompt, "n_gen": job.n_gen}
     procs: list[Proc] = []
     log = SampleLog()
     try:

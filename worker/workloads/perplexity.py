@@ -25,7 +25,9 @@ import json
 import math
 import time
 
+from siliconbench.engines import describe
 from siliconbench.errors import WorkloadError
+from siliconbench.workloads import CTX_SLACK
 from siliconbench.manifest import size_path
 
 from worker.engines.base import nll_of
@@ -46,8 +48,8 @@ def windows_of(ids: list[int], window: int, count: int, offset: int) -> list[lis
 def format_label(ctx: Context) -> str:
     """How the reference names a format: 'Q4_K_M (llama.cpp)', 'MLX 4-bit (group 64)', 'f32 (MLX)'."""
     job = ctx.job
-    if job.engine == "llama.cpp":
-        return f"{job.quant} (llama.cpp)"
+    if describe(job.engine).format == "gguf":
+        return f"{job.quant} ({job.engine})"
     config = json.loads((ctx.artifact / "config.json").read_text())
     q = config.get("quantization") or config.get("quantization_config")
     if q:
@@ -87,12 +89,12 @@ def run(ctx: Context) -> Outcome:
     chunks, first = scored_windows(ids, mode, bos, window, count, p["offset_tokens"])
     used = [t for c in chunks for t in c]
     tokens_sha = hashlib.sha256(json.dumps(used).encode()).hexdigest()
-    bases = kld.BaseSet(ctx, p.get("kld_bases") or [], tokens_sha, first, chunks, n_ctx=window + 16)
+    bases = kld.BaseSet(ctx, p.get("kld_bases") or [], tokens_sha, first, chunks, n_ctx=window + CTX_SLACK)
     bases.prepare()  # every base this job does not itself produce, computed or read before its model loads
     engine = engine_for(job, options)
     baseline = rss_now_bytes()
     t = time.perf_counter()
-    engine.load(ctx.artifact, options, n_ctx=window + 16)
+    engine.load(ctx.artifact, options, n_ctx=window + CTX_SLACK)
     load_s = time.perf_counter() - t
     ctx.emit("loaded", load_s=load_s)
     log = SampleLog()
@@ -110,7 +112,7 @@ def run(ctx: Context) -> Outcome:
     log.add({"perplexity": math.exp(total_nll / scored), "file_size_bytes": size_path(ctx.artifact),
              **bases.finish()})
     extra = {"format": format_label(ctx), "text": p["text"], "mode": mode, "bos": bos, "first_scored": first + 1,
-             "text_tokens": len(ids), "scored_tokens": scored, "tokens_sha256": tokens_sha, "n_ctx": window + 16,
+             "text_tokens": len(ids), "scored_tokens": scored, "tokens_sha256": tokens_sha, "n_ctx": window + CTX_SLACK,
              **weights_facts(ctx)}
     if bases.bases:
         extra["kld"] = bases.describe()

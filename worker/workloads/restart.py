@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 
+from siliconbench.engines import describe
 from siliconbench.errors import WorkloadError
 
 from worker.serving.client import completion_body, request_facts, stream_completion
@@ -105,7 +106,7 @@ def run(ctx: Context) -> Outcome:
             n, failed = traffic.in_window(t0, t1)
             s.values.update({"restart_requests": float(n), "restart_failed_requests": float(failed)})
     extra = {"unclean_stops": unclean, "n_ctx": n_ctx, "traffic_interval_ms": p["client_interval_ms"],
-             "server": "llama_cpp.server" if job.engine == "llama.cpp" else "mlx_lm.server", "server_args": cmd[2:],
+             "server": describe(job.engine).server_module, "server_args": cmd[2:],
              "ready_probe": READY_PROBE,
              "request": request_facts(body) if body else None}  # the body of the timed requests (prompt aside), as both servers get
     return Outcome(samples=log.samples, engine=engine_for(job), extra=extra, own_peak=False)

@@ -13,11 +13,13 @@ from __future__ import annotations
 import gc
 import time
 
+from siliconbench.engines import describe
 from siliconbench.errors import WorkloadError
+from siliconbench.workloads import CTX_SLACK
 
 from worker.measure import pagecache
 from worker.workloads.common import Context, Outcome, SampleLog, done, engine_for, repetitions, rss_now_bytes
-from worker.workloads.generate import rep_seed, synthetic_tokens
+from worker.workloads.timing import rep_seed, synthetic_tokens
 
 # A "cold" swap with more of B's pages resident than this after eviction is refused, not stored as cold.
 COLD_MAX_RESIDENT = 0.10
@@ -29,7 +31,7 @@ WARM_TOKENS = (32, 8)  # prompt, decode of A's warm-up: enough to touch every we
 
 def _options(ctx: Context) -> dict:
     opts = dict(ctx.job.engine_options)
-    if ctx.job.engine == "llama.cpp":
+    if describe(ctx.job.engine).takes_mmap:
         opts["use_mmap"] = bool(ctx.job.params["mmap"])  # the job's mmap setting, for A and B alike
     return opts
 
@@ -57,7 +59,7 @@ def _prepare_cache(path, state: str) -> None:
 def run(ctx: Context) -> Outcome:
     job, p = ctx.job, ctx.job.params
     a_path, b_path = ctx.artifact, ctx.models_dir / p["to_artifact"]
-    n_ctx = max(job.n_prompt, WARM_TOKENS[0] + WARM_TOKENS[1]) + 16
+    n_ctx = max(job.n_prompt, WARM_TOKENS[0] + WARM_TOKENS[1]) + CTX_SLACK
     log = SampleLog()
     a_load_s = []
     for r, warm in repetitions(ctx):

@@ -13,7 +13,7 @@ from packaging.version import InvalidVersion, Version
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from siliconbench.results import ENGINE_PACKAGE
+from siliconbench.engines import ENGINE_PACKAGE
 from siliconbench.watch_spec import WatchSpec
 
 from storage.tables import Job, Result

@@ -10,10 +10,11 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
+from siliconbench.engines import describe
 from siliconbench.manifest import ModelCatalog
 
 from worker import platform as host_platform
-from worker.engines import installed_engines
+from worker.engines import engine_class, installed_engines
 from worker.platform.host_facts import host_facts
 from worker.runtime.doctor.check import Check, Status
 from worker.service import installed, sleep_method
@@ -54,27 +55,7 @@ _PROBE = "import json, sys; from worker.runtime.doctor.machine import probe_engi
 
 def probe_engine(name: str) -> dict:
     """The backend an engine would use here (run in a fresh interpreter: it imports the engine)."""
-    if name == "llama.cpp":
-        from worker.engines.llama_cpp import build_info  # the engine, optional on this host (probed in its own interpreter)
-
-        info = build_info()
-        sysinfo = info.get("system_info", "").upper()
-        offload = info.get("gpu_offload") == "True"
-        backend = "Metal" if offload and "METAL" in sysinfo else "CUDA" if offload and "CUDA" in sysinfo else "CPU"
-        return {"version": version("llama-cpp-python"), "backend": backend, "gpu_offload": offload,
-                "build": info.get("commit") or info.get("version") or ""}
-    if name == "mlx":
-        import mlx.core as mx  # the engine, optional on this host (probed in its own interpreter)
-
-        metal = bool(mx.metal.is_available())
-        out = {"version": version("mlx-lm"), "mlx": version("mlx"), "device": str(mx.default_device()),
-               "backend": "Metal" if metal and "gpu" in str(mx.default_device()).lower() else "CPU",
-               "gpu_offload": metal}
-        if metal:
-            dev = (mx.device_info() if hasattr(mx, "device_info") else mx.metal.device_info())
-            out["gpu"] = str(dev.get("device_name") or dev.get("architecture") or "")
-        return out
-    raise ValueError(f"unknown engine {name!r}")
+    return engine_class(name).probe()
 
 
 def _probe(name: str) -> tuple[dict | None, str]:
@@ -106,13 +87,12 @@ def check_engines(system: str) -> list[Check]:
     for name in found:
         probe, why = _probe(name)
         if probe is None:
-            packages = "llama-cpp-python" if name == "llama.cpp" else "mlx mlx-lm"
+            packages = " ".join(describe(name).pinned)
             checks.append(Check(name, Status.fail, f"{name} {found[name]} is installed but does not load: {why}",
                                 f"reinstall it: pip install --force-reinstall {packages}"))
             continue
         gpu[name] = probe["backend"]
-        build = f"llama.cpp build {probe.get('build')}" if name == "llama.cpp" else \
-            f"mlx {probe.get('mlx')}, device {probe.get('device')}"
+        build = probe.get("build", "")
         gpu_name = f" · {probe['gpu']}" if probe.get("gpu") else ""
         checks.append(Check(name, Status.ok, f"{probe['version']} · backend {probe['backend']} · {build}{gpu_name}"))
     if system == "Darwin":
