@@ -6,6 +6,8 @@ import math
 import statistics
 from dataclasses import asdict, dataclass, field
 
+from .metrics import is_count
+
 # pyperf flags a benchmark as unstable when its stddev exceeds 10% of the mean; so do we.
 UNSTABLE_CV = 0.10
 
@@ -21,7 +23,7 @@ class Summary:
     samples: list[float] = field(default_factory=list)
     p90: float = 0.0
     p99: float = 0.0
-    total: float = 0.0  # the sum, for counts (failed requests over all restarts)
+    total: float | None = None  # the sum, for count metrics only (failed requests over all restarts)
 
     @property
     def p50(self) -> float:
@@ -39,8 +41,9 @@ class Summary:
         return asdict(self)
 
 
-def summarize(samples: list[float]) -> Summary | None:
-    """Summary of raw samples; None when there are none. stddev is the sample stddev (n-1)."""
+def summarize(samples: list[float], metric: str | None = None) -> Summary | None:
+    """Summary of raw samples; None when there are none. stddev is the sample stddev (n-1). ``total`` (the sum) only
+    where ``metric`` is a count (siliconbench.metrics.Metric.kind): a sum of rates, shares or times means nothing."""
     values = [float(v) for v in samples if v is not None]
     if not values:
         return None
@@ -58,7 +61,7 @@ def summarize(samples: list[float]) -> Summary | None:
         samples=values,
         p90=percentile(values, 90),
         p99=percentile(values, 99),
-        total=math.fsum(values),
+        total=math.fsum(values) if metric is not None and is_count(metric) else None,
     )
 
 

@@ -19,6 +19,9 @@ class Metric:
     # keep one sample per request, per inter-token gap, per process or per text window (see Sample).
     scope: Literal["repetition", "job", "request", "gap", "process", "window"]
     region: str  # what the timed region contains, in one paragraph
+    # How samples combine beyond mean/median/spread: "count" samples add up (failed requests over the restarts), so
+    # their summary has a total; a rate, a share, a time or a size has none (a sum of percentages means nothing).
+    kind: Literal["count", "measure"] = "measure"
 
     @property
     def higher_is_better(self) -> bool:
@@ -190,10 +193,12 @@ WORKLOAD_DEFS = [
         "Requests of the background client (one every params.client_interval_ms, streaming, 1 token) that failed "
         "(refused, reset, timed out, not HTTP 200, no token) among those sent from the previous server's stop "
         "signal (or this one's spawn, for the first start) until this server's first token.",
+        kind="count",
     ),
     Metric(
         "restart_requests", "requests", "lower", "repetition",
         "Requests the background client sent in that window (failed ones included).",
+        kind="count",
     ),
     # ---- concurrent: N streaming clients at once against one server, one burst per repetition.
     Metric(
@@ -224,6 +229,7 @@ WORKLOAD_DEFS = [
         "request_errors", "requests", "lower", "repetition",
         "Requests of the burst that failed (connection error, not HTTP 200, timeout, or fewer tokens than asked, "
         "counted as in aggregate_output_tps).",
+        kind="count",
     ),
     Metric(
         "server_peak_footprint_bytes", "bytes", "lower", "repetition",
@@ -377,6 +383,12 @@ HEADLINE = (PREFILL_TPS, DECODE_TPS, TTFT_MS)
 # Metrics with one value per result, kept on the results row itself rather than as samples.
 RESULT_ROW_METRICS = ("peak_memory_bytes", "load_s")
 assert set(HEADLINE + RESULT_ROW_METRICS) <= set(METRICS)
+
+
+def is_count(name: str) -> bool:
+    """Whether a metric's samples add up to a meaningful total (see Metric.kind); unknown names do not."""
+    m = METRICS.get(name)
+    return m is not None and m.kind == "count"
 
 
 def get(name: str) -> Metric:

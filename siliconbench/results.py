@@ -10,6 +10,8 @@ from pydantic import BaseModel, Field
 from .aggregate import Summary, summarize
 from .engines import ENGINE_PACKAGE
 from .jobs import JobSpec, digest
+from .metrics import METRICS
+from .workloads import COMMON_FACTS, FACTS
 
 
 
@@ -106,12 +108,30 @@ class JobResult(BaseModel):
         return [s.values[metric] for s in self.samples if not s.warmup and metric in s.values]
 
     def summary(self, metric: str) -> Summary | None:
-        return summarize(self.measured(metric))
+        return summarize(self.measured(metric), metric)
 
     def identity_hash(self, job: JobSpec) -> str:
         env = self.environment.identity() if self.environment else {}
         # The processes of one configuration are one measurement repeated: the same identity, pooled.
         return digest({"job": {k: v for k, v in job.key().items() if k != "process"}, "env": env})
+
+
+def contract_problems(result: JobResult, workload: str) -> list[str]:
+    """What in ``result`` the contract does not define: a sample metric no registry entry covers
+    (siliconbench.metrics), or a top-level fact in ``extra`` its workload kind does not declare
+    (siliconbench.workloads.FACTS). Checked where a worker's result is made and where any result is stored, as
+    pyperf checks its metadata: a new figure is defined before it is written."""
+    problems = []
+    unknown = sorted({m for s in result.samples for m in s.values} - set(METRICS))
+    if unknown:
+        problems.append(f"metric(s) {', '.join(unknown)} have no definition in siliconbench/metrics.py")
+    facts = FACTS.get(workload)
+    if facts is not None and result.status == JobStatus.ok:
+        undeclared = sorted(set(result.extra) - facts - COMMON_FACTS)
+        if undeclared:
+            problems.append(f"extra fact(s) {', '.join(undeclared)} are not declared for workload {workload!r} in "
+                            "siliconbench/workloads.py FACTS")
+    return problems
 
 
 def failed(job_id: str, error: str, stderr_tail: str | None = None, **kw) -> JobResult:

@@ -129,6 +129,34 @@ KINDS: dict[str, type[BaseModel]] = {c.model_fields["kind"].default: c for c in 
     GenerateWorkload, SwapWorkload, RestartWorkload, ConcurrentWorkload, LongContextWorkload, PerplexityWorkload, MultiprocessWorkload)}
 
 
+# The facts each kind's result carries in ``JobResult.extra`` beside its samples, by top-level key (what is under a
+# key is the workload module's to say), and those every job's result may carry. A result whose extra holds a key not
+# listed here is refused on write (siliconbench.results.contract_problems): a new fact is declared where its kind is.
+COMMON_FACTS = frozenset({
+    "workload",  # the kind, as run
+    "thermal", "contention",  # the gates' records (worker/measure/thermal.py, quiet.py)
+    "model_notes",  # what the model's manifest says every result must carry (a tokenizer mismatch allowed)
+    "device_memory",  # a CUDA host's NVML peak and what the engine says it allocated (Engine.memory_facts)
+    "source", "llama_bench",  # a result imported from llama-bench's output: where from, and its record as read
+})
+FACTS: dict[str, frozenset[str]] = {
+    "generate": frozenset({"n_ctx", "vocab_size", "prompt_ids_sha256", "roofline"}),
+    "swap": frozenset({"cache_requested", "cache_evict_supported", "mmap", "a_artifact", "b_artifact",
+                       "a_load_s_untimed", "n_ctx"}),
+    "restart": frozenset({"unclean_stops", "n_ctx", "traffic_interval_ms", "server", "server_args", "ready_probe",
+                          "request"}),
+    "concurrent": frozenset({"clients", "ready_s", "stop_s", "clean_stop", "n_ctx", "memory_interval_ms",
+                             "hwm_supported", "server", "server_args", "ready_probe", "request", "token_count_source",
+                             "batching", "observed"}),
+    "long_context": frozenset({"depth", "n_ctx", "kv_cache_source", "kv_tokens", "kv_dtype_bytes", "n_layers",
+                               "n_kv_heads", "head_dim"}),
+    "perplexity": frozenset({"format", "text", "mode", "bos", "first_scored", "text_tokens", "scored_tokens",
+                             "tokens_sha256", "n_ctx", "bits_per_weight", "tensor_types", "quantization", "kld"}),
+    "multiprocess": frozenset({"processes", "load_s_per_process", "n_ctx", "effective_options"}),
+}
+assert set(FACTS) == set(KINDS), "every kind declares its result facts"
+
+
 @dataclass(frozen=True)
 class Config:
     """One job configuration of a workload, before the engine is chosen."""

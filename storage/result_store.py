@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from siliconbench.errors import SiliconbenchError
 from siliconbench.jobs import JobSpec
-from siliconbench.results import Environment, JobResult, JobStatus, Sample
+from siliconbench.results import Environment, JobResult, JobStatus, Sample, contract_problems
 
 from storage.summaries import COLUMNS as _SUMMARY_COLUMNS, FROM_RESULT, summary_rows
 from storage.tables import (RESULT_STATUSES, Job, Result, ResultIdentity, ResultSummary, SampleRow, utcnow)
@@ -61,6 +61,9 @@ def _result_writes(job: JobSpec, result: JobResult, host: str | None, worker: st
     job's changes (its final status, who ran it)."""
     if result.job_id != job.job_id:
         raise ValueError(f"result of job {result.job_id!r} handed in with job {job.job_id!r}")
+    problems = contract_problems(result, job.workload)
+    if problems:
+        raise ValueError(f"result of job {job.job_id!r} is outside the contract: {'; '.join(problems)}")
     status = JobStatus(result.status).value
     if status not in RESULT_STATUSES:
         raise ValueError(f"a stored result must be final ({', '.join(RESULT_STATUSES)}), not {status!r}")

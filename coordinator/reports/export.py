@@ -38,9 +38,10 @@ def summary_dict(s: Summary | None) -> dict | None:
 
 
 def metric_summary(s: Summary) -> dict:
-    """A summary in ``metrics``: the summary_dict fields, the 90th/99th percentiles and the count."""
-    return {**{f: getattr(s, f) for f in SUMMARY_FIELDS}, "p90": s.p90, "p99": s.p99, "total": s.total,
-            "count": s.count,
+    """A summary in ``metrics``: the summary_dict fields, the 90th/99th percentiles, the count, and the total where
+    the metric is a count (siliconbench.metrics.Metric.kind)."""
+    total = {"total": s.total} if s.total is not None else {}
+    return {**{f: getattr(s, f) for f in SUMMARY_FIELDS}, "p90": s.p90, "p99": s.p99, **total, "count": s.count,
             "samples": list(s.samples)}
 
 
@@ -48,7 +49,7 @@ def workload_metrics(result: JobResult) -> dict[str, dict]:
     """Every metric present in the measured samples (registry order, then any other), summarized."""
     present = {m for s in result.samples if not s.warmup for m in s.values}
     names = [m for m in METRICS if m in present] + sorted(present - set(METRICS))
-    return {m: metric_summary(summarize(result.measured(m))) for m in names}
+    return {m: metric_summary(result.summary(m)) for m in names}
 
 
 def result_record(job: JobSpec, result: JobResult, *, worker: str | None = None,

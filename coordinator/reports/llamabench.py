@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session
 from siliconbench.aggregate import summarize
 from siliconbench.errors import UserError
 from siliconbench.jobs import JobSpec, digest
-from siliconbench.manifest import ModelCatalog
+from siliconbench.manifest import ModelCatalog, level_of, weight_dtype
 from siliconbench.results import Environment, JobResult, JobStatus, Sample
 from siliconbench.spec import LlamaCppOptions, parse_sweep
 
@@ -100,15 +100,10 @@ def quant_of(model_type: str) -> str:
     return m.group(1).upper() if m else (t.split()[-1].upper() if t else "unknown")
 
 
-def level_of(quant: str) -> str:
-    q = quant.upper()
-    if q in ("F16", "F32", "BF16"):
-        return "full"
-    if q.startswith(("Q8", "Q6")):
-        return "q8"
-    if q.startswith(("Q4", "IQ4")):
-        return "q4"
-    return q.lower()
+def import_level(quant: str) -> str:
+    """The level of an imported record's type: the manifest's one rule (Q6_K is q6, Q5_K_M q5), and a type with no
+    level (1-bit, unknown) its own dtype name, so it pairs only with itself."""
+    return level_of(quant) or weight_dtype(quant)
 
 
 def _int(v, default: int = 0) -> int:
@@ -188,7 +183,7 @@ def to_results(records: list[dict], *, sweep_id: str, host: str, catalog: ModelC
             name, quant, level, artifact, sha = manifest.name, art.quant, art.level, f"{manifest.name}/{art.path}", art.sha256
         else:
             name = Path(filename).stem or str(r.get("model_type"))
-            level, artifact = level_of(quant), filename
+            level, artifact = import_level(quant), filename
             sha = "llama-bench:" + digest({"file": Path(filename).name, "size": _int(r.get("model_size")),
                                            "params": _int(r.get("model_n_params"))})
         ts = _samples(r.get("samples_ts"))

@@ -1,4 +1,4 @@
-"""The six workload kinds beyond generate in the sweep spec: validation, expansion, job ids, examples.
+"""The workload kinds in the sweep spec: validation, expansion, job ids, examples; the contract results are held to.
 
 No engine runs here: the catalogs are manifests only (expansion never opens an artifact).
 """
@@ -15,7 +15,9 @@ from siliconbench.errors import UserError
 from siliconbench.jobs import count_jobs, expand
 from siliconbench.manifest import Artifact, ModelCatalog, ModelManifest, write_manifest
 from siliconbench.metrics import METRICS
+from siliconbench.results import JobResult, JobStatus, Sample, contract_problems
 from siliconbench.spec import load_sweep, parse_sweep
+from siliconbench.workloads import FACTS, KINDS
 
 ROOT = Path(__file__).resolve().parents[2]
 FORMATS = {  # quant -> (format, level)
@@ -163,14 +165,32 @@ def test_metal_vs_mlx_covers_the_reference_tables(catalog):
     assert set(spec.quantizations) == {"full", "q8", "q4"}
 
 
-def test_every_new_metric_is_registered_with_unit_direction_and_region():
-    for name in ("swap_unload_s", "swap_load_s", "swap_first_token_ms", "swap_total_s", "page_cache_resident_fraction",
-                 "restart_ready_s", "restart_first_token_s", "restart_failed_requests", "request_ttft_ms",
-                 "request_itl_ms", "request_e2e_ms", "aggregate_output_tps", "server_peak_rss_bytes", "kv_cache_bytes",
-                 "kv_cache_computed_bytes", "perplexity", "window_nll", "file_size_bytes", "mp_aggregate_decode_tps",
-                 "mp_process_decode_tps", "mp_total_rss_bytes", "mp_total_pss_bytes"):
-        m = METRICS[name]
-        assert m.unit and m.better in ("higher", "lower") and len(m.region) > 40, name
+def test_every_registered_metric_has_unit_direction_scope_and_region():
+    for m in METRICS.values():
+        assert m.unit and m.better in ("higher", "lower") and m.scope and len(m.region) > 40, m.name
+
+
+def test_a_result_outside_the_contract_is_refused_naming_what():
+    """What the worker emits is checked against the registry where its result is made and where it is stored
+    (worker/workloads/run_workload, storage/result_store): every engine test's job passes through that check."""
+    ok = JobResult(job_id="j", status=JobStatus.ok, samples=[Sample(repetition=0, values={"decode_tps": 1.0})],
+                   extra={"workload": "generate", "n_ctx": 16, "thermal": {}})
+    assert contract_problems(ok, "generate") == []
+    odd = ok.model_copy(update={"samples": [Sample(repetition=0, values={"decode_tps": 1.0, "tokens_per_watt": 2.0})],
+                                "extra": {"n_ctx": 16, "kv_note": "x"}})
+    problems = contract_problems(odd, "generate")
+    assert "tokens_per_watt" in problems[0] and "siliconbench/metrics.py" in problems[0]
+    assert "kv_note" in problems[1] and "'generate'" in problems[1]
+    assert set(FACTS) == set(KINDS)
+
+
+def test_only_count_metrics_have_a_total():
+    """A sum of percentages or rates means nothing (decode_bandwidth_pct's 'total' read 360-407 %)."""
+    assert summarize([90.0, 95.0], "decode_bandwidth_pct").total is None
+    assert summarize([10.0, 12.0], "decode_tps").total is None
+    assert summarize([1.0, 2.0], "request_errors").total == 3.0
+    assert {m.name for m in METRICS.values() if m.kind == "count"} == {
+        "restart_failed_requests", "restart_requests", "request_errors"}
 
 
 def test_percentiles_match_numpy():
@@ -179,6 +199,6 @@ def test_percentiles_match_numpy():
         xs = list(rng.exponential(size=n))
         s = summarize(xs)
         assert s.p90 == pytest.approx(np.percentile(xs, 90)) and s.p99 == pytest.approx(np.percentile(xs, 99))
-        assert s.p50 == s.median and s.total == pytest.approx(sum(xs))
+        assert s.p50 == s.median
     with pytest.raises(ValueError):
         percentile([], 50)

@@ -12,14 +12,18 @@ import sys
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from coordinator.history.compare import Verdict, compare_db
 from coordinator.history.load import load_points
 from coordinator.reports.llamabench import export_records, import_records, parse, quant_of
 from coordinator.history.regressions import find_steps
 from siliconbench.errors import UserError
+from siliconbench.manifest import level_of
+from storage import database
 from storage.database import session_scope
 from storage.result_store import load_results
+from storage.tables import Job
 from worker.platform.threads import performance_cores
 
 from tests.conftest import SMALL
@@ -216,3 +220,24 @@ def test_results_of_stored_imports_export_again(url):
         recs = export_records(load_results(s))
     assert [r["samples_ts"] for r in recs] == [README_JSON[0]["samples_ts"], README_JSON[1]["samples_ts"]]
     assert recs[0]["build_commit"] == "8cf427ff" and recs[0]["build_number"] == 5163
+
+
+def test_imported_levels_follow_the_manifest_rule_and_migration_0011_corrects_stored_rows(empty_db):
+    """Q6_K is q6 and Q5_K_M q5, as siliconbench.manifest.level_of says (the import's own function said q8 and
+    'q5_k_m', so imported rows never paired with native ones); 0011 rewrites rows the old function stored."""
+    url = empty_db
+    types = {"Q6_K": ("q6", "q8"), "Q5_K_M": ("q5", "q5_k_m"), "Q3_K_M": ("q3", "q3_k_m"), "IQ4_XS": ("q4", "q4"),
+             "F16": ("full", "full"), "Q8_0": ("q8", "q8")}
+    records = [{**README_JSON[1], "model_type": f"llama 8B {t}", "model_filename": f"m-{t}.gguf"} for t in types]
+    imp(url, records, "levels")
+
+    def stored() -> dict[str, tuple[str, str]]:
+        with session_scope(url) as s:
+            return {j.quant: (j.quant_level, j.spec["quant_level"]) for j in s.scalars(select(Job))}
+
+    assert stored() == {t: (new, new) for t, (new, _old) in types.items()}
+    assert all(level_of(t) == new for t, (new, _old) in types.items())
+    database.downgrade(url, "0010")  # what the old import left behind
+    assert stored() == {t: (old, old) for t, (_new, old) in types.items()}
+    database.upgrade(url)
+    assert stored() == {t: (new, new) for t, (new, _old) in types.items()}

@@ -15,7 +15,7 @@ from typing import Callable
 
 from siliconbench.errors import WorkloadError
 from siliconbench.jobs import JobSpec
-from siliconbench.results import Environment, JobResult, JobStatus, failed
+from siliconbench.results import Environment, JobResult, JobStatus, contract_problems, failed
 from siliconbench.workloads import KINDS
 
 from worker.platform.host_facts import host_facts
@@ -60,10 +60,15 @@ def run_workload(job: JobSpec, models_dir: Path, emit: Callable[..., None]) -> J
     device = {**(meter.stop() if meter else {}), **out.device_memory}
     if device:
         extra["device_memory"] = device
-    return JobResult(
+    result = JobResult(
         job_id=job.job_id, status=JobStatus.ok, started_at=started, load_s=out.load_s,
         peak_memory_bytes=rss_peak_bytes() if out.own_peak else None,
         peak_footprint_bytes=footprint_peak_bytes() if out.own_peak else None,
         baseline_memory_bytes=out.baseline_memory_bytes, baseline_footprint_bytes=out.baseline_footprint_bytes,
         samples=out.samples, environment=env, extra=extra,
     )
+    problems = contract_problems(result, job.workload)
+    if problems:  # a figure the registry does not define is never stored as a result
+        return failed(job.job_id, "result outside the contract: " + "; ".join(problems), started_at=started,
+                      environment=env)
+    return result
