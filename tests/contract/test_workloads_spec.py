@@ -35,10 +35,14 @@ def manifest(name: str, n_ctx: int, quants: list[str]) -> ModelManifest:
 
 @pytest.fixture
 def catalog(tmp_path) -> ModelCatalog:
-    """The models the examples name, with their real contexts and formats."""
+    """The models the examples name, with their real contexts and formats (the synthetic Llama shapes of the GPU
+    examples, `models make-synthetic`, and the user's own `my-model` of examples/your-model.yaml, at q4)."""
     for m in (manifest("m1", 4096, ["F16", "Q4_K_M", "f32", "4bit"]),
               manifest("tiny-llama-30m", 4096, ["F16", "Q8_0", "Q4_K_M", "f32", "8bit", "4bit"]),
-              manifest("smollm2-135m", 8192, ["F16", "Q4_1", "f32", "4bit"])):
+              manifest("smollm2-135m", 8192, ["F16", "Q4_1", "f32", "4bit"]),
+              manifest("synthetic-llama-3.2-1b", 131072, ["Q4_K_M", "4bit"]),
+              manifest("synthetic-llama-3-8b", 131072, ["Q4_K_M", "4bit"]),
+              manifest("my-model", 8192, ["Q4_K_M", "4bit"])):
         (tmp_path / m.name).mkdir()
         write_manifest(tmp_path / m.name, m)
     return ModelCatalog(tmp_path)
@@ -145,13 +149,14 @@ def test_impossible_settings_fail_at_expansion(catalog, workload, field, needle)
 
 
 def test_every_example_expands_against_its_models(catalog):
-    for path in sorted((ROOT / "examples").glob("*.yaml")):
-        if path.name == "watch.yaml":
-            continue  # a watch, not a sweep: tests/coordinator/test_watch.py
+    """Every sweep of examples/ expands to jobs of every engine it names; none is passed over (the watch is a
+    watch, tests/coordinator/test_watch.py)."""
+    paths = [p for p in sorted((ROOT / "examples").glob("*.yaml")) if p.name != "watch.yaml"]
+    assert len(paths) >= 14
+    for path in paths:
         spec = load_sweep(path)
-        if not set(spec.models) <= set(catalog.names()):
-            continue  # an example of models this catalog does not mirror (test_cli checks its structure)
-        assert expand(spec, catalog), path
+        jobs = expand(spec, catalog)
+        assert {j.engine for j in jobs} == set(spec.engines), path
 
 
 def test_metal_vs_mlx_covers_the_reference_tables(catalog):

@@ -11,6 +11,7 @@ from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import parse_sweep
 from worker.envs.blas import find_openblas
 from worker.job.child import child_env, run_job
+from worker.runtime.doctor.machine import probe_in_fresh_interpreter
 
 from tests.conftest import SMALL
 
@@ -38,18 +39,36 @@ def test_real_engine_job(models_dir, engine):
     assert res.peak_memory_bytes > res.baseline_memory_bytes > 0
     env = res.environment
     assert env.cores >= 1 and env.memory_bytes > 0 and env.chip and env.os_version
-    assert env.backend == "CPU"
+    # the backend the job ran on is the one the engine reports on this host, in a fresh interpreter (doctor's probe):
+    # CPU here, Metal on a Mac, CUDA on a GPU host
+    probe, why = probe_in_fresh_interpreter(engine)
+    assert probe is not None, why
+    assert env.backend == probe["backend"]
     if engine == "llama.cpp":
         assert env.packages["llama-cpp-python"] == "0.3.36"
         assert env.engine_build["commit"]
-        # the engine's own counters agree with the wall clock within a factor (same region, finer clock)
+        # llama.cpp's own count times llama_decode alone; the wall clock adds the host argmax and any time the
+        # process waits for a core between steps, so it is never much faster (on a loaded machine it can be 2x
+        # slower: the ratio on a quiet host is test_engine_counters_agree_with_the_wall_clock_on_a_quiet_host's)
         assert len(res.measured("engine_decode_tps")) == 3
         wall, own = res.summary("decode_tps").median, res.summary("engine_decode_tps").median
-        assert 0.5 < wall / own <= 1.2
+        assert 0 < wall / own <= 1.2
     else:
         assert set(env.packages) == {"mlx", "mlx-lm"}
         assert len(res.measured("mlx_peak_memory_bytes")) == 3
         assert env.blas
+
+
+@pytest.mark.solo  # on a loaded machine the wall clock also counts the waits for a core between decode steps
+def test_engine_counters_agree_with_the_wall_clock_on_a_quiet_host(models_dir):
+    """Same region, finer clock: on a quiet host the wall clock's decode is within a factor of llama.cpp's own count
+    (the host argmax and Python's loop are what it adds). A parallel run once read 0.43 beside three test processes
+    on two cores, which says the host was busy, not that either clock is wrong."""
+    job = next(j for j in jobs_for(models_dir) if j.engine == "llama.cpp")
+    res = run_job(job, models_dir)
+    assert res.status == "ok", (res.error, res.stderr_tail)
+    wall, own = res.summary("decode_tps").median, res.summary("engine_decode_tps").median
+    assert 0.5 < wall / own <= 1.2
 
 
 def test_a_jobs_peak_memory_is_its_own_whatever_the_parent_holds(models_dir):

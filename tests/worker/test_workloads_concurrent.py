@@ -23,6 +23,7 @@ from tests.workload_helpers import assert_no_process_left, jobs_for, run, values
 def test_concurrent(models_dir, engine):
     jobs = jobs_for(models_dir, {"kind": "concurrent", "clients": [1, 3], "prompt_tokens": 24, "gen_tokens": 6},
                     engines=[engine], repetitions=2, warmup=0)
+    assert [j.params["clients"] for j in jobs] == [1, 3]
     for job in jobs:
         n = job.params["clients"]
         res, events = run(job, models_dir)

@@ -13,6 +13,8 @@ from tests.workload_helpers import jobs_for, run, values
 def test_long_context_kv_memory_engine_and_shape(models_dir):
     jobs = jobs_for(models_dir, {"kind": "long_context", "depths": [64, 300], "gen_tokens": 8})
     m = ModelCatalog(models_dir).get(SMALL)
+    assert sorted((j.engine, j.params["depth"]) for j in jobs) == [("llama.cpp", 64), ("llama.cpp", 300),
+                                                                     ("mlx", 64), ("mlx", 300)]
     for job in jobs:
         res, _ = run(job, models_dir)
         assert res.status == "ok", (res.error, res.stderr_tail)

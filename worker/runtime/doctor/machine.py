@@ -58,7 +58,8 @@ def probe_engine(name: str) -> dict:
     return engine_class(name).probe()
 
 
-def _probe(name: str) -> tuple[dict | None, str]:
+def probe_in_fresh_interpreter(name: str) -> tuple[dict | None, str]:
+    """(probe_engine's answer, "") from a new interpreter, or (None, why it failed)."""
     try:
         r = subprocess.run([sys.executable, "-c", _PROBE, name], capture_output=True, text=True,
                            timeout=PROBE_TIMEOUT_S, cwd=Path(__file__).resolve().parents[3])
@@ -85,7 +86,7 @@ def check_engines(system: str) -> list[Check]:
                       "pip install 'siliconbench[llamacpp,mlx]' (or scripts/bootstrap.sh)")]
     checks, gpu = [], {}
     for name in found:
-        probe, why = _probe(name)
+        probe, why = probe_in_fresh_interpreter(name)
         if probe is None:
             packages = " ".join(describe(name).pinned)
             checks.append(Check(name, Status.fail, f"{name} {found[name]} is installed but does not load: {why}",
