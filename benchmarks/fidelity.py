@@ -4,7 +4,7 @@ llama-perplexity and mlx_lm.perplexity, on the same model files with the same se
     python benchmarks/fidelity.py [--models tiny-llama-30m,smollm2-135m] [--rounds 5] [--reps 5]
                                   [--prompt 512] [--gen 128] [--depth 0] [--perplexity/--no-perplexity]
 
-Each round runs, per model and engine, one siliconbench job (a fresh child process, worker.job.child.run_job) and
+Each round runs, per model and engine, one siliconbench job (a fresh child process, worker.job.child.run_in_child) and
 the tool (a fresh process), in alternating order (ABBA) so drift hits both alike. The pairs compared, each the
 registry's stated equivalence (siliconbench.metrics):
 
@@ -40,7 +40,7 @@ from siliconbench.jobs import JobSpec, expand  # noqa: E402
 from siliconbench.manifest import ModelCatalog  # noqa: E402
 from siliconbench.settings import load_settings  # noqa: E402
 from siliconbench.spec import parse_sweep  # noqa: E402
-from worker.job.child import child_env, run_job  # noqa: E402
+from worker.job.child import child_env, run_in_child  # noqa: E402
 
 TARGET = 0.02
 
@@ -78,7 +78,7 @@ class Series:
 
 
 def _ours(job: JobSpec, mdir: Path) -> dict[str, list[float]]:
-    res = run_job(job, mdir)
+    res = run_in_child(job, mdir)
     if res.status != "ok":
         raise RuntimeError(f"{job.label()}: {res.error}\n{res.stderr_tail or ''}")
     out = {m: res.measured(m) for m in ("prefill_tps", "decode_tps", "engine_prefill_tps", "engine_decode_tps")}

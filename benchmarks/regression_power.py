@@ -56,7 +56,7 @@ from siliconbench.manifest import ModelCatalog  # noqa: E402
 from siliconbench.metrics import get as get_metric  # noqa: E402
 from siliconbench.settings import load_settings  # noqa: E402
 from siliconbench.spec import COMPARE_PROCESSES, parse_sweep  # noqa: E402
-from worker.job.child import run_job  # noqa: E402
+from worker.job.child import run_in_child  # noqa: E402
 
 MODEL = "tiny-llama-5m"
 THROTTLE_DIR = ROOT / "harness" / "throttle"
@@ -106,7 +106,7 @@ def run(job, mdir: Path, throttle: float) -> dict[str, list[float]]:
         if throttle:
             os.environ["SILICONBENCH_THROTTLE"] = repr(throttle)
             os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(THROTTLE_DIR), saved["PYTHONPATH"]) if p)
-        res = run_job(job, mdir)
+        res = run_in_child(job, mdir)
     finally:
         for k, v in saved.items():
             if v is None:

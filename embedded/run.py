@@ -1,7 +1,7 @@
 """The embedded default: run a sweep in-process on this machine, no broker, results in the database.
 
 A composition above the worker and the coordinator's storage: expansion from the contract, the worker's
-`perform_job` (the fleet worker's too: path check, sleep prevention, thermal and quiet-host gates, a fresh
+`perform_job` (the fleet worker's too: path check, sleep prevention, thermal and busy gates, a fresh
 child process; no engine is imported in this process), and the store's idempotent writes.
 """
 

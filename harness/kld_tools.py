@@ -12,7 +12,7 @@ from harness.perplexity_tools import FA, tool_text
 from siliconbench.jobs import JobSpec, expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import parse_sweep
-from worker.job.child import run_job
+from worker.job.child import run_in_child
 
 TARGET = 0.01
 PRINTED = 5e-7  # llama-perplexity prints KLD with %10.6f
@@ -71,7 +71,7 @@ def rows(models_dir: Path, model: str, bin_dir: Path, window: int = 512, windows
     with tempfile.TemporaryDirectory() as tmp:
         text = tool_text(Path(tmp))
         for job in jobs:
-            res = run_job(job, models_dir)
+            res = run_in_child(job, models_dir)
             if res.status != "ok":
                 raise RuntimeError(f"{job.label()}: {res.error}\n{res.stderr_tail or ''}")
             kld = res.extra["kld"]

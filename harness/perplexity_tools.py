@@ -41,7 +41,7 @@ if str(ROOT) not in sys.path:
 from siliconbench.jobs import JobSpec, expand  # noqa: E402
 from siliconbench.manifest import ModelCatalog  # noqa: E402
 from siliconbench.spec import parse_sweep  # noqa: E402
-from worker.job.child import child_env, run_job  # noqa: E402
+from worker.job.child import child_env, run_in_child  # noqa: E402
 from worker.workloads.common import corpus_text  # noqa: E402
 
 TARGET = 0.005
@@ -125,7 +125,7 @@ def perplexity_jobs(models_dir: Path, model: str, *, window_tokens: int, windows
 
 
 def _ours(job: JobSpec, models_dir: Path) -> dict:
-    res = run_job(job, models_dir)
+    res = run_in_child(job, models_dir)
     if res.status != "ok":
         raise RuntimeError(f"{job.label()} mode={job.params['mode']}: {res.error}\n{res.stderr_tail or ''}")
     (ppl,) = res.measured("perplexity")

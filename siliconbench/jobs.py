@@ -49,7 +49,7 @@ class JobSpec(BaseModel):
     process: int = Field(0, ge=0, description="Which of the configuration's fresh processes (round) this job is")
     thermal: Literal["wait", "record", "refuse"] = Field("wait", description="The sweep's thermal gate (spec.py)")
     thermal_timeout_s: float = 600.0
-    busy: Literal["wait", "record", "refuse"] = Field("wait", description="The sweep's quiet-host gate (spec.py)")
+    busy: Literal["wait", "record", "refuse"] = Field("wait", description="The sweep's busy gate (spec.py)")
     busy_timeout_s: float = 600.0
     fetch: dict | None = Field(None, description="Set by placement where the artifact has an origin a worker can "
                                "fetch from: {manifest: the model's facts, artifact: the artifact with files and "
@@ -91,7 +91,7 @@ def spec_digest(spec: SweepSpec) -> str:
     if (data.get("thermal"), data.get("thermal_timeout_s")) == ("wait", 600.0):
         data.pop("thermal", None), data.pop("thermal_timeout_s", None)  # and the default thermal gate
     if (data.get("busy"), data.get("busy_timeout_s")) == ("wait", 600.0):
-        data.pop("busy", None), data.pop("busy_timeout_s", None)  # and the default quiet-host gate
+        data.pop("busy", None), data.pop("busy_timeout_s", None)  # and the default busy gate
     if data.get("on_interrupt") == "fail":
         data.pop("on_interrupt")
     return digest(data, 12)

@@ -278,7 +278,7 @@ WORKLOAD_DEFS = [
         "GPU energy per prompt token: the GPU's cumulative energy counter (nvmlDeviceGetTotalEnergyConsumption, "
         "the whole board) read before the prefill region and after the first token is chosen, / n_prompt. Only "
         "where that region lasts 0.25 s or more: the counter moves in steps, so a shorter region is not stored. "
-        "Includes whatever else the GPU did meanwhile (the quiet-host gate checks the CPU, not the GPU).",
+        "Includes whatever else the GPU did meanwhile (the busy gate checks the CPU, not the GPU).",
     ),
     Metric(
         "decode_j_per_token", "J/token", "lower", "repetition",

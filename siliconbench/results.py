@@ -89,20 +89,24 @@ class JobResult(BaseModel):
 
     @property
     def throttled(self) -> bool | None:
-        """Whether the job ran disturbed: it began or ended with the host thermally throttled (worker/measure/thermal.py),
-        or it was contended, other processes taking real CPU while it ran (worker/measure/quiet.py). Such results are
-        marked and left out of Compare and regression verdicts unless asked; None if neither was recorded."""
-        heat, load = self.extra.get("thermal") or {}, self.extra.get("contention") or {}
-        if heat.get("throttled") or load.get("contended"):
-            return True
-        if "throttled" in heat or "contended" in load:
-            return False
-        return None
+        """The thermal gate's verdict: the job began or ended with the host throttled (worker/measure/thermal.py);
+        None if not recorded."""
+        return (self.extra.get("thermal") or {}).get("throttled")
 
     @property
     def contended(self) -> bool | None:
-        """Whether other processes took real CPU while the job ran (worker/measure/quiet.py); None if not recorded."""
-        return (self.extra.get("contention") or {}).get("contended")
+        """The busy gate's verdict: other processes took real CPU while the job ran (worker/measure/busy.py); None if
+        not recorded."""
+        return (self.extra.get("busy") or {}).get("contended")
+
+    @property
+    def disturbed(self) -> bool | None:
+        """Either gate's verdict (worker/measure/gate.py): throttled or contended. Disturbed results are kept, marked,
+        and left out of Compare and regression verdicts unless asked; None if neither gate recorded one."""
+        verdicts = (self.throttled, self.contended)
+        if any(verdicts):
+            return True
+        return False if any(v is not None for v in verdicts) else None
 
     def measured(self, metric: str) -> list[float]:
         return [s.values[metric] for s in self.samples if not s.warmup and metric in s.values]

@@ -22,7 +22,7 @@ def data_dir() -> Path:
 
 
 DURABLE_AFTER_S = 1.0  # durable_after_s's default: a worker's WorkerContext has it without loading Settings
-BUSY_CPU_PCT = 25.0  # busy_cpu_pct's default, read by the quiet-host gate (worker/measure/quiet.py) at each job
+BUSY_CPU_PCT = 25.0  # busy_cpu_pct's default, read by the busy gate (worker/measure/busy.py) at each job
 
 
 class Settings(BaseSettings):
@@ -55,8 +55,8 @@ class Settings(BaseSettings):
         None, description="Folder of llama.cpp's own tools (llama-imatrix, llama-quantize, ...). Unset: where "
         "scripts/build_llama_tools.sh puts them, ~/.cache/siliconbench/tools/llama.cpp-<version>/bin.")
     busy_cpu_pct: float = Field(
-        BUSY_CPU_PCT, ge=0, le=100, description="The quiet-host gate's threshold: other processes' CPU, as a share "
-        "of all cores, above which the host is busy before a job and a job is marked contended (worker/measure/quiet.py). "
+        BUSY_CPU_PCT, ge=0, le=100, description="The busy gate's threshold: other processes' CPU, as a share "
+        "of all cores, above which the host is busy before a job and a job is marked contended (worker/measure/busy.py). "
         "100 turns the CPU test off (a machine that runs several workers on purpose, as the test suite does)")
     durable_after_s: float = Field(
         DURABLE_AFTER_S, ge=0, description="A worker holds a result back for the database's disk flush before "

@@ -125,7 +125,7 @@ class SweepSpec(Strict):
         "wait", description="Before each job: wait until other processes leave the machine quiet (their CPU, "
         "memory pressure, swap; up to busy_timeout_s, then run and mark), only record, or refuse the job while "
         "the host is busy. What others took while the job ran is recorded in every mode; a job beside real load "
-        "is marked contended and treated as a throttled one (worker/measure/quiet.py)")
+        "is marked contended and treated as a throttled one (worker/measure/busy.py)")
     busy_timeout_s: Annotated[float, Field(ge=0)] = 600.0
     on_interrupt: Literal["fail", "rerun"] = Field(
         "fail", description="Embedded runs (no broker): when the process running the sweep (the dashboard, "

@@ -134,7 +134,7 @@ KINDS: dict[str, type[BaseModel]] = {c.model_fields["kind"].default: c for c in 
 # listed here is refused on write (siliconbench.results.contract_problems): a new fact is declared where its kind is.
 COMMON_FACTS = frozenset({
     "workload",  # the kind, as run
-    "thermal", "contention",  # the gates' records (worker/measure/thermal.py, quiet.py)
+    "thermal", "busy",  # the gates' records (worker/measure/gate.py)
     "model_notes",  # what the model's manifest says every result must carry (a tokenizer mismatch allowed)
     "device_memory",  # a CUDA host's NVML peak and what the engine says it allocated (Engine.memory_facts)
     "source", "llama_bench",  # a result imported from llama-bench's output: where from, and its record as read

@@ -73,7 +73,7 @@ def _result_writes(job: JobSpec, result: JobResult, host: str | None, worker: st
         started_at=result.started_at, finished_at=result.finished_at, wall_s=result.wall_s,
         load_s=result.load_s, peak_memory_bytes=result.peak_memory_bytes,
         baseline_memory_bytes=result.baseline_memory_bytes, peak_footprint_bytes=result.peak_footprint_bytes,
-        baseline_footprint_bytes=result.baseline_footprint_bytes, throttled=result.throttled,
+        baseline_footprint_bytes=result.baseline_footprint_bytes, disturbed=result.disturbed,
         hostname=env.hostname if env else None,
         chip=env.chip if env else None, identity_hash=result.identity_hash(job),
         environment=env.model_dump(mode="json") if env else None, extra=result.extra, created_at=utcnow(),
@@ -130,7 +130,7 @@ def save_result(session: Session, job: JobSpec, result: JobResult, host: str | N
 # worker: None) keep their value, as on SQLite.
 _RESULT_COLUMNS = ("job_id", "status", "error", "stderr_tail", "started_at", "finished_at", "wall_s", "load_s",
                    "peak_memory_bytes", "baseline_memory_bytes", "peak_footprint_bytes", "baseline_footprint_bytes",
-                   "throttled", "hostname", "chip", "identity_hash", "environment", "extra", "created_at",
+                   "disturbed", "hostname", "chip", "identity_hash", "environment", "extra", "created_at",
                    "engine_version")
 
 
@@ -138,7 +138,7 @@ _JSON_COLUMNS = ("environment", "extra")
 
 
 _CASTS = {"environment": "::json", "extra": "::json", "started_at": "::timestamptz", "finished_at": "::timestamptz",
-          "created_at": "::timestamptz", "throttled": "::boolean", "wall_s": "::float8", "load_s": "::float8",
+          "created_at": "::timestamptz", "disturbed": "::boolean", "wall_s": "::float8", "load_s": "::float8",
           **{k: "::bigint" for k in ("peak_memory_bytes", "baseline_memory_bytes", "peak_footprint_bytes",
                                      "baseline_footprint_bytes")}}
 
@@ -150,7 +150,7 @@ SAVE_SQL = f"""WITH ins AS (
   INSERT INTO results ({", ".join(_RESULT_COLUMNS)})
   VALUES ({", ".join(f"%(r_{c})s{_CASTS.get(c, '::text')}" for c in _RESULT_COLUMNS)})
   ON CONFLICT (job_id) DO NOTHING
-  RETURNING job_id, identity_hash, status, throttled
+  RETURNING job_id, identity_hash, status, disturbed
 ), upd AS (
   UPDATE jobs SET status = ins.status, finished_at = %(r_finished_at)s::timestamptz, error = %(r_error)s::text,
     lease_expires_at = NULL, started_at = COALESCE(%(j_started_at)s::timestamptz, jobs.started_at),
@@ -167,8 +167,8 @@ SAVE_SQL = f"""WITH ins AS (
                    %(s_value)s::float8[]) WITH ORDINALITY AS v (repetition, warmup, metric, value, ord)
   ORDER BY v.ord
 ), sry AS (
-  INSERT INTO result_summaries (job_id, identity_hash, status, throttled, metric, n, mean, median, var, min, max)
-  SELECT ins.job_id, ins.identity_hash, ins.status, ins.throttled, m.metric, m.n, m.mean, m.median, m.var, m.min, m.max
+  INSERT INTO result_summaries (job_id, identity_hash, status, disturbed, metric, n, mean, median, var, min, max)
+  SELECT ins.job_id, ins.identity_hash, ins.status, ins.disturbed, m.metric, m.n, m.mean, m.median, m.var, m.min, m.max
   FROM ins, unnest(%(m_metric)s::text[], %(m_n)s::integer[], %(m_mean)s::float8[], %(m_median)s::float8[],
                    %(m_var)s::float8[], %(m_min)s::float8[], %(m_max)s::float8[]) AS m (metric, n, mean, median, var, min, max)
 )

@@ -14,7 +14,7 @@ from collections import defaultdict
 from siliconbench.aggregate import summarize
 
 RESULT_METRICS = ("peak_memory_bytes", "load_s")  # one value per result, on the results row: what series show
-FROM_RESULT = ("job_id", "identity_hash", "status", "throttled")  # columns a summary row copies from its result
+FROM_RESULT = ("job_id", "identity_hash", "status", "disturbed")  # columns a summary row copies from its result
 COLUMNS = ("metric", "n", "mean", "median", "var", "min", "max")  # what summary_rows gives per metric
 
 

@@ -19,8 +19,8 @@ from tests import model_cache
 
 SMALL = "tiny-llama-5m"
 # The suite runs several workers, servers and jobs on two cores on purpose: each would see the others as load
-# and wait (busy: wait) or be marked contended. The quiet-host gate's CPU test is off for the whole session
-# (its subprocesses inherit this); tests/worker/test_quiet.py turns it back on to test the gate itself.
+# and wait (busy: wait) or be marked contended. The busy gate's CPU test is off for the whole session
+# (its subprocesses inherit this); tests/worker/test_busy.py turns it back on to test the gate itself.
 os.environ["SILICONBENCH_BUSY_CPU_PCT"] = "100"
 # MLX inside the test processes themselves (the engines-agree and conversion tests) runs on the BLAS the product gives
 # an MLX job's child (worker/envs/blas.py), not on the wheel's reference BLAS (~30x slower on matmuls: SmolLM2's

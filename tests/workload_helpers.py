@@ -10,7 +10,7 @@ import psutil
 from siliconbench.jobs import JobSpec, expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import parse_sweep
-from worker.job.child import run_job
+from worker.job.child import run_in_child
 
 from tests.conftest import SMALL
 
@@ -23,7 +23,7 @@ def jobs_for(models_dir, workload: dict, **kw) -> list[JobSpec]:
 def run(job: JobSpec, models_dir, **kw):
     """(result, events) of one job in a fresh child process."""
     events: list[dict] = []
-    return run_job(job, models_dir, on_event=events.append, **kw), events
+    return run_in_child(job, models_dir, on_event=events.append, **kw), events
 
 
 def assert_no_process_left(events: list[dict]) -> None:

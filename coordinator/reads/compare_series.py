@@ -99,8 +99,8 @@ def _of_identities(session: Session, f: Filters, limit: int):
     on its first ok result), each one's newest result and count read from the results index."""
     other = aliased(Result)
     mine = [other.identity_hash == ResultIdentity.identity_hash, other.status == "ok"]
-    if not f.include_throttled:
-        mine.append(other.throttled.is_not(True))
+    if not f.include_disturbed:
+        mine.append(other.disturbed.is_not(True))
     latest = select(func.max(other.created_at)).where(*mine).scalar_subquery()
     rep = (select(ResultIdentity.identity_hash, latest.label("latest")).join(Result, Result.job_id == ResultIdentity.job_id)
            .join(Job, Job.id == ResultIdentity.job_id).where(*conditions(f, result_level=False))).subquery("rep")
@@ -119,7 +119,7 @@ def _of_identities(session: Session, f: Filters, limit: int):
             .where(ResultIdentity.identity_hash.in_(ids)))
     rs = ResultSummary
     summaries = select(rs.identity_hash.label("k"), *_SUMMARY).where(
-        rs.identity_hash.in_(ids), rs.status == "ok", *([] if f.include_throttled else [rs.throttled.is_not(True)]))
+        rs.identity_hash.in_(ids), rs.status == "ok", *([] if f.include_disturbed else [rs.disturbed.is_not(True)]))
     return [dict(r._mapping) for r in session.execute(desc)], picked[0].total, summaries
 
 

@@ -37,7 +37,7 @@ class Filters:
     n_depth: tuple[int, ...] = ()
     mac_models: tuple[str, ...] = ()  # hw.model, e.g. Mac14,12 (environment.host_details)
     gpu_cores: tuple[int, ...] = ()  # what binned Apple chips differ in
-    include_throttled: bool = False  # results that began or ended with the host throttled are left out
+    include_disturbed: bool = False  # disturbed results (throttled or contended: JobResult.disturbed) are left out
 
 
 def engine_version():
@@ -60,7 +60,7 @@ JOB_FILTERS = ("sweeps", "models", "quants", "engines", "workloads", "n_prompt",
 
 def conditions(f: Filters, result_level: bool = True) -> list:
     """The filters as SQL conditions; ``result_level=False`` leaves out the one fact of a result rather than
-    of its identity (throttled), for conditions checked on an identity's representative result."""
+    of its identity (disturbed), for conditions checked on an identity's representative result."""
     conds = [col.in_(getattr(f, name)) for name, col in COLUMNS.items() if getattr(f, name)]
     if f.quants:
         conds.append(or_(Job.quant.in_(f.quants), Job.quant_level.in_(f.quants)))
@@ -70,8 +70,8 @@ def conditions(f: Filters, result_level: bool = True) -> list:
         conds.append(host_detail("model").in_(f.mac_models))
     if f.gpu_cores:
         conds.append(host_detail("gpu_cores", as_int=True).in_(f.gpu_cores))
-    if result_level and not f.include_throttled:
-        conds.append(Result.throttled.is_not(True))  # unknown (None) is kept: most hosts cannot tell
+    if result_level and not f.include_disturbed:
+        conds.append(Result.disturbed.is_not(True))  # unknown (None) is kept: most hosts cannot tell
     return conds
 
 

@@ -79,7 +79,7 @@ def failed_results(session: Session, f: Filters, limit: int = 50) -> list[dict]:
 def recent_results(session: Session, limit: int = 200, failed_only: bool = False) -> list[dict]:
     """The Result page's picker: the newest results (job id, label parts, status)."""
     q = (select(Result.job_id, Result.status, Job.sweep_id, Job.engine, Job.model, Job.quant, Job.n_prompt,
-                Job.n_gen, Job.n_depth, Result.hostname, Result.throttled, Result.created_at)
+                Job.n_gen, Job.n_depth, Result.hostname, Result.disturbed, Result.created_at)
          .join(Job, Job.id == Result.job_id).order_by(Result.created_at.desc(), Result.job_id).limit(limit))
     if failed_only:
         q = q.where(Result.status != "ok")

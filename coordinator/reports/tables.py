@@ -126,8 +126,8 @@ def _throttled(r: dict) -> bool:
 
 
 def _contended(r: dict) -> bool:
-    """Other processes took real CPU while the job ran (worker/measure/quiet.py)."""
-    return bool(((r.get("extra") or {}).get("contention") or {}).get("contended"))
+    """Other processes took real CPU while the job ran (worker/measure/busy.py)."""
+    return bool(((r.get("extra") or {}).get("busy") or {}).get("contended"))
 
 
 def record_weights(r: dict) -> str:

@@ -35,9 +35,9 @@ with st.sidebar:
     throttled = st.checkbox("Include results that ran throttled or contended", value=False, key="f_throttled",
                             help="Jobs that began or ended with the host thermally throttled (thermal gate, "
                                  "worker/measure/thermal.py), or during which other processes took real CPU (quiet-host "
-                                 "gate, worker/measure/quiet.py), are left out by default: they measure the machine's "
+                                 "gate, worker/measure/busy.py), are left out by default: they measure the machine's "
                                  "other work, not the engine.")
-filters = Filters(**chosen, include_throttled=throttled)
+filters = Filters(**chosen, include_disturbed=throttled)
 
 
 def charts_for(rows: list[dict], frame, metric: str) -> None:

@@ -16,7 +16,7 @@ with data.user_errors():
 
 recent = data.recent_results(url, version, st.toggle("Failed only", key="failed_only"))
 labels = {r["job_id"]: f"{r['status']} · {r['engine']} {r['model']} {r['quant']} p{r['n_prompt']} g{r['n_gen']} "
-                       f"d{r['n_depth']} · {r['hostname'] or '?'}{' · 🌡 throttled' if r['throttled'] else ''} · "
+                       f"d{r['n_depth']} · {r['hostname'] or '?'}{' · ⚠ disturbed' if r['disturbed'] else ''} · "
                        f"{r['job_id']}" for r in recent}
 wanted = st.query_params.get("job")
 options = ([wanted] if wanted and wanted not in labels else []) + list(labels)
@@ -63,12 +63,12 @@ c4.metric("Thermal", "throttled" if heat.get("throttled") else
                "out of Compare unless asked for.")
 if heat.get("throttled"):
     st.warning(f"The host was throttled when this job began or ended: {heat.get('start')} → {heat.get('end')}")
-load = (d["extra"] or {}).get("contention") or {}
+load = (d["extra"] or {}).get("busy") or {}
 if load.get("contended"):
     during = load.get("during") or {}
     st.warning(f"Contended: other processes took real CPU while this job ran ({'; '.join(load.get('why') or [])}; "
                f"others {during.get('others_cpu_pct')}% of the cores, steal {during.get('steal_pct')}%). Like a "
-               "throttled result, it is left out of Compare and regression verdicts unless asked for (worker/measure/quiet.py).")
+               "throttled result, it is left out of Compare and regression verdicts unless asked for (worker/measure/busy.py).")
 elif load:
     st.caption(f"Quiet host: others used {(load.get('during') or {}).get('others_cpu_pct')}% of the cores during the "
                f"job (gate {load.get('mode')}, waited {load.get('waited_s')} s before it).")

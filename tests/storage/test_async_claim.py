@@ -84,7 +84,7 @@ def _stored(url: str, job_id: str) -> tuple:
     """Everything a result write leaves: the result with its samples (in order), summaries, identity, job row."""
     with db.session_scope(url) as s:
         (stored,) = result_store.load_stored(s, job_ids=[job_id])
-        summaries = [(r.metric, r.n, r.mean, r.median, r.var, r.min, r.max, r.identity_hash, r.status, r.throttled)
+        summaries = [(r.metric, r.n, r.mean, r.median, r.var, r.min, r.max, r.identity_hash, r.status, r.disturbed)
                      for r in s.scalars(select(ResultSummary).where(ResultSummary.job_id == job_id)
                                         .order_by(ResultSummary.metric))]
         identity = s.scalar(select(ResultIdentity.job_id).where(ResultIdentity.identity_hash == stored.result.identity_hash(stored.job)))

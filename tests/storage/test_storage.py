@@ -6,6 +6,7 @@ skipped when no server answers, unless CI=true: then they fail, so CI cannot pas
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from datetime import datetime
@@ -327,7 +328,7 @@ def test_a_throttled_result_is_kept_but_left_out_of_compare_by_default(url):
         result_store.save_result(s, JOBS[2], hot)
     with db.session_scope(url) as s:
         default, n_default = queries.series(s, queries.Filters(engines=("llama.cpp",)))
-        everything, n_all = queries.series(s, queries.Filters(engines=("llama.cpp",), include_throttled=True))
+        everything, n_all = queries.series(s, queries.Filters(engines=("llama.cpp",), include_disturbed=True))
         stored = {x.job.job_id: x.result for x in result_store.load_stored(s, SWEEP_ID)}
     assert (n_default, n_all) == (1, 2) and default[0]["n_prompt"] == 512
     assert stored[JOBS[2].job_id].throttled is True and stored[JOBS[0].job_id].throttled is False
@@ -350,3 +351,34 @@ def test_compare_filters_by_mac_model_and_gpu_cores(url):
         by_model = queries.series(s, queries.Filters(mac_models=("Mac16,11",)))[1]
     assert opts["mac_models"] == ["Mac16,11"] and opts["gpu_cores"] == [16, 20]
     assert [r["n_prompt"] for r in by_cores] == [128] and by_model == 2
+
+
+def test_migration_0012_renames_the_gates_verdict_column_and_the_busy_record(url):
+    """results.throttled held "throttled or contended" and the busy gate's record was extra.contention: 0012 names
+    them disturbed and extra.busy, keeping every stored value, and its downgrade gives the old names back."""
+    with db.session_scope(url) as s:
+        sweep_store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
+    busy = make_result(JOBS[0])
+    busy.extra["busy"] = {"mode": "wait", "contended": True, "why": ["other processes used 80% of the cores"]}
+    with db.session_scope(url) as s:
+        result_store.save_result(s, JOBS[0], busy)
+
+    def row(column: str) -> tuple:
+        with db.engine_for(url).connect() as conn:
+            flag, extra = conn.execute(text(f"SELECT {column}, extra FROM results WHERE job_id = :j"),
+                                       {"j": JOBS[0].job_id}).one()
+            summary = conn.execute(text(f"SELECT count(*) FROM result_summaries WHERE job_id = :j AND {column}"),
+                                   {"j": JOBS[0].job_id}).scalar()
+        return bool(flag), extra if isinstance(extra, dict) else json.loads(extra), summary  # SQLite's boolean is 1
+
+    flag, extra, summaries = row("disturbed")
+    assert flag is True and summaries > 0 and extra["busy"]["contended"] is True and "contention" not in extra
+    db.downgrade(url, "0011")
+    flag, extra, old_summaries = row("throttled")
+    assert flag is True and old_summaries == summaries
+    assert "busy" not in extra and extra["contention"] == busy.extra["busy"]
+    db.upgrade(url)
+    assert row("disturbed") == (True, busy.extra, summaries)
+    with db.session_scope(url) as s:
+        stored = result_store.load_stored(s, SWEEP_ID)[0].result
+    assert stored.contended is True and stored.disturbed is True and stored.throttled is None

@@ -10,7 +10,7 @@ from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import parse_sweep
 from worker.envs.blas import find_openblas
-from worker.job.child import child_env, run_job
+from worker.job.child import child_env, run_in_child
 from worker.runtime.doctor.machine import probe_in_fresh_interpreter
 
 from tests.conftest import SMALL
@@ -27,7 +27,7 @@ def jobs_for(models_dir, **kw):
 def test_real_engine_job(models_dir, engine):
     job = next(j for j in jobs_for(models_dir) if j.engine == engine)
     events = []
-    res = run_job(job, models_dir, on_event=events.append)
+    res = run_in_child(job, models_dir, on_event=events.append)
     assert res.status == "ok", (res.error, res.stderr_tail)
     assert [e["event"] for e in events][:2] == ["started", "loaded"]
     assert sum(e["event"] == "repetition" for e in events) == 4
@@ -65,7 +65,7 @@ def test_engine_counters_agree_with_the_wall_clock_on_a_quiet_host(models_dir):
     (the host argmax and Python's loop are what it adds). A parallel run once read 0.43 beside three test processes
     on two cores, which says the host was busy, not that either clock is wrong."""
     job = next(j for j in jobs_for(models_dir) if j.engine == "llama.cpp")
-    res = run_job(job, models_dir)
+    res = run_in_child(job, models_dir)
     assert res.status == "ok", (res.error, res.stderr_tail)
     wall, own = res.summary("decode_tps").median, res.summary("engine_decode_tps").median
     assert 0.5 < wall / own <= 1.2
@@ -75,11 +75,11 @@ def test_a_jobs_peak_memory_is_its_own_whatever_the_parent_holds(models_dir):
     """A parent holding 1.5 GiB (touched) starts the job: the child's peak must not carry it (on Linux,
     ru_maxrss inherits the parent's high-water mark across fork + exec)."""
     job = next(j for j in jobs_for(models_dir) if j.engine == "llama.cpp")
-    quiet = run_job(job, models_dir)
+    quiet = run_in_child(job, models_dir)
     ballast = bytearray(1536 << 20)
     for i in range(0, len(ballast), 4096):
         ballast[i] = 1
-    loaded = run_job(job, models_dir)
+    loaded = run_in_child(job, models_dir)
     del ballast
     assert quiet.status == loaded.status == "ok", (quiet.error, loaded.error)
     assert loaded.peak_memory_bytes < 1 << 30, loaded.peak_memory_bytes
@@ -89,7 +89,7 @@ def test_a_jobs_peak_memory_is_its_own_whatever_the_parent_holds(models_dir):
 def test_crash_becomes_failed_result(models_dir, monkeypatch):
     monkeypatch.setenv("SILICONBENCH_FAULT", "crash")
     job = jobs_for(models_dir)[0]
-    res = run_job(job, models_dir)
+    res = run_in_child(job, models_dir)
     assert res.status == "failed"
     assert "SIGABRT" in res.error
     assert res.stderr_tail is not None
@@ -99,7 +99,7 @@ def test_timeout_kills_the_child(models_dir, monkeypatch):
     monkeypatch.setenv("SILICONBENCH_FAULT", "hang")
     job = jobs_for(models_dir, timeout_s=3)[0]
     events = []
-    res = run_job(job, models_dir, on_event=events.append)
+    res = run_in_child(job, models_dir, on_event=events.append)
     assert res.status == "failed" and res.error.startswith("timeout")
     assert 3 <= res.wall_s < 30
     pid = next(e["pid"] for e in events if e["event"] == "started")
@@ -112,7 +112,7 @@ def test_engine_error_is_reported(models_dir, tmp_path):
     broken = tmp_path / "models"
     (broken / SMALL / "gguf").mkdir(parents=True)
     (broken / job.artifact).write_bytes(b"GGUF but not really")
-    res = run_job(job, broken)
+    res = run_in_child(job, broken)
     assert res.status == "failed" and res.error.startswith("engine error")
     # what llama.cpp itself said (its log is pointed at /dev/null while it loads) travels with the error
     assert "its last log lines" in res.error and "gguf" in res.error.lower(), res.error

@@ -169,12 +169,12 @@ def test_llama_cpp_python_from_the_wheel_cache_records_its_build_then_removes(tm
     root = tmp_path / "envs"
     env = envs.add(f"llama-cpp-python=={own}", name="llama-test", root=root)  # from the wheel: never a build
     assert env.packages["llama-cpp-python"] == own and env.engine == "llama.cpp"
-    from worker.job.child import run_job
+    from worker.job.child import run_in_child
 
     spec = parse_sweep({"name": "l", "models": [SMALL], "engines": ["llama.cpp"], "repetitions": 2,
                         "workloads": [{"kind": "generate", "prompt_tokens": [16], "gen_tokens": [8]}]})
     job = expand(spec, ModelCatalog(models_dir))[0]
-    res = run_job(job, models_dir, python=envs.python_for("llama.cpp", "llama-test", root=root))
+    res = run_in_child(job, models_dir, python=envs.python_for("llama.cpp", "llama-test", root=root))
     assert res.status == "ok", res.error
     assert res.environment.packages == {"llama-cpp-python": own}
     assert res.environment.engine_build["commit"]  # the llama.cpp commit the wheel carries

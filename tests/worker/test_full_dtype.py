@@ -10,7 +10,7 @@ from siliconbench.errors import UserError
 from siliconbench.jobs import expand, full_dtype_of
 from siliconbench.manifest import ModelCatalog, auto_full_dtype, weight_dtype, weights_of, write_manifest
 from siliconbench.spec import parse_sweep
-from worker.job.child import run_job
+from worker.job.child import run_in_child
 
 from tests.conftest import SMALL
 
@@ -111,7 +111,7 @@ def test_the_linux_pair_runs_with_matching_recorded_dtypes(models_dir):
     jobs = expand(sweep(), catalog(models_dir, "Linux"))
     weights = set()
     for job in jobs:
-        res = run_job(job, models_dir)
+        res = run_in_child(job, models_dir)
         assert res.status == "ok", (res.error, res.stderr_tail)
         dtypes = res.environment.dtypes
         assert weights_of(job.quant, dtypes) == weight_dtype(job.quant) == "f32", dtypes

@@ -9,7 +9,7 @@ import pytest
 from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import parse_sweep
-from worker.job.child import run_job
+from worker.job.child import run_in_child
 from worker.platform.nvidia import Nvml
 
 from tests.conftest import SMALL
@@ -36,7 +36,7 @@ def test_nvml_sees_the_gpu():
                                            ("mlx", "4bit")])
 def test_a_job_runs_on_the_gpu_with_device_memory_and_energy(models_dir, engine, quant):
     job, = _jobs(models_dir, engine, quant)
-    res = run_job(job, models_dir)
+    res = run_in_child(job, models_dir)
     assert res.status == "ok", (res.error, res.stderr_tail)
     env = res.environment
     assert env.backend == "CUDA", env.backend

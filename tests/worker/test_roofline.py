@@ -16,7 +16,7 @@ import pytest
 from coordinator.fleet.placement import kv_cache_bytes
 from siliconbench.manifest import ModelCatalog
 from worker.measure import roofline
-from worker.job.child import run_job
+from worker.job.child import run_in_child
 
 from tests.conftest import SMALL
 from tests.workload_helpers import jobs_for
@@ -41,7 +41,7 @@ def test_kv_bytes_agree_with_placements_kv_estimate(models_dir):
 def test_every_decode_repetition_carries_its_share_of_the_bandwidth(models_dir, isolated_env, engine):
     job = next(j for j in jobs_for(models_dir, {"kind": "generate", "prompt_tokens": [64], "gen_tokens": [16],
                                                 "depth": [0]}) if j.engine == engine)
-    res = run_job(job, models_dir)
+    res = run_in_child(job, models_dir)
     assert res.status == "ok", res.error
     rec = res.extra["roofline"]
     assert rec["bandwidth_source"] == "measured" and rec["bandwidth_gbs"] == rec["measured_gbs"] > 0

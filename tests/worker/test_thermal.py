@@ -7,7 +7,7 @@ import pytest
 
 from siliconbench.spec import parse_sweep
 from worker.measure import thermal
-from worker.job.child import run_job
+from worker.job.child import run_in_child
 from worker.platform.darwin import Darwin
 
 from tests.conftest import SMALL
@@ -71,13 +71,13 @@ def test_record_runs_at_once_and_marks_a_job_that_ended_throttled(models_dir):
 
 def test_refuse_fails_the_job_before_anything_runs(models_dir):
     mac = Mac(THROTTLED)
-    res = run_job(job("refuse", models_dir=models_dir), models_dir, read_thermal=mac.read)
+    res = run_in_child(job("refuse", models_dir=models_dir), models_dir, read_thermal=mac.read)
     assert res.status == "failed" and res.error.startswith("thermal: refuse: the host is throttled")
     assert "cpu_speed_limit=28" in res.error and not res.samples and res.environment is None
 
 
 def test_a_real_job_here_carries_its_thermal_record(models_dir):
-    res = run_job(job("wait", models_dir=models_dir), models_dir)
+    res = run_in_child(job("wait", models_dir=models_dir), models_dir)
     assert res.status == "ok", res.error
     rec = res.extra["thermal"]
     assert rec["mode"] == "wait" and rec["throttled"] is False and rec["timed_out"] is False

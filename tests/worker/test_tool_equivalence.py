@@ -21,7 +21,7 @@ from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.metrics import get
 from siliconbench.spec import parse_sweep
-from worker.job.child import child_env, run_job
+from worker.job.child import child_env, run_in_child
 from worker.engines.llama_cpp import LlamaCppEngine
 from worker.platform.threads import performance_cores
 from worker.workloads.generate import repetition_ids
@@ -79,7 +79,7 @@ def test_llama_cpp_regions_hold_what_llama_bench_times(models_dir):
 @solo
 def test_llama_cpp_figures_sit_next_to_llama_bench(models_dir, tools_bin):
     job = _jobs(models_dir)["llama.cpp"]
-    res = run_job(job, models_dir)
+    res = run_in_child(job, models_dir)
     assert res.status == "ok", res.error
     gguf = models_dir / job.artifact
     pp = _tools.llama_bench(tools_bin, gguf, n_prompt=P, n_gen=0, depth=0, reps=3)
@@ -92,7 +92,7 @@ def test_llama_cpp_figures_sit_next_to_llama_bench(models_dir, tools_bin):
 @solo
 def test_mlx_figures_sit_next_to_mlx_lm_benchmark(models_dir):
     job = _jobs(models_dir)["mlx"]
-    res = run_job(job, models_dir)
+    res = run_in_child(job, models_dir)
     assert res.status == "ok", res.error
     tool = _tools.mlx_benchmark(models_dir / job.artifact, n_prompt=P, n_gen=G, reps=3, env=child_env(job, models_dir))
     prompt_tps = statistics.median(P / (t / 1000.0) for t in res.measured("ttft_ms"))

@@ -25,11 +25,7 @@ from siliconbench.engines import describe
 from siliconbench.jobs import JobSpec
 from siliconbench.results import JobResult, failed
 
-from worker.measure import quiet
-
-from worker.measure import roofline
-
-from worker.measure import thermal
+from worker.measure import busy, gate, roofline, thermal
 from worker.envs.blas import child_blas_env, inherited_preload
 
 STDERR_TAIL_CHARS = 4000
@@ -68,7 +64,7 @@ def _kill_spawned(groups: list[dict]) -> None:
             pass
 
 
-def run_job(
+def run_in_child(
     job: JobSpec,
     models_dir: Path,
     *,
@@ -78,32 +74,32 @@ def run_job(
     read_thermal: Callable[[], dict] | None = None,
 ) -> JobResult:
     """Run ``job`` in a new process of ``python`` (default: this interpreter) and return its result, behind
-    the job's thermal gate (worker/measure/thermal.py; its record in ``extra["thermal"]``).
+    the job's gates (worker/measure/gate.py; their records in ``extra["thermal"]`` and ``extra["busy"]``).
 
     Never raises for a failure of the job itself: a crash, a timeout, an engine error or a garbled
     reply all come back as a failed JobResult carrying the reason and the child's stderr tail.
     """
     try:
-        gate = thermal.before_job(job, read_thermal)
-    except thermal.ThermalRefused as exc:
+        heat = thermal.before_job(job, read_thermal)
+    except gate.GateRefused as exc:
         return failed(job.job_id, str(exc), started_at=datetime.now(timezone.utc),
                       extra={"thermal": {"mode": job.thermal, "refused": True}})
     try:
-        load = quiet.before_job(job)
-    except quiet.BusyRefused as exc:
+        load = busy.before_job(job)
+    except gate.GateRefused as exc:
         return failed(job.job_id, str(exc), started_at=datetime.now(timezone.utc),
-                      extra={"contention": {"mode": job.busy, "refused": True}})
+                      extra={"busy": {"mode": job.busy, "refused": True}})
     if job.workload == "generate":
         roofline.probed_gbs()  # cached a day; measured here, never in the job's own process
-    result = _run_child(job, models_dir, python=python, timeout_s=timeout_s, on_event=on_event)
-    result.extra["thermal"] = thermal.after_job(gate, read_thermal)
-    result.extra["contention"] = quiet.after_job(load)
+    result = _spawn_child(job, models_dir, python=python, timeout_s=timeout_s, on_event=on_event)
+    result.extra["thermal"] = thermal.after_job(heat, read_thermal)
+    result.extra["busy"] = busy.after_job(load)
     if job.model_notes:  # e.g. a tokenizer mismatch `models add` was told to allow: on every result
         result.extra["model_notes"] = job.model_notes
     return result
 
 
-def _run_child(job: JobSpec, models_dir: Path, *, python: str | None, timeout_s: float | None,
+def _spawn_child(job: JobSpec, models_dir: Path, *, python: str | None, timeout_s: float | None,
                on_event: Callable[[dict], None] | None) -> JobResult:
     timeout_s = timeout_s or job.timeout_s
     started = datetime.now(timezone.utc)

@@ -1,4 +1,4 @@
-"""The thermal gate around each job: thermal state and power read at start and end, and the sweep's policy.
+"""The thermal gate around each job (worker/measure/gate.py): thermal state and power read at start and end.
 
 A fanless MacBook Air throttles within minutes, and a Mac on battery or in Low Power Mode runs slower; a
 result measured that way must say so. Before a job (outside every timed region, in the worker's process):
@@ -21,14 +21,11 @@ from typing import Callable
 from siliconbench.jobs import JobSpec
 
 from worker import platform
+from worker.measure import gate
 
 POLL_S = 5.0
 KEPT = ("thermal_state", "power_source", "low_power_mode", "battery_percent", "max_temp_c",  # both platforms
         "cpu_speed_limit", "thermal_warning_level", "performance_warning_level")  # pmset on a Mac
-
-
-class ThermalRefused(RuntimeError):
-    """The job's gate is ``refuse`` and the host is throttled now."""
 
 
 def reading(read: Callable[[], dict] | None = None) -> dict:
@@ -37,25 +34,29 @@ def reading(read: Callable[[], dict] | None = None) -> dict:
     return {k: state.get(k) for k in KEPT if k in state}
 
 
+class ThermalGate:
+    """worker/measure/gate.py's interface: bad while the host reads throttled."""
+
+    name, poll_s = "thermal", POLL_S
+
+    def __init__(self, read: Callable[[], dict] | None = None):
+        self._read = read
+
+    def read(self, sleep: Callable[[float], None]) -> dict:
+        return reading(self._read)
+
+    def bad(self, state: dict) -> list[str]:
+        return ["the host is throttled"] if state.get("thermal_state") == "throttled" else []
+
+    def refusal(self, state: dict) -> str:
+        return (f"thermal: refuse: the host is throttled now ({_shown(state)}); the job did not run. "
+                "Let it cool (delay_s), or use thermal: wait.")
+
+
 def before_job(job: JobSpec, read: Callable[[], dict] | None = None, sleep: Callable[[float], None] = time.sleep,
                clock: Callable[[], float] = time.monotonic) -> dict:
-    """Apply the job's gate; the record so far (``start``, ``waited_s``, ``timed_out``). Raises ThermalRefused."""
-    t0 = clock()
-    start = reading(read)
-    if job.thermal == "refuse" and start.get("thermal_state") == "throttled":
-        raise ThermalRefused(f"thermal: refuse: the host is throttled now ({_shown(start)}); the job did not run. "
-                             "Let it cool (delay_s), or use thermal: wait.")
-    timed_out = False
-    if job.thermal == "wait":
-        now = start
-        while now.get("thermal_state") == "throttled":
-            if clock() - t0 >= job.thermal_timeout_s:
-                timed_out = True
-                break
-            sleep(min(POLL_S, max(0.0, job.thermal_timeout_s - (clock() - t0))))
-            now = reading(read)
-        start = now
-    return {"mode": job.thermal, "start": start, "waited_s": round(clock() - t0, 3), "timed_out": timed_out}
+    """Apply the job's thermal gate; the record so far (``start``, ``waited_s``, ``timed_out``). Raises GateRefused."""
+    return gate.hold(ThermalGate(read), job, sleep, clock)
 
 
 def after_job(record: dict, read: Callable[[], dict] | None = None) -> dict:

@@ -1,4 +1,5 @@
-"""The quiet-host gate beside the thermal gate: was anything else using the machine while the job ran?
+"""The busy gate beside the thermal gate (worker/measure/gate.py): is anything else using the machine, and did
+anything while the job ran?
 
 A busy core slows llama.cpp's spinning threads up to 15x here (measured on this project's 2-core VM); Mac minis in a fleet run
 Spotlight, Time Machine, updates and other people's builds. Before each job (in the worker's process, outside
@@ -14,8 +15,8 @@ The sweep's ``busy`` policy then: ``wait`` (default) polls until the machine is 
 job at once while the machine is busy. During the job the parent measures the same CPU share (its children's
 CPU comes from ``getrusage(RUSAGE_CHILDREN)``, so the job's own processes are never "others") and the steal
 time. A job during which others used over SILICONBENCH_BUSY_CPU_PCT of the cores (default 25), or steal was over STEAL_PCT, is
-``contended``: marked like a throttled one (siliconbench.results.JobResult.disturbed), left out of Compare and
-regression verdicts unless asked.
+``contended``: a disturbed result, like a throttled one (siliconbench.results.JobResult.disturbed), left out of
+Compare and regression verdicts unless asked. The record is the result's ``extra.busy``.
 """
 
 from __future__ import annotations
@@ -32,15 +33,12 @@ from siliconbench.jobs import JobSpec
 from siliconbench.settings import BUSY_CPU_PCT
 
 from worker import platform
+from worker.measure import gate
 
 WINDOW_S = 0.3  # long enough to see a busy core; PSI's own window is 10 s
 POLL_S = 2.0
 STEAL_PCT = 10.0
 PRESSURE_PCT = 10.0  # PSI some avg10, or 100 - memorystatus_level on a Mac
-
-
-class BusyRefused(RuntimeError):
-    """The job's gate is ``refuse`` and another process keeps the machine busy now."""
 
 
 @dataclass
@@ -105,24 +103,27 @@ def reasons(load: dict) -> list[str]:
     return why
 
 
+class BusyGate:
+    """worker/measure/gate.py's interface: bad while other processes keep the machine busy (``reasons``)."""
+
+    name, poll_s = "busy", POLL_S
+
+    def read(self, sleep: Callable[[float], None]) -> dict:
+        return sample(sleep=sleep)
+
+    def bad(self, state: dict) -> list[str]:
+        return state["busy"]
+
+    def refusal(self, state: dict) -> str:
+        return (f"busy: refuse: the host is busy now ({'; '.join(state['busy'])}); the job did not run. "
+                "Run it when the machine is quiet, or use busy: wait.")
+
+
 def before_job(job: JobSpec, sleep: Callable[[float], None] = time.sleep,
                clock: Callable[[], float] = time.monotonic) -> dict:
-    """Apply the job's gate; the record so far (``start``, ``waited_s``, ``timed_out``). Raises BusyRefused."""
-    t0 = clock()
-    start = sample(sleep=sleep)
-    if job.busy == "refuse" and start["busy"]:
-        raise BusyRefused(f"busy: refuse: the host is busy now ({'; '.join(start['busy'])}); the job did not run. "
-                          "Run it when the machine is quiet, or use busy: wait.")
-    timed_out = False
-    if job.busy == "wait":
-        while start["busy"]:
-            if clock() - t0 >= job.busy_timeout_s:
-                timed_out = True
-                break
-            sleep(min(POLL_S, max(0.0, job.busy_timeout_s - (clock() - t0))))
-            start = sample(sleep=sleep)
-    return {"mode": job.busy, "start": start, "waited_s": round(clock() - t0, 3), "timed_out": timed_out,
-            "mark": CpuMark.now()}
+    """Apply the job's busy gate; the record so far (``start``, ``waited_s``, ``timed_out``, and the CPU ``mark``
+    the job's own share is measured from). Raises GateRefused."""
+    return {**gate.hold(BusyGate(), job, sleep, clock), "mark": CpuMark.now()}
 
 
 def after_job(record: dict) -> dict:
