@@ -21,6 +21,20 @@ SELECTOR_HELP = ("comma-separated key=value terms, all must hold: sweep, host, e
                  "os, python, blas, backend); values may use * globs")
 
 
+DISTURBED_HELP = ("Also the results that ran disturbed (throttled or contended: the host was hot or busy), which "
+                  "are left out by default")
+
+
+def _say_left_out(url: str, included: bool) -> None:
+    """How many disturbed results the verb left out (or took in), beside its answer."""
+    from coordinator.reads.queries import Filters, disturbed_results, left_out_note  # verb-local
+
+    with session_scope(url) as s:
+        note = left_out_note(disturbed_results(s, Filters()), included, show="pass --include-disturbed")
+    if note:
+        console.print(note, style="yellow", highlight=False)
+
+
 def _emit(text: str, out: Path | None) -> None:
     if out:
         out.write_text(text)
@@ -40,6 +54,7 @@ def compare(
     fmt: str = typer.Option("table", "--format", help="table | csv | json | md"),
     out: Path = typer.Option(None, "--out", help="Write to this file instead of stdout"),
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 1 if any row is a regression"),
+    include_disturbed: bool = typer.Option(False, "--include-disturbed", help=DISTURBED_HELP),
 ) -> None:
     """Baseline vs candidate per series: each process (job) one sample; ratio with its 95% CI, Mann-Whitney U p,
     and a verdict that needs both p < alpha and the minimum effect."""
@@ -48,7 +63,7 @@ def compare(
 
     url = database(settings())
     rows = compare_db(url, baseline, candidate, metrics=tuple(metric) or HEADLINE, alpha=alpha,
-                      min_effect=min_effect)
+                      min_effect=min_effect, include_disturbed=include_disturbed)
     title = (f"candidate ({candidate}) vs baseline ({baseline}): one sample per process (the median of its "
              f"repetitions); Hodges-Lehmann ratio, Mann-Whitney U, alpha {alpha}, min effect {min_effect:.0%}")
     if fmt == "table":
@@ -58,6 +73,7 @@ def compare(
             console.print(rich_table(rows, title=title))
             c = counts(rows)
             console.print(", ".join(f"{n} {v}" for v, n in c.items() if n), style="bold", highlight=False)
+        _say_left_out(url, include_disturbed)
     else:
         _emit(render(rows, fmt, title=title), out)
     if fail_on_regression and any(r.comparison.verdict == Verdict.regression for r in rows):
@@ -72,6 +88,7 @@ def regressions(
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level of each step's test"),
     save: bool = typer.Option(True, "--save/--no-save", help="Record each step as a finding (for confirm)"),
     fmt: str = typer.Option("table", "--format", help="table | json"),
+    include_disturbed: bool = typer.Option(False, "--include-disturbed", help=DISTURBED_HELP),
     since: str = typer.Option(None, "--since", help="Instead of searching: list the verdicts (campaign findings, "
                               "suspect hosts, failed campaigns, findings) created since an ISO date or date-time, "
                               "or a duration back from now (30m, 24h, 7d, 2w)"),
@@ -93,7 +110,7 @@ def regressions(
     opts = dict(metrics=tuple(metric) or HEADLINE, selector=parse_selector(where, "--where") if where else None,
                 alpha=alpha, min_effect=min_effect)
     with session_scope(url) as s:
-        points = load_points(s)
+        points = load_points(s, include_disturbed=include_disturbed)
         proposed = find_steps(points, keep_all=True, **opts)  # kept steps and the ones too thin to test
         steps = [st for st in proposed if st.comparison.verdict in (Verdict.regression, Verdict.improvement)]
         if save:
@@ -102,6 +119,7 @@ def regressions(
         json.dump([st.as_dict() for st in steps], sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
         return
+    _say_left_out(url, include_disturbed)
     untested = [st for st in proposed if st.comparison.verdict == Verdict.insufficient]
     if untested:  # PELT saw a step the test cannot judge yet: say so rather than stay silent
         u = untested[0]

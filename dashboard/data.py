@@ -77,6 +77,12 @@ def raw_samples(url: str, version: tuple, filters: queries.Filters, metric: str,
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False, max_entries=64)
+def disturbed_results(url: str, version: tuple, filters: queries.Filters) -> dict[str, int]:
+    with session_scope(url) as s:
+        return queries.disturbed_results(s, filters)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False, max_entries=64)
 def failed_results(url: str, version: tuple, filters: queries.Filters) -> list[dict]:
     with session_scope(url) as s:
         return queries.failed_results(s, filters)

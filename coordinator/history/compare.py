@@ -138,13 +138,13 @@ def compare_points(points: list[Point], baseline: Selector, candidate: Selector,
     return rows
 
 
-def compare_db(url: str, baseline: str, candidate: str, **kw) -> list[Row]:
+def compare_db(url: str, baseline: str, candidate: str, include_disturbed: bool = False, **kw) -> list[Row]:
     b, c = parse_selector(baseline, "--baseline"), parse_selector(candidate, "--candidate")
     if not b.terms or not c.terms:
         raise UserError("--baseline" if not b.terms else "--candidate", "an empty selector matches everything; "
                         "name at least one key=value (e.g. mlx-lm=0.31.3).")
     with session_scope(url) as s:
-        points = load_points(s)
+        points = load_points(s, include_disturbed=include_disturbed)
     return compare_points(points, b, c, **kw)
 
 

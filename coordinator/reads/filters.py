@@ -80,3 +80,17 @@ def ok_results(f: Filters, identities=None):
     q = (select(Result.job_id, Result.identity_hash.label("k")).join(Job, Job.id == Result.job_id)
          .where(Result.status == "ok", *conditions(f)))
     return q if identities is None else q.where(Result.identity_hash.in_(identities))
+
+
+def left_out_note(counts: dict[str, int], included: bool, show: str = "tick “Include disturbed results”") -> str:
+    """What a view leaves out and why, for beside the control that shows them (``show``: how): "" when nothing is
+    left out."""
+    n = counts.get("disturbed", 0)
+    if not n:
+        return ""
+    why = ", ".join(f"{counts[k]} {k}" for k in ("throttled", "contended") if counts.get(k))
+    if included:
+        return f"Includes {n} disturbed result{'s' if n != 1 else ''} ({why})."
+    return (f"{n} disturbed result{'s' if n != 1 else ''} left out ({why}: the host was hot or busy while "
+            f"{'they' if n != 1 else 'it'} ran); {show} to show "
+            f"{'them' if n != 1 else 'it'}.")

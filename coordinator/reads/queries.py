@@ -17,11 +17,11 @@ from storage.tables import Job, JobAttempt, Result, ResultIdentity, SampleRow, S
 from coordinator.reads.estimates import estimate_duration  # noqa: F401 (re-exported: the dashboard's one entry point)
 from coordinator.reports.export import load_records
 from coordinator.reads.filters import (COLUMNS, MAX_RAW_SAMPLES, MAX_SERIES, SAMPLE_METRICS, Filters,  # noqa: F401
-                      conditions, engine_version, host_detail, ok_results)
+                      conditions, engine_version, host_detail, left_out_note, ok_results)
 from coordinator.reads.compare_series import series  # noqa: F401
 
 __all__ = ["Filters", "MAX_RAW_SAMPLES", "MAX_SERIES", "SAMPLE_METRICS", "active_sweeps", "attempts",
-           "data_version", "estimate_duration", "failed_results", "filter_options", "raw_samples", "recent_results",
+           "data_version", "disturbed_results", "left_out_note", "estimate_duration", "failed_results", "filter_options", "raw_samples", "recent_results",
            "result_detail", "series"]
 
 
@@ -65,6 +65,20 @@ def raw_samples(session: Session, f: Filters, metric: str, identities=None, limi
          .join(sel, sel.c.job_id == SampleRow.job_id)
          .where(SampleRow.metric == metric, SampleRow.warmup == false()).limit(limit))
     return [dict(r._mapping) for r in session.execute(q)]
+
+
+def disturbed_results(session: Session, f: Filters) -> dict[str, int]:
+    """How many ok results matching ``f`` (its disturbed setting aside) ran disturbed, by verdict: {"disturbed",
+    "throttled", "contended"} (one result can be both). What the page leaves out unless asked, said beside the control
+    that shows them."""
+    extra = Result.extra
+    throttled = extra[("thermal", "throttled")].as_boolean()
+    contended = extra[("busy", "contended")].as_boolean()
+    q = (select(func.count(), func.count().filter(throttled.is_(True)), func.count().filter(contended.is_(True)))
+         .select_from(Result).join(Job, Job.id == Result.job_id)
+         .where(Result.status == "ok", Result.disturbed.is_(True), *conditions(f, result_level=False)))
+    n, heat, load = session.execute(q).one()
+    return {"disturbed": n, "throttled": heat, "contended": load}
 
 
 def failed_results(session: Session, f: Filters, limit: int = 50) -> list[dict]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from coordinator.reads.queries import MAX_SERIES, Filters
+from coordinator.reads.queries import MAX_SERIES, Filters, left_out_note
 from dashboard import charts, data, tables
 from siliconbench.metrics import HEADLINE, METRICS
 
@@ -32,12 +32,16 @@ with st.sidebar:
         # The newest sweep by default: what a user just ran is what they want to see first.
         default = opts["sweeps"][:1] if name == "sweeps" else []
         chosen[name] = tuple(st.multiselect(label, opts.get(name, []), default=default, key=f"f_{name}"))
-    throttled = st.checkbox("Include results that ran throttled or contended", value=False, key="f_throttled",
-                            help="Jobs that began or ended with the host thermally throttled (thermal gate, "
-                                 "worker/measure/thermal.py), or during which other processes took real CPU (quiet-host "
-                                 "gate, worker/measure/busy.py), are left out by default: they measure the machine's "
-                                 "other work, not the engine.")
-filters = Filters(**chosen, include_disturbed=throttled)
+    include = st.checkbox("Include disturbed results", value=False, key="f_disturbed",
+                          help="Jobs that began or ended with the host thermally throttled (the thermal gate, "
+                               "worker/measure/thermal.py), or during which other processes took real CPU (the busy "
+                               "gate, worker/measure/busy.py), are disturbed: left out by default, because they "
+                               "measure the machine's other work, not the engine.")
+    filters = Filters(**chosen, include_disturbed=include)
+    left_out = data.disturbed_results(url, version, filters)
+    hidden = left_out_note(left_out, include)
+    if hidden:
+        st.caption(hidden)
 
 
 def charts_for(rows: list[dict], frame, metric: str) -> None:
@@ -65,13 +69,14 @@ def charts_for(rows: list[dict], frame, metric: str) -> None:
 
 rows, total = data.series(url, version, filters)
 if not rows:
-    st.warning("No successful result matches these filters.")
+    st.warning("No successful result matches these filters." + (f" {hidden}" if hidden else ""))
 else:
     rows = tables.label_series(rows)
     shown = f"the {len(rows)} most recently measured of {total}" if total > len(rows) else f"{total}"
     st.caption(f"{shown} series; a series is one identity (configuration + environment): different "
                "identities are never averaged together. Mean ± sample stddev over measured repetitions."
-               + (f" At most {MAX_SERIES} are shown: narrow the filters to see the rest." if total > len(rows) else ""))
+               + (f" At most {MAX_SERIES} are shown: narrow the filters to see the rest." if total > len(rows) else "")
+               + (f" {hidden}" if hidden else ""))
 
     st.subheader("Side by side")
     st.dataframe(tables.compare_table(rows), hide_index=True, width="stretch", key="compare_table",

@@ -16,6 +16,7 @@ import streamlit as st
 
 from coordinator.history.compare import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
 from coordinator.history.load import load_points
+from coordinator.reads.queries import Filters, left_out_note
 from coordinator.history.regressions import find_steps, get_finding, history_points, list_findings, save_findings
 from coordinator.watch.messages import notifications
 from dashboard import access, data
@@ -34,19 +35,26 @@ with data.user_errors():
 
 
 @st.cache_data(ttl=60, show_spinner=False, max_entries=8)
-def _points(url: str, version: tuple):
+def _points(url: str, version: tuple, include_disturbed: bool):
     with session_scope(url) as s:
-        return load_points(s)
+        return load_points(s, include_disturbed=include_disturbed)
 
 
-def _scan(metrics: list[str], min_effect: float, alpha: float) -> int:
+def _scan(metrics: list[str], min_effect: float, alpha: float, include_disturbed: bool) -> int:
     with session_scope(url) as s:
-        steps = find_steps(load_points(s), metrics=tuple(metrics), alpha=alpha, min_effect=min_effect)
+        steps = find_steps(load_points(s, include_disturbed=include_disturbed), metrics=tuple(metrics), alpha=alpha,
+                           min_effect=min_effect)
         save_findings(s, steps)
     return len(steps)
 
 
 can_write = access.may_write()  # scanning records findings, confirming runs a sweep
+include_disturbed = st.checkbox("Include disturbed results", value=False, key="rg_disturbed",
+                                help="Results that ran throttled (thermal gate) or contended (busy gate) measure the "
+                                     "machine's other work: histories and verdicts leave them out by default.")
+hidden = left_out_note(data.disturbed_results(url, data.version(url), Filters()), include_disturbed)
+if hidden:
+    st.caption(hidden)
 with st.expander("Scan the history", expanded=False):
     c1, c2, c3 = st.columns([3, 1, 1])
     metrics = c1.multiselect("Metrics", list(METRICS), default=list(HEADLINE), key="rg_metrics")
@@ -56,7 +64,7 @@ with st.expander("Scan the history", expanded=False):
         access.explain("record findings (the scan) or confirm one")
     elif st.button("Scan for change points", key="rg_scan"):
         with data.user_errors():
-            n = _scan(metrics, min_effect, alpha)
+            n = _scan(metrics, min_effect, alpha, include_disturbed)
         st.success(f"{n} steps passed the test; new ones were recorded as findings.")
 
 st.subheader("Watches and their campaigns")
@@ -118,7 +126,7 @@ f = next(x for x in findings if x["id"] == chosen)
 metric = METRICS[f["metric"]]
 
 with data.user_errors():
-    hist = history_points(_points(url, data.version(url)), f["series_id"], f["metric"])
+    hist = history_points(_points(url, data.version(url), include_disturbed), f["series_id"], f["metric"])
 if hist:
     df = pd.DataFrame(hist)
     base = alt.Chart(df).encode(

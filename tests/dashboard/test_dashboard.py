@@ -22,7 +22,10 @@ from siliconbench.metrics import RESULT_ROW_METRICS
 from storage import database as db, result_store
 from storage.tables import Job, Result, ResultSummary, Sweep
 
-from tests.dashboard_seed import MODEL, prefill_values, seed_results
+from siliconbench.spec import SweepSpec
+from storage import sweep_store
+from storage.database import session_scope
+from tests.dashboard_seed import HOSTS, MODEL, job, prefill_values, result, seed_results
 from tests.dashboard.support import app, chart_data, table
 from tests.storage.records import expected_summaries
 
@@ -150,6 +153,30 @@ def test_compare_page_keeps_identities_apart(seeded):
 def test_compare_page_on_an_empty_database(url):
     at = app()
     assert "No results yet" in at.info[0].value
+
+
+def test_compare_and_regressions_say_what_they_leave_out_and_why(url):
+    """A quickstart on a busy laptop: the MLX job ran contended. Compare shows llama.cpp alone and says, beside the
+    control that shows it, that one disturbed result was left out and why; ticked, it is there and said so."""
+    sid = "quick-mbp"
+    jobs = [job(sid, i, e, 128) for i, e in enumerate(("llama.cpp", "mlx"))]
+    with session_scope(url) as s:
+        sweep_store.create_sweep(s, sid, SweepSpec(name="quick", models=[MODEL], repetitions=3), jobs)
+    for j in jobs:
+        r = result(j, "mbp", 0)
+        r.extra["busy"] = {"mode": "wait", "contended": j.engine == "mlx", "why": ["other processes used 60%"]}
+        with session_scope(url) as s:
+            result_store.save_result(s, j, r, host=HOSTS["mbp"][0], worker="mbp")
+    at = app()
+    assert list(table(at, "compare_table")["engine"]) == ["llama.cpp 0.3.35"]
+    said = " ".join(c.value for c in at.sidebar.caption)
+    assert "1 disturbed result left out (1 contended" in said and "Include disturbed results" in said
+    assert "1 disturbed result left out" in " ".join(c.value for c in at.caption)
+    at.sidebar.checkbox(key="f_disturbed").check().run()
+    assert sorted(table(at, "compare_table")["engine"]) == ["llama.cpp 0.3.35", "mlx 0.32.2"]
+    assert "Includes 1 disturbed result (1 contended)" in " ".join(c.value for c in at.sidebar.caption)
+    at = app("regressions")
+    assert any("1 disturbed result left out (1 contended" in c.value for c in at.caption)
 
 
 def test_sweeps_page_lists_sweeps_with_progress(seeded):
