@@ -20,6 +20,7 @@ from pathlib import Path
 from celery import Celery, signals
 from celery.beat import EmbeddedService
 
+from siliconbench.settings import env_setting
 from siliconbench.queues import SCHEDULER_QUEUE, TASK_WATCH_TICK, celery_settings
 from siliconbench.settings import data_dir
 
@@ -38,7 +39,7 @@ def configure(broker_url: str, tick_s: float) -> None:
 
 
 if os.environ.get("SILICONBENCH_BROKER_URL"):  # a worker process started by `siliconbench scheduler`
-    configure(os.environ["SILICONBENCH_BROKER_URL"], float(os.environ.get("SILICONBENCH_WATCH_TICK_S") or 60))
+    configure(os.environ["SILICONBENCH_BROKER_URL"], env_setting("watch_tick_s"))
 
 
 def checker() -> str:
@@ -85,7 +86,7 @@ def start(tick_s: float, schedule: Path | None = None) -> None:
     try:
         app.worker_main(["worker", "--pool", "solo", "--concurrency", "1", "-Q", SCHEDULER_QUEUE,
                          "-n", f"scheduler-{os.getpid()}@%h", "--without-gossip", "--without-mingle",
-                         "--loglevel", os.environ.get("SILICONBENCH_LOG_LEVEL", "INFO")])
+                         "--loglevel", env_setting("log_level")])
     finally:
         if schedule is None:  # the default file is this process's own: shelve's file(s) removed
             for leftover in path.parent.glob(path.name + "*"):

@@ -7,7 +7,7 @@ any``), so a job only ever reaches a machine that has its engine and its model.
 
 from __future__ import annotations
 
-import os
+from .settings import env_setting
 
 TASK_RUN_JOB = "siliconbench.run_job"
 TASK_NOOP = "siliconbench.noop"  # the plumbing benchmark's no-engine workload
@@ -25,7 +25,7 @@ VISIBILITY_TIMEOUT_S = MAX_JOB_TIMEOUT_S + 1800
 
 # How long a claimed job's lease lasts without renewal; the worker renews it every third of that.
 # SILICONBENCH_LEASE_S shortens it (tests of crash recovery); it must be the same on every machine.
-LEASE_S = float(os.environ.get("SILICONBENCH_LEASE_S", 30))
+LEASE_S = env_setting("lease_s")
 # A job is failed with its reason after this many of its own failed attempts (crashes, timeouts retried).
 MAX_ATTEMPTS = 3
 # Claims that ended because the worker died or lost the database (its lease expired) are not the job's
@@ -35,7 +35,7 @@ MAX_INTERRUPTIONS = 10
 # SILICONBENCH_HEARTBEAT_S shortens it (tests that wait for a worker to see the database come back or flush
 # its spool, which happen on a heartbeat); above ONLINE_S a live worker would show offline, so it is capped.
 ONLINE_S = 20
-HEARTBEAT_S = min(float(os.environ.get("SILICONBENCH_HEARTBEAT_S", 5)), ONLINE_S / 2)
+HEARTBEAT_S = min(env_setting("heartbeat_s"), ONLINE_S / 2)
 
 
 def host_queue(name: str) -> str:

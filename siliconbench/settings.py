@@ -1,12 +1,19 @@
-"""Settings from the environment, validated at start-up; every field says what it is for."""
+"""Settings from the environment, validated at start-up; every field says what it is for.
+
+Every ``SILICONBENCH_*`` variable any part of the project reads — the CLI, the worker and its job's child, the
+coordinator, the dashboard, the scripts, compose, the test harness — is a field here, and the README's settings
+table lists each one (tests/house/test_readme.py holds both to it). Code that reads one variable alone (an
+import-time constant, a job's child) reads it through ``env_setting``, with the field's type, bounds and default.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr, TypeAdapter, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import UserError
@@ -64,6 +71,63 @@ class Settings(BaseSettings):
         "a database crash, is run again by the reconciler.")
     dashboard_read_only: bool = Field(
         False, description="Offer no write action (submit, cancel, scan, confirm) to anyone, logged in or not.")
+    # The fleet worker (`siliconbench worker` sets the first three from its options).
+    worker_name: str | None = Field(None, description="The worker's name in the fleet (`siliconbench worker --name`).")
+    worker_engines: str | None = Field(
+        None, description="Comma-separated engines this worker offers (`--engines mlx`). Unset: every installed one.")
+    worker_extra_queues: str = Field(
+        "", description="Comma-separated further Celery queues the worker consumes (the plumbing benchmark's).")
+    log_level: str = Field("INFO", description="Celery's log level for `siliconbench worker` and `scheduler`.")
+    lease_s: float = Field(
+        30.0, gt=0, description="A running job's lease in the database; the worker renews it every third. The same "
+        "on every machine of a fleet (tests of crash recovery shorten it).")
+    heartbeat_s: float = Field(
+        5.0, gt=0, description="How often a worker writes its heartbeat (and notices the database back, and writes "
+        "spooled results); capped at half of the online window.")
+    env_file: Path | None = Field(
+        None, description="A file of KEY=value settings with passwords that `worker install` wrote (mode 0600): "
+        "launchd cannot pass them, so the service names the file.")
+    envs_dir: Path | None = Field(
+        None, description="Where engine environments (`siliconbench env add`) live. Unset: <data dir>/envs.")
+    wheel_cache: Path | None = Field(
+        None, description="The wheel cache the bootstrap fills (llama-cpp-python built once) and `env add` looks in. "
+        "Unset: ~/.cache/siliconbench/wheels.")
+    tools_cache: Path | None = Field(
+        None, description="Where scripts/build_llama_tools.sh builds llama.cpp's own tools (and keeps the sdist). "
+        "Unset: ~/.cache/siliconbench/tools.")
+    mlx_blas: str | None = Field(
+        None, description="Set by the worker in an MLX job's child, not by hand: the BLAS it preloaded, recorded "
+        "with the result (worker/envs/blas.py).")
+    webhook_secret: SecretStr | None = Field(
+        None, description="Signs every webhook body (HMAC-SHA256, X-Siliconbench-Signature). Unset: nothing is sent.")
+    # Read by the scripts and compose, not by Python: listed so that one table names every variable.
+    venv: Path | None = Field(None, description="scripts/bootstrap.sh: the virtual environment it makes. Unset: .venv.")
+    extras: str | None = Field(
+        None, description="scripts/bootstrap.sh: the extras it installs. Unset: llamacpp,mlx,models,postgres,"
+        "dashboard,dev.")
+    bind: str | None = Field(
+        None, description="compose.yaml: the address Redis and PostgreSQL publish their ports on (the LAN address "
+        "the Macs reach). Unset: 127.0.0.1.")
+    # The test harness and the tests.
+    fault: str | None = Field(
+        None, description="Testing: a fault a job's child injects after loading the model (crash | hang | error).")
+    throttle: float | None = Field(
+        None, ge=0, description="Testing (harness/throttle): slow every timed engine call by this fraction.")
+    throttle_when: str | None = Field(
+        None, description="Testing (harness/throttle): only when the child's engine package is this version "
+        "(PACKAGE==VERSION).")
+    chromium: Path | None = Field(None, description="Testing: the Chromium the browser tests drive. Unset: Debian's.")
+    test_models_dir: Path | None = Field(
+        None, description="Testing: where the tests keep the models they make once per machine. Unset: "
+        "~/.cache/siliconbench/test-models.")
+    test_envs_dir: Path | None = Field(
+        None, description="Testing: where the tests keep the second mlx-lm release's environment. Unset: "
+        "~/.cache/siliconbench/test-envs.")
+    update_screenshot: bool = Field(
+        False, description="Testing: the browser test writes the journey's Compare page to docs/compare.png.")
+    test_pg_url: str | None = Field(
+        None, description="Testing: the PostgreSQL admin URL the tests make databases with. Unset: "
+        "postgresql://postgres@127.0.0.1:5432/postgres.")
 
     @property
     def resolved_database_url(self) -> str:
@@ -80,6 +144,20 @@ class Settings(BaseSettings):
     @property
     def embedded(self) -> bool:
         return not self.broker_url
+
+
+def env_setting(name: str):
+    """Setting ``name`` read now from its variable alone, with the field's type, bounds and default: for an
+    import-time constant or a process that must not fail on another variable. UserError naming it when invalid."""
+    field = Settings.model_fields[name]
+    var = f"SILICONBENCH_{name.upper()}"
+    raw = os.environ.get(var)
+    if raw is None or raw == "":
+        return field.default
+    try:
+        return TypeAdapter(Annotated[field.annotation, *field.metadata]).validate_python(raw)
+    except ValidationError as exc:
+        raise UserError(var, exc.errors()[0]["msg"]) from None
 
 
 def load_settings(**overrides) -> Settings:

@@ -27,14 +27,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import urllib.error
 import urllib.request
 from datetime import datetime, timedelta
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
+from pydantic import SecretStr
 from sqlalchemy.orm import Session
+
+from siliconbench.settings import env_setting
 
 from storage.database import session_scope
 from storage.watch_tables import NOTIFICATION_KINDS, Notification
@@ -116,7 +118,7 @@ def deliver_due(database_url: str, *, now: datetime | None = None, timeout_s: fl
                 limit: int = 50) -> dict:
     """Send up to ``limit`` due notifications; returns counts (delivered, failed, refused) and the ids sent."""
     now = now or utcnow()
-    secret = os.environ.get(SECRET_VAR, "")
+    secret = (env_setting("webhook_secret") or SecretStr("")).get_secret_value()
     out = {"delivered": 0, "failed": 0, "refused": 0, "delivered_ids": [], "failed_ids": []}
     if not secret:
         with session_scope(database_url) as s:

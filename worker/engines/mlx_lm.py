@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from siliconbench.settings import env_setting
 from worker import platform
 from worker.engines.base import Engine
 
@@ -183,7 +184,7 @@ class MlxEngine(Engine):
 
         dev = mx.default_device()
         backend = gpu_backend(mx) if "gpu" in str(dev).lower() else "CPU"
-        blas = os.environ.get("SILICONBENCH_MLX_BLAS", "bundled" if platform.current().name == "Linux" else "Accelerate")
+        blas = env_setting("mlx_blas") or ("bundled" if platform.current().name == "Linux" else "Accelerate")
         return {
             "packages": {"mlx": version("mlx"), "mlx-lm": version("mlx-lm")},
             # device_info: on Metal the GPU architecture (e.g. applegpu_g15s), device name, memory size and

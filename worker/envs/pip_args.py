@@ -7,22 +7,22 @@ grow (find-links folders, a package index) without the registry's module growing
 
 from __future__ import annotations
 
-import os
 import platform
 from importlib.metadata import PackageNotFoundError, version as installed_version
 from pathlib import Path
 from typing import Iterable
 
-WHEEL_CACHE_VAR = "SILICONBENCH_WHEEL_CACHE"
 # What worker.job.child_main and the contract import, pinned to this interpreter's versions.
 CHILD_DEPS = ("pydantic", "pydantic-settings", "pyyaml", "psutil", "numpy")
 
+
+from siliconbench.settings import env_setting
 FindLinks = Path | str | Iterable[Path | str] | None
 
 
 def default_find_links() -> Path | None:
     """The wheel cache bootstrap fills (llama-cpp-python built once), if this machine has one."""
-    wheels = Path(os.environ.get(WHEEL_CACHE_VAR) or Path.home() / ".cache" / "siliconbench" / "wheels")
+    wheels = Path(env_setting("wheel_cache") or Path.home() / ".cache" / "siliconbench" / "wheels")
     return wheels if wheels.is_dir() else None
 
 

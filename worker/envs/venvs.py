@@ -32,7 +32,7 @@ from typing import Callable, Iterator
 
 from siliconbench.engines import ENGINE_PACKAGE, ENGINES
 from siliconbench.errors import UserError
-from siliconbench.settings import data_dir
+from siliconbench.settings import data_dir, env_setting
 
 from worker.envs import pip_args as _pip
 from worker.envs.pip_args import FindLinks, constraints, find_links_of, install_error, pip_args
@@ -68,8 +68,8 @@ class EngineEnv:
 def envs_root(root: Path | str | None = None) -> Path:
     if root is not None:
         return Path(root).expanduser()
-    env = os.environ.get(ENVS_DIR_VAR)
-    return Path(env).expanduser() if env else data_dir() / "envs"
+    env = env_setting("envs_dir")
+    return env.expanduser() if env else data_dir() / "envs"
 
 
 def parse_requirement(req: str) -> tuple[str, str]:

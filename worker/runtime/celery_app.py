@@ -17,6 +17,7 @@ from celery import Celery, signals
 from celery.exceptions import InvalidTaskError
 from celery.worker.strategy import default
 
+from siliconbench.settings import env_setting
 from siliconbench.queues import MAX_ATTEMPTS, TASK_NOOP, TASK_PREPARE_ENV, TASK_RUN_JOB, celery_settings
 from siliconbench.settings import data_dir, load_settings
 from storage.broker import enqueue
@@ -139,9 +140,9 @@ def start(argv_extra: list[str] | None = None) -> None:
     # The database may be away as the worker starts (a cut, a restart): wait it out, one line each way.
     queues = call_through(lambda: register(ctx.database_url, ctx.name, ctx.models_dir), DATABASE, max_backoff_s=30.0)
     # Extra queues to consume, e.g. the plumbing benchmark's (SILICONBENCH_WORKER_EXTRA_QUEUES=a,b).
-    queues += [q for q in os.environ.get("SILICONBENCH_WORKER_EXTRA_QUEUES", "").split(",") if q]
+    queues += [q for q in env_setting("worker_extra_queues").split(",") if q]
     log.info("consuming %s", ", ".join(queues))
     quiet_celery_reconnects()  # a broker outage: one line when it starts, one when it ends
     app.worker_main(["worker", "--pool", "solo", "--concurrency", "1", "-Q", ",".join(queues),
-                     "-n", f"{ctx.name}@%h", "--loglevel", os.environ.get("SILICONBENCH_LOG_LEVEL", "INFO"),
+                     "-n", f"{ctx.name}@%h", "--loglevel", env_setting("log_level"),
                      "--without-gossip", "--without-mingle", "-E", *(argv_extra or [])])

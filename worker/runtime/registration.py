@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from pathlib import Path
 
 from sqlalchemy import insert, update
 
+from siliconbench.settings import env_setting
 from siliconbench.manifest import ModelCatalog
 from siliconbench.queues import HEARTBEAT_S, capability_queue, host_queue
 from storage.database import session_scope
@@ -29,7 +29,7 @@ def capabilities(models_dir: Path) -> tuple[dict[str, str], dict[str, dict]]:
     catalog = ModelCatalog(models_dir)
     engines = installed_engines()
     # A Mac may offer only some of its engines (SILICONBENCH_WORKER_ENGINES=mlx, set by --engines).
-    offered = os.environ.get("SILICONBENCH_WORKER_ENGINES")
+    offered = env_setting("worker_engines")
     if offered:
         engines = {e: v for e, v in engines.items() if e in offered.split(",")}
     # Engine environments (siliconbench env add): advertised as "mlx": "0.32.2, 0.31.3" for placement.

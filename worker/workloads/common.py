@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import psutil
 
+from siliconbench.settings import env_setting
 from siliconbench.errors import WorkloadError
 from siliconbench.jobs import JobSpec
 from siliconbench.results import Sample
@@ -97,7 +98,7 @@ def footprint_peak_bytes() -> int | None:
 
 def fault_point(point: str) -> None:
     """Fault injection for the runner's own tests: SILICONBENCH_FAULT=crash|hang|error at ``load``."""
-    fault = os.environ.get("SILICONBENCH_FAULT", "")
+    fault = env_setting("fault")
     if point != "load" or not fault:
         return
     if fault == "crash":

@@ -11,10 +11,10 @@ score (offset 0). Either way the matrix's digest and source are written on every
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 from pathlib import Path
 
+from siliconbench.settings import env_setting
 from siliconbench.errors import EngineError, UserError
 from siliconbench.manifest import sha256_path
 from siliconbench.settings import load_settings
@@ -33,7 +33,7 @@ def tools_dir() -> Path:
         return configured
     import llama_cpp  # the version of the tools built with the engine's own vendored llama.cpp
 
-    cache = Path(os.environ.get("SILICONBENCH_TOOLS_CACHE") or Path.home() / ".cache/siliconbench/tools")
+    cache = Path(env_setting("tools_cache") or Path.home() / ".cache/siliconbench/tools")
     return cache / f"llama.cpp-{llama_cpp.__version__}" / "bin"
 
 

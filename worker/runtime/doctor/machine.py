@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from importlib.metadata import version
 from pathlib import Path
 
 from siliconbench.engines import describe
