@@ -155,7 +155,8 @@ def env_setting(name: str):
     if raw is None or raw == "":
         return field.default
     try:
-        return TypeAdapter(Annotated[field.annotation, *field.metadata]).validate_python(raw)
+        kind = Annotated[field.annotation, *field.metadata] if field.metadata else field.annotation
+        return TypeAdapter(kind).validate_python(raw)
     except ValidationError as exc:
         raise UserError(var, exc.errors()[0]["msg"]) from None
 
