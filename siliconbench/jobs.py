@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
@@ -13,10 +13,11 @@ from .engines import describe
 from .errors import UserError
 from .manifest import ENGINE_FORMAT, FULL_DTYPES, QUANT_LEVELS, ModelCatalog, auto_full_dtype
 from .spec import SweepSpec
-from .workloads import configs, engine_params, n_configs
+from .workloads import KINDS, configs, engine_params, n_configs
 
 # "noop" runs every step of a job except the engine (benchmarks/plumbing.py); no sweep can ask for it.
 WorkloadKind = Literal["generate", "swap", "restart", "concurrent", "long_context", "perplexity", "multiprocess", "noop"]
+assert set(get_args(WorkloadKind)) == {*KINDS, "noop"}, "WorkloadKind lists the registered kinds (siliconbench/workloads/)"
 
 
 class JobSpec(BaseModel):

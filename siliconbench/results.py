@@ -123,7 +123,7 @@ class JobResult(BaseModel):
 def contract_problems(result: JobResult, workload: str) -> list[str]:
     """What in ``result`` the contract does not define: a sample metric no registry entry covers
     (siliconbench.metrics), or a top-level fact in ``extra`` its workload kind does not declare
-    (siliconbench.workloads.FACTS). Checked where a worker's result is made and where any result is stored, as
+    (its module's FACTS in siliconbench/workloads/). Checked where a worker's result is made and where any result is stored, as
     pyperf checks its metadata: a new figure is defined before it is written."""
     problems = []
     unknown = sorted({m for s in result.samples for m in s.values} - set(METRICS))
@@ -134,7 +134,7 @@ def contract_problems(result: JobResult, workload: str) -> list[str]:
         undeclared = sorted(set(result.extra) - facts - COMMON_FACTS)
         if undeclared:
             problems.append(f"extra fact(s) {', '.join(undeclared)} are not declared for workload {workload!r} in "
-                            "siliconbench/workloads.py FACTS")
+                            f"siliconbench/workloads/{workload}.py FACTS")
     return problems
 
 

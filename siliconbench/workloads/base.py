@@ -1,0 +1,65 @@
+"""What every workload kind's contract module shares: strict settings, the configuration a kind expands to, the
+context check, the facts every result may carry, and the settings of the kinds that start a server."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+
+from ..errors import UserError
+from ..manifest import ModelManifest
+
+Port = Annotated[int, Field(ge=1024, le=65535)]
+Counts = Annotated[list[PositiveInt], Field(min_length=1)]
+Lengths = Annotated[list[PositiveInt], Field(min_length=1)]
+Depths = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
+# Room the engines need past the tokens we ask for (BOS, the first generated token).
+CTX_SLACK = 16
+
+# Facts every job's result may carry in ``JobResult.extra`` beside its kind's own (each kind module's FACTS); a result
+# whose extra holds a key neither declares is refused on write (siliconbench.results.contract_problems).
+COMMON_FACTS = frozenset({
+    "workload",  # the kind, as run
+    "thermal", "busy",  # the gates' records (worker/measure/gate.py)
+    "model_notes",  # what the model's manifest says every result must carry (a tokenizer mismatch allowed)
+    "device_memory",  # a CUDA host's NVML peak and what the engine says it allocated (Engine.memory_facts)
+    "source", "llama_bench",  # a result imported from llama-bench's output: where from, and its record as read
+})
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class Config:
+    """One job configuration of a workload, before the engine is chosen."""
+
+    n_prompt: int
+    n_gen: int
+    params: dict = field(default_factory=dict)
+    n_depth: int = 0
+    repetitions: int | None = None  # None: the sweep's
+    warmup: int | None = None
+
+
+def fits(n: int, m: ModelManifest, where: str, what: str) -> None:
+    if n > m.n_ctx:
+        raise UserError(where, f"{what} = {n} tokens exceeds model {m.name!r}'s context of {m.n_ctx} tokens.")
+
+
+class ServerSettings(Strict):
+    ready_timeout_s: PositiveFloat = Field(120.0, description="A server not ready by then fails the job")
+    stop_timeout_s: PositiveFloat = Field(10.0, description="Grace after SIGTERM before SIGKILL")
+    port: Port | None = Field(None, description="Fixed port on 127.0.0.1; default: a free one, picked once per job")
+
+
+def server_params(w: ServerSettings) -> dict:
+    # protocol 2: one identical request body for both servers (no seed, penalties off) and "ready" meaning a
+    # completion was answered. Part of the job key, so results measured the old way are never pooled.
+    return {"ready_timeout_s": w.ready_timeout_s, "stop_timeout_s": w.stop_timeout_s, "port": w.port, "protocol": 2}
+
+
+SERVER_FACTS = frozenset({"n_ctx", "server", "server_args", "ready_probe", "request"})
