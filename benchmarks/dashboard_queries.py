@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import _plans  # noqa: E402
 from coordinator.fleet import sweeps as fleet  # noqa: E402
-from coordinator.reads import queries
+from coordinator.reads import queries  # noqa: E402
 from storage import database as db, sweep_store  # noqa: E402
 from storage.database import session_scope  # noqa: E402
 from siliconbench.jobs import JobSpec, digest  # noqa: E402

@@ -17,6 +17,7 @@ from siliconbench.results import Environment, JobResult, JobStatus, Sample
 from siliconbench.spec import MlxOptions, parse_sweep
 from storage import result_store, sweep_store
 from storage.database import session_scope
+from tests.envs_support import OTHER_MLX_LM
 
 T0 = datetime(2026, 11, 1, 8, 0, tzinfo=timezone.utc)
 MLX_OPTIONS = {"threads": None, **MlxOptions().model_dump()}  # what a sweep's MLX job records
@@ -73,12 +74,6 @@ def seed_results(url: str, models_dir: Path, runs: list[dict], *, sweep: str = "
         jobs += run_jobs
     return jobs
 
-import random
-import socket
-from pathlib import Path
-
-from storage.database import session_scope
-from tests.envs_support import OTHER_MLX_LM
 
 OWN_MLX_LM = "0.32.2"
 

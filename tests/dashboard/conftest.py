@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from playwright import sync_api  # a dev dependency: the bootstrap installs it
 
+from tests.dashboard.browser import ARGS, CHROMIUM, WAIT_MS
 from tests.dashboard_seed import seed
+from tests.page_support import point_dashboard_at
 
 
 @pytest.fixture
@@ -22,12 +24,6 @@ def page(browser):
     pg.set_default_timeout(WAIT_MS)
     yield pg
     pg.close()
-
-import pytest
-
-from tests.dashboard.browser import ARGS, CHROMIUM, WAIT_MS
-from tests.dashboard_seed import seed
-from tests.page_support import point_dashboard_at
 
 
 @pytest.fixture

@@ -54,7 +54,7 @@ def comp(verdict: Verdict) -> Comparison:
                       ratio + 0.02, 0.001 if ratio != 1.0 else 0.5, verdict, (ratio - 1) * 100)
 
 
-R, I, N, X = Verdict.regression, Verdict.improvement, Verdict.no_change, Verdict.insufficient
+R, I, N, X = Verdict.regression, Verdict.improvement, Verdict.no_change, Verdict.insufficient  # noqa: E741 (a table's letters)
 TWO_A = {"a1": "A", "a2": "A", "b1": "B"}
 
 

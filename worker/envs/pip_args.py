@@ -12,11 +12,11 @@ from importlib.metadata import PackageNotFoundError, version as installed_versio
 from pathlib import Path
 from typing import Iterable
 
+from siliconbench.settings import env_setting
+
 # What worker.job.child_main and the contract import, pinned to this interpreter's versions.
 CHILD_DEPS = ("pydantic", "pydantic-settings", "pyyaml", "psutil", "numpy")
 
-
-from siliconbench.settings import env_setting
 FindLinks = Path | str | Iterable[Path | str] | None
 
 
