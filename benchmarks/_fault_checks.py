@@ -15,15 +15,16 @@ from pathlib import Path
 import redis
 from sqlalchemy import func, select, update
 
-from coordinator.fleet import sweeps as fleet
 from siliconbench.errors import UserError
 from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import parse_sweep
+
+from coordinator.fleet import sweeps as fleet
+from harness.fleet import wait_for
 from storage import sweep_store
 from storage.database import session_scope
 from storage.tables import Job, Result, SampleRow, utcnow
-from harness.fleet import wait_for
 
 from ._fleet import get
 

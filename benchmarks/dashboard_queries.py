@@ -34,13 +34,14 @@ import typer
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from siliconbench.jobs import JobSpec, digest  # noqa: E402
+from siliconbench.results import Environment  # noqa: E402
+
 from benchmarks import _plans  # noqa: E402
 from coordinator.fleet import sweeps as fleet  # noqa: E402
 from coordinator.reads import queries  # noqa: E402
 from storage import database as db, sweep_store  # noqa: E402
 from storage.database import session_scope  # noqa: E402
-from siliconbench.jobs import JobSpec, digest  # noqa: E402
-from siliconbench.results import Environment  # noqa: E402
 
 MODELS = ["tiny-llama-5m", "tiny-llama-30m", "smollm2-135m", "llama-3.2-1b"]
 QUANTS = {"llama.cpp": [("F16", "full"), ("Q8_0", "q8"), ("Q4_K_M", "q4")],
@@ -154,6 +155,7 @@ def existing(url: str) -> dict:
     from sqlalchemy import func, select
 
     from siliconbench.jobs import JobSpec as Spec
+
     from storage.tables import Job, SampleRow, Sweep
 
     with session_scope(url) as x:

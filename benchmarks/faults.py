@@ -38,13 +38,14 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from siliconbench.spec import parse_sweep  # noqa: E402
+
 from benchmarks import _fault_checks as checks  # noqa: E402
 from benchmarks._fleet import ChildWatch, Slot, dashboard  # noqa: E402
 from coordinator.fleet import sweeps as fleet  # noqa: E402
-from siliconbench.spec import parse_sweep  # noqa: E402
-from storage import database, roles  # noqa: E402
 from harness.fault_schedule import schedule  # noqa: E402
 from harness.fleet import CliProc, RedisServer, TcpCut, WorkerProc  # noqa: E402
+from storage import database, roles  # noqa: E402
 from worker.models.make.tiny import make_tiny  # noqa: E402
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"

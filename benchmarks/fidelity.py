@@ -34,12 +34,12 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import perplexity_tools  # noqa: E402
-from harness import tools as _tools  # noqa: E402
 from siliconbench.jobs import JobSpec, expand  # noqa: E402
 from siliconbench.manifest import ModelCatalog  # noqa: E402
 from siliconbench.settings import load_settings  # noqa: E402
 from siliconbench.spec import parse_sweep  # noqa: E402
+
+from harness import perplexity_tools, tools as _tools  # noqa: E402
 from worker.job.child import child_env, run_in_child  # noqa: E402
 
 TARGET = 0.02

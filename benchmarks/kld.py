@@ -22,6 +22,7 @@ if str(ROOT) not in sys.path:
 
 from harness.kld_tools import TARGET, rows  # noqa: E402
 
+
 def print_rows(console, found: list[dict]) -> None:
     from rich.table import Table
 
@@ -50,8 +51,9 @@ def print_rows(console, found: list[dict]) -> None:
 if __name__ == "__main__":
     from rich.console import Console
 
-    from harness import tools as _tools
     from siliconbench.settings import load_settings
+
+    from harness import tools as _tools
 
     args = sys.argv[1:]
     if not args:

@@ -74,12 +74,13 @@ def one_round(console: Console, jobs: int, workers: int, timeout_s: float, login
     import redis
     from sqlalchemy import select
 
-    from storage import broker, database, jobstate, roles, sweep_store
-    from storage.tables import Job
-    from harness.fleet import WorkerProc, wait_for
     from siliconbench.jobs import JobSpec, digest
     from siliconbench.queues import TASK_NOOP
     from siliconbench.spec import parse_sweep
+
+    from harness.fleet import WorkerProc, wait_for
+    from storage import broker, database, jobstate, roles, sweep_store
+    from storage.tables import Job
 
     r = redis.Redis.from_url(BROKER)
     r.flushdb()

@@ -48,14 +48,14 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from siliconbench.metrics import HEADLINE  # noqa: E402
-from coordinator.stats.sequential import EQUIVALENCE_LEVEL, LOOKS, SPENDING_RHO, decide, look_alphas  # noqa: E402
-from coordinator.stats.significance import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, Verdict, compare_processes  # noqa: E402
 from siliconbench.jobs import expand  # noqa: E402
 from siliconbench.manifest import ModelCatalog  # noqa: E402
-from siliconbench.metrics import get as get_metric  # noqa: E402
+from siliconbench.metrics import HEADLINE, get as get_metric  # noqa: E402
 from siliconbench.settings import load_settings  # noqa: E402
 from siliconbench.spec import COMPARE_PROCESSES, parse_sweep  # noqa: E402
+
+from coordinator.stats.sequential import EQUIVALENCE_LEVEL, LOOKS, SPENDING_RHO, decide, look_alphas  # noqa: E402
+from coordinator.stats.significance import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, Verdict, compare_processes  # noqa: E402
 from worker.job.child import run_in_child  # noqa: E402
 
 MODEL = "tiny-llama-5m"

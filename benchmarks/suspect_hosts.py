@@ -26,6 +26,7 @@ from rich.console import Console
 
 from harness.peer_scenario import METRIC, models_folder, scenario
 
+
 def _lengths(label: str) -> str:
     m = re.search(r"tg\d+(?: @ d\d+)?", label)
     return m.group(0) if m else label

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 
 from siliconbench.errors import UserError
 from siliconbench.settings import Settings, load_settings
+
 from storage.database import ready
 
 # Exit statuses, documented in the README.

@@ -11,6 +11,7 @@ import typer
 
 from siliconbench.errors import UserError
 from siliconbench.spec import COMPARE_PROCESSES
+
 from storage.database import session_scope
 
 from .common import EXIT_FAILED_JOBS, console, database, settings, user_errors
@@ -58,8 +59,9 @@ def compare(
 ) -> None:
     """Baseline vs candidate per series: each process (job) one sample; ratio with its 95% CI, Mann-Whitney U p,
     and a verdict that needs both p < alpha and the minimum effect."""
-    from coordinator.history.compare import Verdict, compare_db, counts, render, rich_table  # verb-local
     from siliconbench.metrics import HEADLINE  # verb-local
+
+    from coordinator.history.compare import Verdict, compare_db, counts, render, rich_table  # verb-local
 
     url = database(settings())
     rows = compare_db(url, baseline, candidate, metrics=tuple(metric) or HEADLINE, alpha=alpha,
@@ -99,12 +101,13 @@ def regressions(
         return _verdicts_since(since, fmt)
     from rich.table import Table  # verb-local
 
-    from coordinator.history.compare import Verdict  # verb-local
     from siliconbench.metrics import HEADLINE  # verb-local
-    from coordinator.history.points import describe_changes  # verb-local
-    from coordinator.history.selectors import parse_selector  # verb-local
+
+    from coordinator.history.compare import Verdict  # verb-local
     from coordinator.history.load import load_points  # verb-local
+    from coordinator.history.points import describe_changes  # verb-local
     from coordinator.history.regressions import find_steps, save_findings  # verb-local
+    from coordinator.history.selectors import parse_selector  # verb-local
 
     url = database(settings())
     opts = dict(metrics=tuple(metric) or HEADLINE, selector=parse_selector(where, "--where") if where else None,

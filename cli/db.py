@@ -7,8 +7,14 @@ import os
 import typer
 
 from siliconbench.errors import UserError
-from storage.database import (current_revision, downgrade as do_downgrade, require_current, session_scope,
-                              upgrade as do_upgrade)
+
+from storage.database import (
+    current_revision,
+    downgrade as do_downgrade,
+    require_current,
+    session_scope,
+    upgrade as do_upgrade,
+)
 from storage.retention import prune_samples
 from storage.roles import create_login, login_for
 

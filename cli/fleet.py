@@ -16,9 +16,9 @@ from rich.table import Table
 from siliconbench.errors import UserError
 from siliconbench.queues import MAX_JOB_TIMEOUT_S
 from siliconbench.spec import load_sweep
+
 from storage.database import require_current, session_scope, wait_until_current
 from storage.outages import run_forever
-
 from worker.service.spec import DEFAULT_STOP_TIMEOUT_S
 
 from .common import EXIT_FAILED_JOBS, console, err_console, settings, user_errors
@@ -224,8 +224,8 @@ def cancel(sweep: str = typer.Argument(..., help="Sweep id")) -> None:
 def workers() -> None:
     """The fleet: online/offline from heartbeats, SKU (what `confirm --sku` takes), engines, the models each holds
     with their forms, current job (or the model it is fetching), tallies."""
-    from coordinator.fleet.sweeps import host_views  # verb-local
     from coordinator.fleet.peers import sku_of  # verb-local
+    from coordinator.fleet.sweeps import host_views  # verb-local
 
     s, _ = _fleet_settings()
     with session_scope(s.database_url) as ses:

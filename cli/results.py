@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 
 from siliconbench.errors import UserError
+
 from storage.database import session_scope
 
 from .common import console, database, settings, user_errors

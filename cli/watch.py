@@ -19,6 +19,7 @@ from rich.table import Table
 
 from siliconbench.errors import UserError
 from siliconbench.watch_spec import load_watch
+
 from storage.database import ready, session_scope
 
 from .common import EXIT_FAILED_JOBS, console, settings, user_errors

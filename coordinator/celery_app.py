@@ -20,9 +20,8 @@ from pathlib import Path
 from celery import Celery, signals
 from celery.beat import EmbeddedService
 
-from siliconbench.settings import env_setting
 from siliconbench.queues import SCHEDULER_QUEUE, TASK_WATCH_TICK, celery_settings
-from siliconbench.settings import data_dir
+from siliconbench.settings import data_dir, env_setting
 
 from coordinator.watch import scheduler
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data
 from siliconbench.dashboard_access import Writes, writes
+
+from dashboard import data
 
 
 def bound_to() -> str:

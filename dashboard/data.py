@@ -10,17 +10,14 @@ from contextlib import contextmanager
 
 import streamlit as st
 
-from coordinator.reports import export
-
-from coordinator.fleet import sweeps as fleet
-
-from coordinator.fleet import peers
-
-from coordinator.reads import queries
-from coordinator.watch import watches as watch_store  # watches and their campaigns (Regressions page)
-from dashboard import runner
 from siliconbench.errors import UserError
 from siliconbench.settings import Settings, load_settings
+
+from coordinator.fleet import peers, sweeps as fleet
+from coordinator.reads import queries
+from coordinator.reports import export
+from coordinator.watch import watches as watch_store  # watches and their campaigns (Regressions page)
+from dashboard import runner
 from storage import sweep_store
 from storage.database import ready, session_scope
 

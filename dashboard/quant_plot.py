@@ -43,8 +43,9 @@ def write(records: list[dict], path: str) -> int:
 
 
 def main() -> None:
-    from coordinator.reports.tables import records_for
     from siliconbench.settings import load_settings
+
+    from coordinator.reports.tables import records_for
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("out")

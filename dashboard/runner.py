@@ -16,11 +16,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coordinator.fleet import sweeps as fleet
-from embedded import recover as recovery, run as embedded
 from siliconbench.errors import UserError
 from siliconbench.jobs import JobSpec
 from siliconbench.spec import SweepSpec
+
+from coordinator.fleet import sweeps as fleet
+from embedded import recover as recovery, run as embedded
 from storage import sweep_store
 from storage.database import session_scope
 from storage.outages import Outage, call_through, first_line, is_outage

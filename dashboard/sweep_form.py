@@ -11,15 +11,15 @@ import time
 
 import yaml
 
-from coordinator.fleet import sweeps as fleet
-
-from coordinator.reads import queries
-from dashboard import runner
-from embedded import run as embedded
 from siliconbench.errors import UserError
 from siliconbench.manifest import QUANT_LEVELS, ModelCatalog
 from siliconbench.settings import Settings
 from siliconbench.spec import SweepSpec, parse_sweep
+
+from coordinator.fleet import sweeps as fleet
+from coordinator.reads import queries
+from dashboard import runner
+from embedded import run as embedded
 from storage.database import session_scope
 from worker.engines import installed_engines  # package metadata only: imports no engine
 

@@ -29,9 +29,17 @@ from siliconbench.manifest import ModelCatalog
 from siliconbench.settings import data_dir
 from siliconbench.spec import SweepSpec
 
+from coordinator.confirm.plan import (
+    DEFAULT_ROUNDS,
+    check_confirmable,
+    check_rounds,
+    compare_sides,
+    confirm_spec,
+    same_sides,
+    side_result,
+    side_version,
+)
 from coordinator.history.compare import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
-from coordinator.confirm.plan import (DEFAULT_ROUNDS, check_confirmable, check_rounds, compare_sides,
-                                      confirm_spec, same_sides, side_result, side_version)
 from coordinator.history.load import load_points
 from coordinator.history.regressions import finding_dict, get_finding, set_status
 from storage import result_store
@@ -40,7 +48,6 @@ from worker.envs import venvs as envs
 from worker.platform.host_facts import host_facts
 
 from .run import run_sweep
-
 
 
 def _own(pkg: str) -> str | None:

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from siliconbench.jobs import JobSpec
 from siliconbench.results import failed
 from siliconbench.spec import SweepSpec
+
 from storage import result_store, sweep_store
 from storage.database import session_scope
 from storage.tables import Job, Sweep

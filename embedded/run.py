@@ -16,11 +16,12 @@ from siliconbench.jobs import JobSpec, expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.results import JobResult
 from siliconbench.spec import SweepSpec
+
 from storage import result_store, sweep_store
 from storage.database import session_scope
+from worker.envs.venvs import interpreters
 from worker.job.perform import perform_job
 from worker.platform.host_facts import host_facts
-from worker.envs.venvs import interpreters
 
 JobCallback = Callable[[JobSpec, JobResult], None]
 EventCallback = Callable[[JobSpec, dict], None]

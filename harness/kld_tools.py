@@ -8,10 +8,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from harness.perplexity_tools import FA, tool_text
 from siliconbench.jobs import JobSpec, expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import parse_sweep
+
+from harness.perplexity_tools import FA, tool_text
 from worker.job.child import run_in_child
 
 TARGET = 0.01

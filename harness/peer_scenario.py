@@ -13,11 +13,12 @@ from pathlib import Path
 import psycopg
 from sqlalchemy import select
 
+from siliconbench.spec import parse_sweep
+
 from coordinator.fleet import sweeps as fleet
 from coordinator.fleet.peers import sku_of, suspect_hosts, worker_points
 from coordinator.fleet.suspects import peer_tests
 from harness.fleet import ROOT, RedisServer, WorkerProc, wait_for
-from siliconbench.spec import parse_sweep
 from storage import database, roles
 from storage.tables import Host
 

@@ -41,6 +41,7 @@ if str(ROOT) not in sys.path:
 from siliconbench.jobs import JobSpec, expand  # noqa: E402
 from siliconbench.manifest import ModelCatalog  # noqa: E402
 from siliconbench.spec import parse_sweep  # noqa: E402
+
 from worker.job.child import child_env, run_in_child  # noqa: E402
 from worker.workloads.common import corpus_text  # noqa: E402
 
@@ -192,8 +193,9 @@ def print_rows(console, rows: list[dict]) -> None:
 if __name__ == "__main__":  # python harness/perplexity_tools.py MODEL [WINDOW] [WINDOWS]
     from rich.console import Console
 
-    from harness import tools as _tools
     from siliconbench.settings import load_settings
+
+    from harness import tools as _tools
 
     args = sys.argv[1:]
     found = perplexity_rows(load_settings().resolved_models_dir, args[0], _tools.llama_tools_bin(),

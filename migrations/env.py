@@ -12,8 +12,9 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from siliconbench.settings import load_settings
-from storage.database import make_engine
+
 from storage import watch_tables  # noqa: F401  (its tables join Base.metadata)
+from storage.database import make_engine
 from storage.tables import Base, UTCDateTime
 
 config = context.config

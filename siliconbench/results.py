@@ -14,7 +14,6 @@ from .metrics import METRICS
 from .workloads import COMMON_FACTS, FACTS
 
 
-
 class JobStatus(str, Enum):
     queued = "queued"
     running = "running"

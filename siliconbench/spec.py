@@ -14,8 +14,8 @@ from typing import Annotated, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
 
-from .errors import UserError
 from .engines import ENGINE_NAMES, EngineName
+from .errors import UserError
 from .manifest import FullDtype, Level
 from .workloads import KINDS, GenerateWorkload
 

@@ -12,6 +12,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from siliconbench.jobs import JobSpec
 from siliconbench.results import JobResult
+
 from storage.database import engine_for
 from storage.jobstate import Claim, try_claim_async_with
 from storage.result_store import save_result_with

@@ -26,8 +26,7 @@ from siliconbench.jobs import JobSpec
 from siliconbench.results import Environment, JobResult, JobStatus, Sample, contract_problems
 
 from storage.summaries import COLUMNS as _SUMMARY_COLUMNS, FROM_RESULT, summary_rows
-from storage.tables import (RESULT_STATUSES, Job, Result, ResultIdentity, ResultSummary, SampleRow, utcnow)
-
+from storage.tables import RESULT_STATUSES, Job, Result, ResultIdentity, ResultSummary, SampleRow, utcnow
 
 CHUNK = 500  # ids per IN (...) list
 

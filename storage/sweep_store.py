@@ -15,8 +15,7 @@ from siliconbench.errors import UserError
 from siliconbench.jobs import JobSpec
 from siliconbench.spec import SweepSpec
 
-from storage.tables import (JOB_STATUSES, Job, Result, Sweep,
-                            utcnow)
+from storage.tables import JOB_STATUSES, Job, Result, Sweep, utcnow
 
 
 def _job_row(j: JobSpec) -> dict:

@@ -5,17 +5,15 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-from pathlib import Path
-
 import uuid
+from pathlib import Path
 
 import pytest
 
-from storage import database
-from worker.envs.blas import find_openblas
-
 from harness.fleet import RedisServer
+from storage import database
 from tests import model_cache
+from worker.envs.blas import find_openblas
 
 SMALL = "tiny-llama-5m"
 # The suite runs several workers, servers and jobs on two cores on purpose: each would see the others as load

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 from siliconbench.jobs import JobSpec, digest
 from siliconbench.results import Environment, JobResult, JobStatus, Sample
 from siliconbench.spec import SweepSpec
+
 from storage import result_store, sweep_store
 from storage.database import session_scope
 from storage.tables import Host

@@ -13,10 +13,9 @@ import hashlib
 import sys
 from pathlib import Path
 
+from tests.kept import kept_dir
 from worker.envs import venvs as envs
 from worker.envs.pip_args import constraints
-
-from tests.kept import kept_dir
 
 OTHER_MLX_LM = "0.31.3"  # a real release before the one the project pins (0.32.2)
 

@@ -15,6 +15,7 @@ from siliconbench.jobs import JobSpec, digest
 from siliconbench.manifest import ModelCatalog
 from siliconbench.results import Environment, JobResult, JobStatus, Sample
 from siliconbench.spec import MlxOptions, parse_sweep
+
 from storage import result_store, sweep_store
 from storage.database import session_scope
 from tests.envs_support import OTHER_MLX_LM

@@ -10,9 +10,9 @@ import psutil
 from siliconbench.jobs import JobSpec, expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import parse_sweep
-from worker.job.child import run_in_child
 
 from tests.conftest import SMALL
+from worker.job.child import run_in_child
 
 
 def jobs_for(models_dir, workload: dict, **kw) -> list[JobSpec]:

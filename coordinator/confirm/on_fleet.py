@@ -21,18 +21,27 @@ from sqlalchemy import select
 
 from siliconbench.errors import UserError
 from siliconbench.queues import ONLINE_S
+
+from coordinator.confirm.plan import (
+    DEFAULT_ROUNDS,
+    check_confirmable,
+    check_rounds,
+    compare_sides,
+    confirm_spec,
+    identity_differences,
+    same_sides,
+    side_result,
+    side_version,
+)
+from coordinator.fleet import sweeps as fleet
+from coordinator.fleet.peers import sku_of
+from coordinator.fleet.reconcile import reconcile
+from coordinator.history.compare import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
+from coordinator.history.load import load_points
+from coordinator.history.regressions import finding_dict, get_finding, set_status
 from storage import result_store
 from storage.database import session_scope
 from storage.tables import Job, Sweep
-
-from coordinator.fleet import sweeps as fleet
-from coordinator.history.compare import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
-from coordinator.confirm.plan import (DEFAULT_ROUNDS, check_confirmable, check_rounds, compare_sides, confirm_spec,
-                           identity_differences, same_sides, side_result, side_version)
-from coordinator.history.load import load_points
-from coordinator.fleet.peers import sku_of
-from coordinator.fleet.reconcile import reconcile
-from coordinator.history.regressions import finding_dict, get_finding, set_status
 
 Progress = Callable[[dict[str, int]], None]
 

@@ -12,12 +12,12 @@ package version itself (``side_version``), which each worker resolves with its o
 
 from __future__ import annotations
 
+from siliconbench.engines import ENGINE_PACKAGE
 from siliconbench.errors import UserError
 from siliconbench.jobs import JobSpec
 from siliconbench.spec import COMPARE_PROCESSES, SweepSpec, parse_sweep
 
 from coordinator.history.compare import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, process_samples
-from siliconbench.engines import ENGINE_PACKAGE
 from coordinator.history.points import Point
 from coordinator.stats.significance import Comparison, compare_processes, min_p_value
 

@@ -31,13 +31,12 @@ import re
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from coordinator.fleet.suspects import SUSPECT_ALPHA, PeerTest, peer_tests, series_level, suspect_hosts
+from coordinator.history.points import Point, to_point
+from coordinator.stats.significance import Verdict
 from storage.result_store import load_stored
 from storage.tables import utcnow
 from storage.watch_tables import SuspectHost
-
-from coordinator.history.points import Point, to_point
-from coordinator.fleet.suspects import SUSPECT_ALPHA, PeerTest, peer_tests, series_level, suspect_hosts
-from coordinator.stats.significance import Verdict
 
 ORDER = ("regression", "improvement", "needs_confirmation", "inconsistent", "no_change", "insufficient")
 

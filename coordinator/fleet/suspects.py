@@ -34,9 +34,9 @@ from dataclasses import asdict, dataclass, field
 from scipy.stats import norm, wilcoxon
 
 from siliconbench.aggregate import summarize
+from siliconbench.engines import ENGINE_PACKAGE
 from siliconbench.metrics import get as get_metric
 
-from siliconbench.engines import ENGINE_PACKAGE
 from coordinator.history.points import Point, series_id, series_label
 from coordinator.stats.significance import CI_LEVEL, DEFAULT_MIN_EFFECT, compare_processes, process_values
 

@@ -19,11 +19,10 @@ from siliconbench.manifest import ModelCatalog, ModelManifest
 from siliconbench.queues import ONLINE_S
 from siliconbench.spec import SweepSpec
 
+from coordinator.fleet.placement import HostView, Placement, place, select_hosts
 from storage import broker, jobstate, sweep_store
 from storage.database import session_scope
 from storage.tables import Host, Job, Sweep, utcnow
-
-from coordinator.fleet.placement import HostView, Placement, place, select_hosts
 
 # The coordinator has no models folder of its own: artifact paths are checked against this root.
 VIRTUAL_MODELS_DIR = Path("/siliconbench-models")

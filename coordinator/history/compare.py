@@ -20,13 +20,20 @@ from siliconbench.aggregate import summarize
 from siliconbench.errors import UserError
 from siliconbench.metrics import HEADLINE, METRICS
 from siliconbench.spec import COMPARE_PROCESSES
-from storage.database import session_scope
 
+from coordinator.history.load import load_points
 from coordinator.history.points import Point, series_id, series_key, series_label
 from coordinator.history.selectors import Selector, check_keys, parse_selector, select
-from coordinator.history.load import load_points
-from coordinator.stats.significance import (DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, Comparison, Verdict, compare_processes,
-                           min_p_value, process_values)
+from coordinator.stats.significance import (
+    DEFAULT_ALPHA,
+    DEFAULT_MIN_EFFECT,
+    Comparison,
+    Verdict,
+    compare_processes,
+    min_p_value,
+    process_values,
+)
+from storage.database import session_scope
 
 FORMATS = ("table", "csv", "json", "md")
 

@@ -24,7 +24,6 @@ from siliconbench.jobs import JobSpec, digest
 from siliconbench.metrics import METRICS
 from siliconbench.results import JobResult
 
-
 PREFILL_LIKE = ("prefill_tps", "engine_prefill_tps", "ttft_ms")
 DECODE_LIKE = ("decode_tps", "engine_decode_tps")
 JOB_VALUE_FIELDS = ("load_s", "peak_memory_bytes", "baseline_memory_bytes", "peak_footprint_bytes", "baseline_footprint_bytes")

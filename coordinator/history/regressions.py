@@ -26,14 +26,21 @@ from sqlalchemy.orm import Session
 from siliconbench.engines import VERSION_COMPONENTS
 from siliconbench.errors import UserError
 from siliconbench.jobs import digest
-from storage.tables import Finding, utcnow
+from siliconbench.metrics import HEADLINE
 
 from coordinator.history.compare import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, process_samples
-from siliconbench.metrics import HEADLINE
-from coordinator.history.points import (Point, changed_components, describe_changes, ordered, series_id, series_key,
-                                        series_label)
+from coordinator.history.points import (
+    Point,
+    changed_components,
+    describe_changes,
+    ordered,
+    series_id,
+    series_key,
+    series_label,
+)
 from coordinator.history.selectors import Selector, check_keys, select as pick
 from coordinator.stats.significance import Comparison, Verdict, compare_processes
+from storage.tables import Finding, utcnow
 
 NOISE_FLOOR = 0.01  # log-units: below 1% run-to-run spread the penalty stops shrinking
 PENALTY = 2.0

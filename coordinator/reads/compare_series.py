@@ -27,10 +27,10 @@ import math
 from sqlalchemy import Float, case, cast, func, select
 from sqlalchemy.orm import Session, aliased
 
-from storage.tables import Job, Result, ResultIdentity, ResultSummary
-
 from siliconbench.metrics import RESULT_ROW_METRICS
+
 from coordinator.reads.filters import MAX_SERIES, SAMPLE_METRICS, Filters, conditions, engine_version, ok_results
+from storage.tables import Job, Result, ResultIdentity, ResultSummary
 
 _DESCRIPTION = (Job.engine, Job.model, Job.quant, Job.quant_level, Job.workload, Job.n_prompt, Job.n_gen, Job.n_depth,
                 Result.hostname, Result.chip)

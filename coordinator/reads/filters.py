@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from sqlalchemy import or_, select
 
 from siliconbench.metrics import HEADLINE
+
 from storage.tables import Job, Result
 
 SAMPLE_METRICS = HEADLINE + ("decode_bandwidth_pct",)  # the Compare page's metrics kept as samples

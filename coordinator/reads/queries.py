@@ -11,14 +11,23 @@ from __future__ import annotations
 from sqlalchemy import String, cast, false, func, literal, select, union_all
 from sqlalchemy.orm import Session
 
+from coordinator.reads.compare_series import series  # noqa: F401
+from coordinator.reads.estimates import estimate_duration  # noqa: F401 (re-exported: the dashboard's one entry point)
+from coordinator.reads.filters import (  # noqa: F401
+    COLUMNS,
+    MAX_RAW_SAMPLES,
+    MAX_SERIES,
+    SAMPLE_METRICS,
+    Filters,
+    conditions,
+    engine_version,
+    host_detail,
+    left_out_note,
+    ok_results,
+)
+from coordinator.reports.export import load_records
 from storage.result_store import load_stored
 from storage.tables import Job, JobAttempt, Result, ResultIdentity, SampleRow, Sweep
-
-from coordinator.reads.estimates import estimate_duration  # noqa: F401 (re-exported: the dashboard's one entry point)
-from coordinator.reports.export import load_records
-from coordinator.reads.filters import (COLUMNS, MAX_RAW_SAMPLES, MAX_SERIES, SAMPLE_METRICS, Filters,  # noqa: F401
-                      conditions, engine_version, host_detail, left_out_note, ok_results)
-from coordinator.reads.compare_series import series  # noqa: F401
 
 __all__ = ["Filters", "MAX_RAW_SAMPLES", "MAX_SERIES", "SAMPLE_METRICS", "active_sweeps", "attempts",
            "data_version", "disturbed_results", "left_out_note", "estimate_duration", "failed_results", "filter_options", "raw_samples", "recent_results",

@@ -9,11 +9,11 @@ from siliconbench.aggregate import summarize
 from siliconbench.manifest import weights_of
 from siliconbench.metrics import HEADLINE
 
-from storage import sweep_store
-from storage.database import session_scope
 from coordinator.reports.export import load_records, summary_dict
 from coordinator.reports.quant_matrix import matrix_rows, matrix_table
 from coordinator.reports.workload_tables import TABLES, workload_table
+from storage import sweep_store
+from storage.database import session_scope
 
 CONFIG_KEYS = ("sweep_id", "engine", "engine_version", "model", "quant", "n_prompt", "n_gen", "n_depth")
 

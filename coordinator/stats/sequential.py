@@ -43,8 +43,16 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from coordinator.stats.significance import (DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, Comparison, Verdict, compare_processes, moses_interval,
-                           pairwise_log_ratios, process_values)
+from coordinator.stats.significance import (
+    DEFAULT_ALPHA,
+    DEFAULT_MIN_EFFECT,
+    Comparison,
+    Verdict,
+    compare_processes,
+    moses_interval,
+    pairwise_log_ratios,
+    process_values,
+)
 
 LOOKS = (5, 8, 11, 15)  # processes a side at each look; the last is the fixed design's COMPARE_PROCESSES
 

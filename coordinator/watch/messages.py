@@ -15,10 +15,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from siliconbench.errors import UserError
-from storage.tables import Finding, utcnow
-from storage.watch_tables import Notification
 
 from coordinator.history.regressions import finding_dict
+from storage.tables import Finding, utcnow
+from storage.watch_tables import Notification
 
 DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(m|min|h|d|w)\s*$", re.IGNORECASE)
 UNIT_S = {"m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

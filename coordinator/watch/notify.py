@@ -31,18 +31,17 @@ import urllib.error
 import urllib.request
 from datetime import datetime, timedelta
 
+from pydantic import SecretStr
 from sqlalchemy import or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from pydantic import SecretStr
 from sqlalchemy.orm import Session
 
 from siliconbench.settings import env_setting
 
-from storage.database import session_scope
-from storage.watch_tables import NOTIFICATION_KINDS, Notification
-from storage.tables import utcnow
-
 from coordinator.watch.messages import message
+from storage.database import session_scope
+from storage.tables import utcnow
+from storage.watch_tables import NOTIFICATION_KINDS, Notification
 
 SECRET_VAR = "SILICONBENCH_WEBHOOK_SECRET"
 BACKOFF_BASE_S = 5.0

@@ -24,15 +24,11 @@ from typing import Iterator
 
 from sqlalchemy import text
 
+from coordinator.watch import notify, watches
+from coordinator.watch.campaigns import state as campaigns
 from storage.database import engine_for, normalize_url, session_scope
 from storage.tables import utcnow
 
-from coordinator.watch.campaigns import state as campaigns
-
-
-from coordinator.watch import notify
-
-from coordinator.watch import watches
 log = logging.getLogger(__name__)
 SKIPPED = "skipped: another scheduler holds the lock"
 # One fixed 64-bit key for the fleet's scheduler lock (pg advisory locks are keyed by a bigint).

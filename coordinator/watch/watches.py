@@ -27,12 +27,11 @@ from siliconbench.errors import UserError
 from siliconbench.settings import load_settings
 from siliconbench.watch_spec import PACKAGE_ENGINE, WatchSpec, parse_watch
 
+from coordinator.watch import package_index
+from coordinator.watch.campaigns.baselines import BASELINE_REASON, choose_baseline, target_hosts
 from storage.database import session_scope
 from storage.tables import utcnow
 from storage.watch_tables import Campaign, Watch, WatchCheck, WatchVersion
-
-from coordinator.watch import package_index
-from coordinator.watch.campaigns.baselines import BASELINE_REASON, choose_baseline, target_hosts
 
 
 def add(session: Session, spec: WatchSpec, *, replace: bool = False) -> str:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
+from siliconbench.metrics import HEADLINE, METRICS
+
 from coordinator.reads.queries import MAX_SERIES, Filters, left_out_note
 from dashboard import charts, data, tables
-from siliconbench.metrics import HEADLINE, METRICS
 
 st.title("Compare")
 

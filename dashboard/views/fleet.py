@@ -8,8 +8,9 @@ from datetime import datetime, timezone
 import pandas as pd
 import streamlit as st
 
-from dashboard import data
 from siliconbench.queues import ONLINE_S
+
+from dashboard import data
 
 st.title("Fleet")
 

@@ -14,14 +14,15 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from siliconbench.metrics import HEADLINE, METRICS
+
 from coordinator.history.compare import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
 from coordinator.history.load import load_points
-from coordinator.reads.queries import Filters, left_out_note
 from coordinator.history.regressions import find_steps, get_finding, history_points, list_findings, save_findings
+from coordinator.reads.queries import Filters, left_out_note
 from coordinator.watch.messages import notifications
 from dashboard import access, data
 from embedded.confirm import DEFAULT_ROUNDS, start_background
-from siliconbench.metrics import HEADLINE, METRICS
 from storage.database import session_scope
 
 st.title("Regressions")

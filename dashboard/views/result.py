@@ -5,8 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import data
 from siliconbench.metrics import HEADLINE, METRICS
+
+from dashboard import data
 
 st.title("Result detail")
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import access, data, runner
-from dashboard import sweep_form as sf
-from siliconbench.errors import UserError
 from siliconbench.engines import ENGINE_NAMES
+from siliconbench.errors import UserError
 from siliconbench.spec import COMPARE_PROCESSES
+
+from dashboard import access, data, runner, sweep_form as sf
 
 ss = st.session_state
 st.title("Sweeps")

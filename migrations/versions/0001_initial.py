@@ -10,8 +10,8 @@ types, so a downgrade leaves nothing behind); datetimes are timezone-aware; ever
 """
 from typing import Sequence, Union
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 # revision identifiers, used by Alembic.
 revision: str = "0001"

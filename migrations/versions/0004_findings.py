@@ -5,8 +5,8 @@ Revises: 0002
 """
 from typing import Sequence, Union
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision: str = "0004"
 down_revision: Union[str, Sequence[str], None] = "0002"

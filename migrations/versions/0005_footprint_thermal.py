@@ -7,8 +7,8 @@ Revises: 0004
 """
 from typing import Sequence, Union
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision: str = "0005"
 down_revision: Union[str, Sequence[str], None] = "0004"

@@ -15,8 +15,8 @@ Revises: 0005
 """
 from typing import Sequence, Union
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision: str = "0006"
 down_revision: Union[str, Sequence[str], None] = "0005"

@@ -11,14 +11,13 @@ break the upgrade of an older database. Workers may insert summaries of jobs the
 Revision ID: 0007
 Revises: 0006
 """
-from typing import Sequence, Union
-
 import statistics
 from collections import defaultdict
 from itertools import groupby
+from typing import Sequence, Union
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision: str = "0007"
 down_revision: Union[str, Sequence[str], None] = "0006"

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from embedded.run import plan
 from siliconbench.errors import UserError
 from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import load_sweep
 
+from embedded.run import plan
 from tests.cli_support import sb, write_sweep
 
 ROOT = Path(__file__).resolve().parents[2]

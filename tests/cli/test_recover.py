@@ -13,11 +13,12 @@ import pytest
 
 from embedded.recover import recover
 from embedded.run import run_jobs
+from harness.fleet import ROOT, wait_for
 from storage import database as db
+from tests.cli_support import write_sweep
 from worker.envs.venvs import interpreters
 
-from harness.fleet import ROOT, wait_for
-from tests.cli_support import write_sweep
+
 def statuses(path) -> list[str]:
     con = sqlite3.connect(path)
     try:

@@ -8,9 +8,9 @@ import json
 import yaml
 
 from coordinator.reports.workload_tables import TABLES
-
-from tests.conftest import SMALL
 from tests.cli_support import sb
+from tests.conftest import SMALL
+
 SWEEP = {
     "name": "every-kind", "models": [SMALL], "engines": ["llama.cpp", "mlx"], "quantizations": ["full"],
     "repetitions": 1, "warmup": 0, "seed": 0,

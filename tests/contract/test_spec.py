@@ -10,6 +10,7 @@ from siliconbench.errors import UserError
 from siliconbench.jobs import count_jobs, expand
 from siliconbench.manifest import ModelCatalog, write_manifest
 from siliconbench.spec import load_sweep, parse_sweep
+
 from tests.contract.manifests import _manifest
 
 

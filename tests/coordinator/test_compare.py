@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from siliconbench.errors import UserError
+
 from coordinator.history.compare import Verdict, compare_db, compare_processes, min_p_value, render
 from coordinator.history.selectors import parse_selector
-from siliconbench.errors import UserError
 from storage import database as db
-
 from tests.history_seed import seed_results
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.reads import estimates
-
-from coordinator.reads import queries
+from coordinator.reads import estimates, queries
 from storage import database as db
-
 from tests.dashboard_seed import job, seed
 
 

@@ -14,19 +14,19 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from coordinator.history.compare import Verdict, compare_db
-from coordinator.history.load import load_points
-from coordinator.reports.llamabench import export_records, import_records, parse, quant_of
-from coordinator.history.regressions import find_steps
 from siliconbench.errors import UserError
 from siliconbench.manifest import level_of
+
+from coordinator.history.compare import Verdict, compare_db
+from coordinator.history.load import load_points
+from coordinator.history.regressions import find_steps
+from coordinator.reports.llamabench import export_records, import_records, parse, quant_of
 from storage import database
 from storage.database import session_scope
 from storage.result_store import load_results
 from storage.tables import Job
-from worker.platform.threads import performance_cores
-
 from tests.conftest import SMALL
+from worker.platform.threads import performance_cores
 
 ROOT = Path(__file__).resolve().parents[2]
 

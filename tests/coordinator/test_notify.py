@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from coordinator.watch.notify import NO_SECRET, SECRET_VAR, deliver_due, queue_notification, verify_signature
-from coordinator.watch.messages import message, parse_since
 from siliconbench.errors import UserError
+
+from coordinator.watch.messages import message, parse_since
+from coordinator.watch.notify import NO_SECRET, SECRET_VAR, deliver_due, queue_notification, verify_signature
 from storage.database import session_scope
 from storage.tables import Finding, utcnow
 from storage.watch_tables import Notification
-
 from tests.page_support import run_page
-from tests.webhook_receiver import Receiver, SECRET
+from tests.webhook_receiver import SECRET, Receiver
 
 ROOT = Path(__file__).resolve().parents[2]
 FINDING = {"watch": "nightly", "campaign_id": 7, "package": "llama-cpp-python", "engine": "llama.cpp",

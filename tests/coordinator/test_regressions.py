@@ -18,11 +18,9 @@ import pytest
 from coordinator.history.load import load_points
 from coordinator.history.regressions import change_points, find_steps, list_findings, save_findings
 from storage.database import session_scope
-
 from tests.envs_support import OTHER_MLX_LM, mlx_env
-from tests.history_seed import seed_results
+from tests.history_seed import OWN_MLX_LM, history, seed_results
 from tests.page_support import run_page
-from tests.history_seed import OWN_MLX_LM, history
 
 ROOT = Path(__file__).resolve().parents[2]
 

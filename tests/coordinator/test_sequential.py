@@ -4,9 +4,8 @@ either way, and under the null no more false verdicts than alpha over all looks.
 
 from __future__ import annotations
 
-import random
-
 import math
+import random
 
 import numpy as np
 import pytest

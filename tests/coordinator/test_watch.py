@@ -19,18 +19,16 @@ import pytest
 import yaml
 from sqlalchemy import func, select, update
 
-from coordinator.watch import package_index
-
-from coordinator.watch import watches
-from coordinator.watch.campaigns.baselines import BASELINE_REASON, versions_with_history
 from siliconbench.errors import UserError
 from siliconbench.watch_spec import load_watch, parse_watch
+
+from coordinator.watch import package_index, watches
+from coordinator.watch.campaigns.baselines import BASELINE_REASON, versions_with_history
+from harness.fleet import free_port
 from storage.database import session_scope
 from storage.tables import Host, utcnow
 from storage.watch_tables import Campaign, Watch, WatchCheck, WatchVersion
-
 from tests.conftest import new_pg_database
-from harness.fleet import free_port
 from tests.history_seed import seed_results
 from tests.index_support import RELEASES, SimpleIndex, folder_with, local_index
 from tests.page_support import run_page

@@ -15,20 +15,18 @@ import streamlit as st
 from sqlalchemy import func, select
 from streamlit.testing.v1 import AppTest
 
-from coordinator.reads import queries
-from dashboard import runner
 from siliconbench.aggregate import summarize
 from siliconbench.metrics import RESULT_ROW_METRICS
-from storage import database as db, result_store
-from storage.tables import Job, Result, ResultSummary, Sweep
-
 from siliconbench.spec import SweepSpec
-from storage import sweep_store
-from storage.database import session_scope
-from tests.dashboard_seed import HOSTS, MODEL, job, prefill_values, result, seed_results
-from tests.dashboard.support import app, chart_data, table
-from tests.storage.records import expected_summaries
 
+from coordinator.reads import queries
+from dashboard import runner
+from storage import database as db, result_store, sweep_store
+from storage.database import session_scope
+from storage.tables import Job, Result, ResultSummary, Sweep
+from tests.dashboard.support import app, chart_data, table
+from tests.dashboard_seed import HOSTS, MODEL, job, prefill_values, result, seed_results
+from tests.storage.records import expected_summaries
 
 # ----------------------------------------------------------------------------------------------- fixtures
 
@@ -362,6 +360,7 @@ def register(url: str, name: str, engines: dict[str, str], manifest: dict) -> No
 
 def test_fleet_mode_previews_placement_submits_and_cancels(url, models_dir, broker):
     from siliconbench.queues import host_queue
+
     from storage.broker import waiting_job_ids
 
     manifest = json.loads((models_dir / MODEL / "manifest.json").read_text())

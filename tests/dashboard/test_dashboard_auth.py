@@ -18,18 +18,19 @@ import streamlit as st
 from playwright import sync_api
 from streamlit.testing.v1 import AppTest
 
-from coordinator.history.load import load_points
-from coordinator.history.regressions import find_steps, save_findings
 from siliconbench.dashboard_access import Writes, check_serving, writes
 from siliconbench.errors import UserError
 from siliconbench.settings import Settings
 from siliconbench.spec import SweepSpec
+
+from coordinator.history.load import load_points
+from coordinator.history.regressions import find_steps, save_findings
 from storage import sweep_store
 from storage.database import session_scope
-
-from tests.dashboard_seed import job, seed
 from tests.dashboard.browser import ARGS, CHROMIUM, ROOT, WAIT_MS, free_port, open_page, stop, table_cells
+from tests.dashboard_seed import job, seed
 from tests.history_seed import history
+
 OIDC = {"SILICONBENCH_OIDC_CLIENT_ID": "siliconbench-dashboard", "SILICONBENCH_OIDC_CLIENT_SECRET": "s3cret-for-tests",
         "SILICONBENCH_OIDC_COOKIE_SECRET": "a-cookie-secret-long-enough-for-hs256"}
 

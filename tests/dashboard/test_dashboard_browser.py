@@ -14,11 +14,9 @@ from pathlib import Path
 import pytest
 
 from storage import database as db
-
 from tests.conftest import SMALL, in_ci
-from tests.dashboard_seed import seed
 from tests.dashboard.browser import CHROMIUM, ROOT, chart_marks, open_page, serve, shot, stop, table_cells
-
+from tests.dashboard_seed import seed
 
 if not Path(CHROMIUM).exists():
     if in_ci():

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
+from siliconbench.spec import parse_sweep
+
 from coordinator.fleet import sweeps as fleet
 from coordinator.fleet.reconcile import reconcile
 from harness.fleet import wait_for
-from siliconbench.spec import parse_sweep
 from storage import database, roles
 from storage.tables import Job
 from tests.conftest import SMALL

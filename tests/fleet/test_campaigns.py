@@ -12,16 +12,16 @@ import numpy as np
 import redis
 from sqlalchemy import update
 
-from coordinator.watch.campaigns.looks import Series, decisions
-from coordinator.watch.campaigns.verdicts import needing_confirmation, series_verdict
-from coordinator.watch.campaigns.state import advance, advance_all
-from coordinator.stats.sequential import LOOKS
 from siliconbench.queues import TASK_PREPARE_ENV, host_queue
+
+from coordinator.stats.sequential import LOOKS
+from coordinator.watch.campaigns.looks import Series, decisions
+from coordinator.watch.campaigns.state import advance, advance_all
+from coordinator.watch.campaigns.verdicts import needing_confirmation, series_verdict
 from storage import database
 from storage.campaign_hosts import env_reports, report_env
 from storage.tables import Host, utcnow
 from storage.watch_tables import Campaign, Notification, Watch
-
 
 WEBHOOK = "http://127.0.0.1:9/hook"
 

@@ -10,19 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.fleet import sweeps as fleet
+from siliconbench.errors import UserError
+
 from coordinator.confirm.on_fleet import choose_hosts
+from coordinator.fleet import sweeps as fleet
 from coordinator.fleet.peers import sku_of
 from coordinator.history.load import load_points
 from coordinator.history.regressions import find_steps, list_findings, save_findings
-from siliconbench.errors import UserError
+from harness.fleet import ROOT
 from storage.database import session_scope
 from storage.tables import Job
-
 from tests.envs_support import OTHER_MLX_LM, mlx_env
-from harness.fleet import ROOT
 from tests.history_seed import seed_results
-
 
 NAME = "cf-1"
 OWN_MLX_LM = "0.32.2"

@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 from harness.fault_schedule import schedule
-
 from harness.fleet import ROOT
 
 SHORT = ["--jobs", "12", "--worker-kills", "3", "--broker-restarts", "1", "--db-cut-s", "5", "--reconciler-kills", "1",

@@ -20,16 +20,16 @@ import pytest
 import redis
 from sqlalchemy import func, select, update
 
-from coordinator.fleet import sweeps as fleet
 from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog
+
+from coordinator.fleet import sweeps as fleet
+from harness.fleet import ROOT, RedisServer, TcpCut, wait_for
 from storage import database, sweep_store
 from storage.tables import Job, Result, utcnow
-from worker.runtime.redis_transport import malformed
-
 from tests.conftest import SMALL
-from harness.fleet import ROOT, RedisServer, TcpCut, wait_for
 from tests.fleet.support import job_rows, results_of, sweep, wait_done
+from worker.runtime.redis_transport import malformed
 
 EXTRA = "tiny-llama-extra"
 

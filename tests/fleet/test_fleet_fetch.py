@@ -14,17 +14,17 @@ import socket
 import pytest
 from sqlalchemy import func, select
 
-from coordinator.fleet import sweeps as fleet
 from siliconbench.errors import UserError
 from siliconbench.manifest import ModelCatalog, sha256_path
+
+from coordinator.fleet import sweeps as fleet
 from storage import database
 from storage.tables import Host, Job
+from tests.conftest import SMALL
+from tests.fleet.support import job_rows, results_of, sweep, wait_done
+from tests.http_files import FileServer
 from worker.models.add import add_model
 from worker.runtime.registration import register
-
-from tests.conftest import SMALL
-from tests.http_files import FileServer
-from tests.fleet.support import job_rows, results_of, sweep, wait_done
 
 
 @pytest.fixture

@@ -12,16 +12,22 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from harness.peer_scenario import scenario
-from coordinator.history.points import Point
-from coordinator.fleet.suspects import peer_tests, series_level, suspect_hosts
-from coordinator.fleet.peers import clear_suspects, confirmed_verdict, fleet_verdict, list_suspects, save_suspects, sku_of
+from coordinator.fleet.peers import (
+    clear_suspects,
+    confirmed_verdict,
+    fleet_verdict,
+    list_suspects,
+    save_suspects,
+    sku_of,
+)
 from coordinator.fleet.placement import HostView
-from coordinator.stats.significance import Comparison, Verdict
+from coordinator.fleet.suspects import peer_tests, series_level, suspect_hosts
+from coordinator.history.points import Point
 from coordinator.stats.sequential import Decision
+from coordinator.stats.significance import Comparison, Verdict
+from harness.peer_scenario import scenario
 from storage import database as db
 from storage.tables import Host
-
 from tests.peer_seed import SKUS, history
 
 

@@ -8,16 +8,16 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from coordinator.fleet import sweeps as fleet
 from siliconbench.queues import TASK_PREPARE_ENV, host_queue
+
+from coordinator.fleet import sweeps as fleet
+from harness.fleet import wait_for
 from storage import database
 from storage.broker import send_task
 from storage.campaign_hosts import env_reports, report_env
 from storage.tables import Host
 from storage.watch_tables import Campaign, Watch
-
 from tests.envs_support import OTHER_MLX_LM
-from harness.fleet import wait_for
 from tests.fleet.support import results_of, sweep, wait_done
 
 NAME = "prep-1"

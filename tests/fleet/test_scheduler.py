@@ -15,19 +15,16 @@ import psutil
 import pytest
 from sqlalchemy import func, select, text
 
-from coordinator.watch import scheduler
-
-from coordinator.watch import watches
-from coordinator.watch.scheduler import SKIPPED, fleet_lock
 from siliconbench.watch_spec import parse_watch
+
+from coordinator.watch import scheduler, watches
+from coordinator.watch.scheduler import SKIPPED, fleet_lock
+from harness.fleet import CliProc, wait_for
 from storage import database, roles
 from storage.tables import utcnow
 from storage.watch_tables import Campaign, Watch, WatchCheck
-
 from tests.conftest import SMALL
-from harness.fleet import CliProc, wait_for
 from tests.index_support import SimpleIndex, folder_with
-
 
 WATCHES = ("w-a", "w-b", "w-c")
 DELAY_S = 0.7  # per index request: a tick checking three watches takes over 2 s, two beats tick every second

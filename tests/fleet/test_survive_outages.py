@@ -17,17 +17,17 @@ import pytest
 import redis
 from sqlalchemy import select
 
+from siliconbench.queues import celery_settings
+from siliconbench.spec import parse_sweep
+
 from coordinator.fleet import sweeps as fleet
 from coordinator.fleet.reconcile import reconcile
 from dashboard import runner
 from embedded.run import plan
-from siliconbench.queues import celery_settings
-from siliconbench.spec import parse_sweep
+from harness.fleet import ROOT, RedisServer, TcpCut, WorkerProc, wait_for
 from storage import database
 from storage.tables import Job, Sweep
-
 from tests.conftest import SMALL, new_pg_database
-from harness.fleet import ROOT, RedisServer, TcpCut, WorkerProc, wait_for
 from tests.fleet.support import job_rows, sweep, wait_done, worker_login
 
 # Celery's consumer waits 2, 4, 6, ... s between reconnects: 12 s is three failed attempts, each one a chance

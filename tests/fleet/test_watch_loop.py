@@ -22,19 +22,19 @@ import pytest
 from sqlalchemy import select
 
 from siliconbench.watch_spec import parse_watch
+
 from coordinator.watch import watches
 from coordinator.watch.notify import verify_signature
+from harness.fleet import ROOT, CliProc, free_port, wait_for
 from storage import database
 from storage.campaign_hosts import env_reports
 from storage.tables import Finding, Job
 from storage.watch_tables import Campaign, Notification, Watch, WatchCheck
-
 from tests.conftest import SMALL
 from tests.envs_support import mlx_env
-from harness.fleet import ROOT, CliProc, free_port, wait_for
 from tests.index_support import folder_with
-
 from tests.webhook_receiver import SECRET, Receiver
+
 THROTTLE = {"SILICONBENCH_THROTTLE": "1.0", "SILICONBENCH_THROTTLE_WHEN": "mlx-lm==0.32.2",
             "PYTHONPATH": f"{ROOT / 'harness' / 'throttle'}:{ROOT}"}
 HOSTS = ["loop-a", "loop-b"]

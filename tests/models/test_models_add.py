@@ -21,15 +21,16 @@ from siliconbench.errors import UserError
 from siliconbench.jobs import expand
 from siliconbench.manifest import MANIFEST_NAME, ModelCatalog, sha256_path
 from siliconbench.spec import parse_sweep
+
+from harness.fleet import ROOT
+from tests.conftest import SMALL
+from tests.http_files import FileServer
+from tests.models import hub_cache
+from tests.models.greedy import assert_same_greedy, llama, llama_greedy, llama_logits, mlx_greedy, mlx_logits
 from worker.models import digests
 from worker.models.add import add_model
 from worker.models.make.smollm2 import locate_gguf
 
-from tests.models import hub_cache
-from tests.conftest import SMALL
-from harness.fleet import ROOT
-from tests.http_files import FileServer
-from tests.models.greedy import assert_same_greedy, llama, llama_greedy, llama_logits, mlx_greedy, mlx_logits
 SB = [sys.executable, "-m", "cli.main"]
 
 

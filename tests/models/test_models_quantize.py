@@ -11,9 +11,9 @@ from siliconbench.errors import UserError
 from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog, sha256_path
 from siliconbench.spec import parse_sweep
-from worker.models.quants.quantize import quantize_model
 
 from tests.conftest import SMALL
+from worker.models.quants.quantize import quantize_model
 
 
 @pytest.fixture

@@ -16,14 +16,15 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.exc import ProgrammingError
 from sqlalchemy.orm import Session
 
-from coordinator.fleet.reconcile import reconcile
 from siliconbench.results import JobResult, JobStatus
-from storage import database as db, jobstate, roles, result_store, sweep_store
-from storage.tables import Job, Result, ResultIdentity, ResultSummary
-from storage.hot_path import HeldConnection
 
+from coordinator.fleet.reconcile import reconcile
+from storage import database as db, jobstate, result_store, roles, sweep_store
+from storage.hot_path import HeldConnection
+from storage.tables import Job, Result, ResultIdentity, ResultSummary
 from tests.conftest import new_pg_database
 from tests.storage.records import JOBS, SPEC, SWEEP_ID, make_result
+
 BROKER = "redis://127.0.0.1:6379/8"  # this module's own Redis database (flushed here)
 
 

@@ -8,14 +8,15 @@ import pytest
 import redis
 from sqlalchemy import update
 
-from coordinator.reads import queries
-from coordinator.fleet.reconcile import reconcile
 from siliconbench.queues import MAX_ATTEMPTS, MAX_INTERRUPTIONS
+
+from coordinator.fleet.reconcile import reconcile
+from coordinator.reads import queries
 from storage import database as db, jobstate, result_store, sweep_store
 from storage.tables import Job, utcnow
-
 from tests.conftest import new_pg_database
 from tests.storage.records import JOBS, SPEC, SWEEP_ID
+
 BROKER = "redis://127.0.0.1:6379/6"
 
 

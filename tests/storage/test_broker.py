@@ -7,6 +7,7 @@ import json
 import redis
 
 from siliconbench.queues import TASK_RUN_JOB
+
 from storage import broker
 from worker.runtime.redis_transport import malformed
 

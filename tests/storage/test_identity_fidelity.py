@@ -3,13 +3,15 @@ dtypes) stay readable and are never pooled with new ones: their identity differs
 
 from __future__ import annotations
 
-from coordinator.reads.queries import series
 from siliconbench.jobs import digest
 from siliconbench.results import JobResult
+
+from coordinator.reads.queries import series
 from storage import result_store, sweep_store
 from storage.database import session_scope
-
 from tests.storage.records import SPEC, make_env, make_job, make_result
+
+
 def _new_style(job, engine: str):
     """The same configuration as the new defaults record it: options as effectively applied, and dtypes."""
     opts = {k: v for k, v in job.engine_options.items() if k != "flash_attn"}

@@ -11,9 +11,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from sqlalchemy import create_engine, text
 
-from storage.outages import run_forever
-
 from harness.fleet import free_port
+from storage.outages import run_forever
 
 
 class Clock:

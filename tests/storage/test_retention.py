@@ -13,12 +13,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from coordinator.reads import queries
 from coordinator.history.load import load_points
+from coordinator.reads import queries
 from storage import database as db
 from storage.retention import prune_samples
 from storage.tables import Finding, Job, Result, ResultSummary, SampleRow, utcnow
-
 from tests.dashboard_seed import seed
 
 ROOT = Path(__file__).resolve().parents[2]

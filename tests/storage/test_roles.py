@@ -16,13 +16,15 @@ import pytest
 from sqlalchemy import func, select, update
 
 from siliconbench.errors import UserError
-from storage import database as db, jobstate, roles, result_store, sweep_store
+
+from harness.fleet import ROOT
+from storage import database as db, jobstate, result_store, roles, sweep_store
 from storage.tables import Host, Job, Result, SampleRow
+from tests.conftest import new_pg_database
+from tests.storage.records import JOBS, SPEC, SWEEP_ID, make_result
 from worker.runtime.registration import register
 
-from tests.conftest import new_pg_database
-from harness.fleet import ROOT
-from tests.storage.records import JOBS, SPEC, SWEEP_ID, make_result
+
 @pytest.fixture
 def url():
     with new_pg_database("sb_roles", migrated=True) as u:

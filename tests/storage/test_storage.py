@@ -15,16 +15,21 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, inspect, select, text
 
-from coordinator.reads import queries
-from coordinator.reports.export import RECORD_KEYS, load_records, result_record, to_csv_rows
 from siliconbench.aggregate import stability_warnings, summarize
 from siliconbench.errors import UserError
 from siliconbench.results import JobResult, JobStatus
 from siliconbench.spec import SweepSpec
-from tests.conftest import new_pg_database
-from storage import database as db, result_store, sweep_store
-from storage import watch_tables  # noqa: F401  (the watch's tables are on Base.metadata too)
+
+from coordinator.reads import queries
+from coordinator.reports.export import RECORD_KEYS, load_records, result_record, to_csv_rows
+from storage import (
+    database as db,
+    result_store,
+    sweep_store,
+    watch_tables,  # noqa: F401  (the watch's tables are on Base.metadata too)
+)
 from storage.tables import Base, Job, Result, SampleRow, Sweep
+from tests.conftest import new_pg_database
 from tests.storage.records import JOBS, SPEC, SWEEP_ID, make_job, make_result
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,10 +12,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-
 from storage import database as db, result_store
 from storage.tables import Result, ResultIdentity, ResultSummary
-
 from tests.dashboard_seed import seed, seed_results
 from tests.storage.records import expected_summaries
 

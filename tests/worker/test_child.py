@@ -9,11 +9,11 @@ import pytest
 from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import parse_sweep
+
+from tests.conftest import SMALL
 from worker.envs.blas import find_openblas
 from worker.job.child import child_env, run_in_child
 from worker.runtime.doctor.machine import probe_in_fresh_interpreter
-
-from tests.conftest import SMALL
 
 
 def jobs_for(models_dir, **kw):

@@ -17,10 +17,10 @@ from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.results import JobResult
 from siliconbench.spec import COMPARE_PROCESSES, parse_sweep
-from worker.envs import venvs as envs
 
 from tests.conftest import SMALL, in_ci
 from tests.envs_support import OTHER_MLX_LM, mlx_env
+from worker.envs import venvs as envs
 
 ROOT = Path(__file__).resolve().parents[2]
 OWN_MLX_LM = envs.own_version("mlx")

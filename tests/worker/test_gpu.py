@@ -9,10 +9,10 @@ import pytest
 from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import parse_sweep
-from worker.job.child import run_in_child
-from worker.platform.nvidia import Nvml
 
 from tests.conftest import SMALL
+from worker.job.child import run_in_child
+from worker.platform.nvidia import Nvml
 
 pytestmark = pytest.mark.gpu
 

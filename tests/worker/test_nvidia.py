@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.fleet.placement import HostView, select_hosts
 from siliconbench.spec import parse_sweep
-from worker.measure import roofline
+
+from coordinator.fleet.placement import HostView, select_hosts
 from worker.engines.llama_cpp import buffers, offloaded_layers
+from worker.measure import roofline
 from worker.platform.nvidia import DeviceMeter, Nvml, Recorded, datasheet_gbs
 
 H200 = Path(__file__).resolve().parents[1] / "data" / "nvml-h200.json"

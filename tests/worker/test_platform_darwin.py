@@ -12,12 +12,23 @@ import struct
 
 import pytest
 
+from siliconbench.spec import parse_sweep
+
 import worker.platform
 from coordinator.fleet.placement import HostView, select_hosts
-from siliconbench.spec import parse_sweep
-from worker.platform.darwin import (RUSAGE_INFO_V4, Commands, Darwin, RusageInfoV4, _libc_calls, parse_displays,
-                                    parse_ioreg, parse_low_power_mode, parse_pmset_batt, parse_pmset_therm)
 from tests.worker.darwin_outputs import Recorded, recorded
+from worker.platform.darwin import (
+    RUSAGE_INFO_V4,
+    Commands,
+    Darwin,
+    RusageInfoV4,
+    _libc_calls,
+    parse_displays,
+    parse_ioreg,
+    parse_low_power_mode,
+    parse_pmset_batt,
+    parse_pmset_therm,
+)
 
 DISPLAYS = ("system_profiler", "SPDisplaysDataType", "-json")
 IOREG = ("ioreg", "-rc", "AGXAccelerator", "-d", "1")

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from siliconbench.results import Environment
-from worker.platform.host_facts import host_facts
-from worker.platform.threads import performance_cores
+
 from worker.platform import Linux, current, report
 from worker.platform.darwin import Darwin
+from worker.platform.host_facts import host_facts
+from worker.platform.threads import performance_cores
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the Linux platform module")
 

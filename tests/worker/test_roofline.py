@@ -13,13 +13,13 @@ import time
 
 import pytest
 
-from coordinator.fleet.placement import kv_cache_bytes
 from siliconbench.manifest import ModelCatalog
-from worker.measure import roofline
-from worker.job.child import run_in_child
 
+from coordinator.fleet.placement import kv_cache_bytes
 from tests.conftest import SMALL
 from tests.workload_helpers import jobs_for
+from worker.job.child import run_in_child
+from worker.measure import roofline
 
 pytestmark = pytest.mark.solo  # the bandwidth probe and the decode's share of it need the machine to themselves
 

@@ -24,11 +24,11 @@ import pytest
 from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import parse_sweep
+
 from storage import database, roles
+from tests.conftest import SMALL, new_pg_database
 from worker.service import envfile, install, launchd, make_spec, prevent_sleep, sleep_method, systemd, uninstall
 from worker.service.spec import DEFAULT_STOP_TIMEOUT_S, LABEL, UNIT_NAME
-
-from tests.conftest import SMALL, new_pg_database
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "s3cr%t$pw"

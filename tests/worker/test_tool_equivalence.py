@@ -16,17 +16,17 @@ import time
 import psutil
 import pytest
 
-from harness import tools as _tools
 from siliconbench.jobs import expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.metrics import get
 from siliconbench.spec import parse_sweep
-from worker.job.child import child_env, run_in_child
+
+from harness import tools as _tools
+from tests.conftest import SMALL
 from worker.engines.llama_cpp import LlamaCppEngine
+from worker.job.child import child_env, run_in_child
 from worker.platform.threads import performance_cores
 from worker.workloads.generate import repetition_ids
-
-from tests.conftest import SMALL
 
 # Our figures beside the tools' within a band: nothing else may run then.
 solo = pytest.mark.solo

@@ -7,7 +7,6 @@ import json
 import pytest
 
 from coordinator.reports.export import result_record
-
 from tests.workload_helpers import assert_no_process_left, jobs_for, run, values
 
 

@@ -10,10 +10,10 @@ import pytest
 
 from siliconbench.errors import UserError
 from siliconbench.manifest import ModelCatalog
-from worker.models.quants.imatrix import tools_dir
 
 from tests.conftest import SMALL
 from tests.workload_helpers import jobs_for, run, values
+from worker.models.quants.imatrix import tools_dir
 
 W, N = 64, 3
 

@@ -8,10 +8,9 @@ import subprocess
 import sys
 
 from coordinator.reports.export import result_record
+from tests.workload_helpers import jobs_for, run
 from worker.measure import pagecache
 from worker.workloads.swap import WARM_MIN_RESIDENT
-
-from tests.workload_helpers import jobs_for, run
 
 
 def test_swap_parts_cache_state_and_mmap(models_dir):

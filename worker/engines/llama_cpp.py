@@ -12,10 +12,10 @@ import numpy as np
 
 from siliconbench.errors import EngineError
 
-from worker.platform.threads import performance_cores
 from worker.engines import engine_log
 from worker.engines.base import Engine
 from worker.engines.llama_threadpool import LLAMA_BENCH_POLL, Threadpools
+from worker.platform.threads import performance_cores
 
 # llama-bench's -ctk/-ctv names (ggml_type_from_name) -> ggml_type, and bytes per element for the KV arithmetic.
 KV_TYPES = {"f32": (0, 4.0), "f16": (1, 2.0), "bf16": (30, 2.0), "q8_0": (8, 34 / 32), "q4_0": (2, 18 / 32),
@@ -69,9 +69,11 @@ def _context_flash_attn(flash_attn_type: int, log: list[str]):
     ("Flash Attention enabled" / "... not supported, set to disabled"). So for the one constructor call, the
     context class Llama uses sets the type we ask for, and a log callback keeps what llama.cpp said.
     """
-    from llama_cpp import _internals as internals  # the engine: optional, imported by the job that runs it
-    from llama_cpp import _logger  # the engine: optional, imported by the job that runs it
-    from llama_cpp import llama_cpp as lib  # the engine: optional, imported by the job that runs it
+    from llama_cpp import (
+        _internals as internals,  # the engine: optional, imported by the job that runs it
+        _logger,  # the engine: optional, imported by the job that runs it
+        llama_cpp as lib,  # the engine: optional, imported by the job that runs it
+    )
 
     original = internals.LlamaContext
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from siliconbench.settings import env_setting
+
 from worker import platform
 from worker.engines.base import Engine
 
@@ -35,7 +36,10 @@ class MlxEngine(Engine):
     def load(self, path: Path, options: dict, n_ctx: int) -> None:
         import mlx.core as mx  # the engine: optional, imported by the job that runs it
         from mlx_lm import load  # the engine: optional, imported by the job that runs it
-        from mlx_lm.generate import generation_stream, wired_limit  # the engine: optional, imported by the job that runs it
+        from mlx_lm.generate import (  # the engine: optional, imported by the job that runs it
+            generation_stream,
+            wired_limit,
+        )
 
         self.mx = mx
         self.stream = generation_stream

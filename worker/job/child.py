@@ -25,8 +25,8 @@ from siliconbench.engines import describe
 from siliconbench.jobs import JobSpec
 from siliconbench.results import JobResult, failed
 
-from worker.measure import busy, gate, roofline, thermal
 from worker.envs.blas import child_blas_env, inherited_preload
+from worker.measure import busy, gate, roofline, thermal
 
 STDERR_TAIL_CHARS = 4000
 

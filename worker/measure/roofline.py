@@ -32,9 +32,9 @@ import numpy as np
 from siliconbench.manifest import ModelManifest
 from siliconbench.settings import data_dir
 
-from worker.platform.threads import performance_cores
-from worker.models.facts import read_gguf_header, safetensors_header, split_parts
 from worker.measure.busy import CpuMark
+from worker.models.facts import read_gguf_header, safetensors_header, split_parts
+from worker.platform.threads import performance_cores
 
 # Apple's unified-memory bandwidth in GB/s (1e9 bytes/s), by chip and, where binned parts differ, GPU cores.
 # Sources: M1 Pro 200 / M1 Max 400: macrumors.com/2022/10/24/macbook-pro-very-high-bandwidth-ram-rumor;

@@ -52,7 +52,9 @@ def add_model(models_dir: Path, name: str, sources: list[str], *, to_existing: b
     stage.mkdir(parents=True)
     try:
         if convert:
-            from worker.models.quants.convert import convert_to_gguf  # numpy weights and the GGUF writer: only --convert needs them
+            from worker.models.quants.convert import (
+                convert_to_gguf,  # numpy weights and the GGUF writer: only --convert needs them
+            )
 
             for r, f in list(forms):
                 if f.format == "mlx" and f.level == "full":

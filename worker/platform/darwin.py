@@ -19,8 +19,14 @@ from functools import lru_cache
 
 import psutil
 
-from worker.platform.darwin_outputs import (parse_colon_lines, parse_displays, parse_ioreg, parse_low_power_mode,
-                             parse_pmset_batt, parse_pmset_therm)
+from worker.platform.darwin_outputs import (
+    parse_colon_lines,
+    parse_displays,
+    parse_ioreg,
+    parse_low_power_mode,
+    parse_pmset_batt,
+    parse_pmset_therm,
+)
 
 RUSAGE_INFO_V4 = 4  # <sys/resource.h>: the proc_pid_rusage() flavor that carries the footprint peaks
 # <sys/mman.h> of the macOS SDK (Linux numbers MS_SYNC 4, so these are Darwin's own)

@@ -17,8 +17,8 @@ from pathlib import Path
 from siliconbench.engines import describe
 from siliconbench.errors import WorkloadError
 
-from worker.envs.blas import child_blas_env, inherited_preload
 from worker.engines import get_engine
+from worker.envs.blas import child_blas_env, inherited_preload
 from worker.quality import bases
 from worker.quality.kld import BaseRows, base_rows
 

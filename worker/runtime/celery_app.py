@@ -17,12 +17,11 @@ from celery import Celery, signals
 from celery.exceptions import InvalidTaskError
 from celery.worker.strategy import default
 
-from siliconbench.settings import env_setting
 from siliconbench.queues import MAX_ATTEMPTS, TASK_NOOP, TASK_PREPARE_ENV, TASK_RUN_JOB, celery_settings
-from siliconbench.settings import data_dir, load_settings
+from siliconbench.settings import data_dir, env_setting, load_settings
+
 from storage.broker import enqueue
 from storage.outages import call_through
-
 from worker.measure import roofline
 from worker.runtime.outages import DATABASE, quiet_celery_reconnects
 from worker.runtime.prepare_env import prepare_env

@@ -20,13 +20,12 @@ from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 
 from siliconbench.errors import UserError
+
 from storage.campaign_hosts import report_env
 from storage.database import session_scope
 from storage.outages import DATABASE_DOWN, call_through
 from storage.tables import Host
-
 from worker.envs import venvs as envs
-
 from worker.runtime import outages
 from worker.runtime.registration import capabilities
 from worker.runtime.task import WorkerContext

@@ -8,18 +8,18 @@ from pathlib import Path
 
 from sqlalchemy import insert, update
 
-from siliconbench.settings import env_setting
 from siliconbench.manifest import ModelCatalog
 from siliconbench.queues import HEARTBEAT_S, capability_queue, host_queue
+from siliconbench.settings import env_setting
+
 from storage.database import session_scope
 from storage.outages import DATABASE_DOWN
 from storage.roles import check_worker_name
 from storage.tables import Host, utcnow
-
-from worker.runtime import outages
 from worker.engines import installed_engines
 from worker.envs.venvs import available
 from worker.platform.host_facts import host_facts
+from worker.runtime import outages
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,10 @@ from sqlalchemy.exc import ProgrammingError
 
 from siliconbench.jobs import JobSpec
 from siliconbench.results import JobResult
+
 from storage.database import session_scope
-from storage.roles import refused_by_rules
 from storage.result_store import save_result
+from storage.roles import refused_by_rules
 
 log = logging.getLogger(__name__)
 

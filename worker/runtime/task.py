@@ -21,17 +21,17 @@ from siliconbench.manifest import inside
 from siliconbench.queues import LEASE_S
 from siliconbench.results import JobResult, JobStatus, failed
 from siliconbench.settings import DURABLE_AFTER_S
+
 from storage.database import session_scope
 from storage.hot_path import HeldConnection
 from storage.jobstate import attempts_left, claim, renew, requeue
 from storage.outages import DATABASE_DOWN, call_through
-from storage.roles import refused_by_rules
 from storage.result_store import save_result
-
-from worker.runtime import outages
+from storage.roles import refused_by_rules
 from worker.envs.venvs import python_for
-from worker.models import fetch
 from worker.job.perform import perform_job
+from worker.models import fetch
+from worker.runtime import outages
 from worker.runtime.registration import advertise_models, set_activity
 from worker.runtime.spool import Spool
 

@@ -16,8 +16,16 @@ from siliconbench.queues import MAX_JOB_TIMEOUT_S
 
 from worker.service import envfile, launchd, systemd
 from worker.service.sleep import SleepAssertion, prevent_sleep, sleep_method
-from worker.service.spec import (DEFAULT_STOP_TIMEOUT_S, LABEL, UNIT_NAME, ServiceError, ServicePaths, ServiceSpec, make_spec,
-                   service_paths)
+from worker.service.spec import (
+    DEFAULT_STOP_TIMEOUT_S,
+    LABEL,
+    UNIT_NAME,
+    ServiceError,
+    ServicePaths,
+    ServiceSpec,
+    make_spec,
+    service_paths,
+)
 
 # launchd and systemd, chosen once by OS name; both expose render(spec), load(spec), unload(timeout), forget().
 _MANAGERS: dict[str, ModuleType] = {"Darwin": launchd, "Linux": systemd}

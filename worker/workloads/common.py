@@ -11,10 +11,10 @@ from typing import Any, Callable
 
 import psutil
 
-from siliconbench.settings import env_setting
 from siliconbench.errors import WorkloadError
 from siliconbench.jobs import JobSpec
 from siliconbench.results import Sample
+from siliconbench.settings import env_setting
 
 from worker import platform
 from worker.engines import Engine, get_engine

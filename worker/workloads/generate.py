@@ -22,7 +22,16 @@ from siliconbench.workloads import CTX_SLACK
 from worker.engines.base import Engine
 from worker.measure import roofline
 from worker.platform.host_facts import host_facts
-from worker.workloads.common import Context, Outcome, SampleLog, done, engine_for, fault_point, repetitions, rss_now_bytes
+from worker.workloads.common import (
+    Context,
+    Outcome,
+    SampleLog,
+    done,
+    engine_for,
+    fault_point,
+    repetitions,
+    rss_now_bytes,
+)
 from worker.workloads.timing import depth_ids, prompt_ids, rep_seed, timed_generation
 
 # A cancelled job's native decode must die at once, as SIGTERM's default does: it starts no server to stop.

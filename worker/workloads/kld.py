@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 
 from siliconbench.errors import WorkloadError
 
-from worker.quality import base_maker
-from worker.quality import bases as store
+from worker.quality import base_maker, bases as store
 from worker.quality.kld import BaseRows, RowStats, base_rows, compare, summary
 from worker.workloads.common import Context
 

@@ -27,8 +27,8 @@ import time
 
 from siliconbench.engines import describe
 from siliconbench.errors import WorkloadError
-from siliconbench.workloads import CTX_SLACK
 from siliconbench.manifest import size_path
+from siliconbench.workloads import CTX_SLACK
 
 from worker.engines.base import nll_of
 from worker.models.facts import form_facts

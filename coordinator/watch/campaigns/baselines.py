@@ -16,10 +16,9 @@ from sqlalchemy.orm import Session
 from siliconbench.engines import ENGINE_PACKAGE
 from siliconbench.watch_spec import WatchSpec
 
-from storage.tables import Job, Result
-
-from coordinator.fleet.sweeps import host_views
 from coordinator.fleet.placement import select_hosts
+from coordinator.fleet.sweeps import host_views
+from storage.tables import Job, Result
 
 BASELINE_REASON = "baseline_reason"  # the note's top-level key in Campaign.verdicts, beside the campaign driver's
 

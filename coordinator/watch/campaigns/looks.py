@@ -16,13 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from siliconbench.errors import UserError
+from siliconbench.metrics import HEADLINE
 from siliconbench.spec import SweepSpec, load_sweep, parse_sweep
-from storage.watch_tables import Campaign
 
 from coordinator.history.compare import process_samples
-from siliconbench.metrics import HEADLINE
 from coordinator.history.points import Point, series_id, series_label
 from coordinator.stats.sequential import LOOKS, Decision, decide
+from storage.watch_tables import Campaign
 
 
 def looks_of(doc: dict) -> tuple[int, ...]:

@@ -23,12 +23,12 @@ from sqlalchemy.orm import Session
 
 from siliconbench.queues import TASK_PREPARE_ENV, host_queue
 from siliconbench.settings import Settings, load_settings
+
+from coordinator.watch import package_index
 from storage.broker import send_task
 from storage.campaign_hosts import env_reports, report_env
 from storage.tables import Host, utcnow
 from storage.watch_tables import Campaign
-
-from coordinator.watch import package_index
 
 # A pending host that says nothing for this long (worker gone, message lost) is failed for this campaign.
 PREPARE_TIMEOUT_S = 3600.0

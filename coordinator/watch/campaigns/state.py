@@ -30,16 +30,25 @@ from sqlalchemy.orm import Session
 
 from siliconbench.errors import UserError
 from siliconbench.spec import COMPARE_PROCESSES, SweepSpec
-from storage.database import session_scope
-from storage.tables import Host, Sweep, utcnow
-from storage.watch_tables import Campaign, Watch
 
 from coordinator.fleet import sweeps as fleet
-from coordinator.watch.campaigns.looks import decisions, group, look_spec, look_sweep_id, looks_of, metrics_of, sweep_spec, undecided
+from coordinator.fleet.peers import sku_of, worker_points
+from coordinator.watch.campaigns.looks import (
+    decisions,
+    group,
+    look_spec,
+    look_sweep_id,
+    looks_of,
+    metrics_of,
+    sweep_spec,
+    undecided,
+)
 from coordinator.watch.campaigns.prepare import prepare
 from coordinator.watch.campaigns.verdicts import conclude, needing_confirmation, publish
 from coordinator.watch.notify import queue_notification
-from coordinator.fleet.peers import sku_of, worker_points
+from storage.database import session_scope
+from storage.tables import Host, Sweep, utcnow
+from storage.watch_tables import Campaign, Watch
 
 log = logging.getLogger(__name__)
 ACTIVE = ("preparing", "running")

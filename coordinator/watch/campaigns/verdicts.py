@@ -23,14 +23,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from siliconbench.jobs import digest
+
+from coordinator.fleet.peers import fleet_verdict, save_suspects, suspect_hosts
+from coordinator.history.points import changed_components, series_key
+from coordinator.stats.significance import compare_processes
+from coordinator.watch.campaigns.looks import Series, decision_dict
+from coordinator.watch.notify import queue_notification
 from storage.tables import Finding
 from storage.watch_tables import Campaign
-
-from coordinator.watch.campaigns.looks import Series, decision_dict
-from coordinator.history.points import changed_components, series_key
-from coordinator.watch.notify import queue_notification
-from coordinator.fleet.peers import fleet_verdict, save_suspects, suspect_hosts
-from coordinator.stats.significance import compare_processes
 
 CHANGES = ("regression", "improvement")
 

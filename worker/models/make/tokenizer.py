@@ -45,7 +45,12 @@ class BpeVocab:
     @classmethod
     def train(cls, vocab_size: int = 4096, corpus: Path = CORPUS_PATH) -> BpeVocab:
         """Train on `corpus` (deterministic: same corpus and size give the same vocabulary)."""
-        from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # optional (comes with mlx-lm): only making a model needs it
+        from tokenizers import (  # optional (comes with mlx-lm): only making a model needs it
+            Tokenizer,
+            models,
+            pre_tokenizers,
+            trainers,
+        )
 
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
@@ -137,7 +142,14 @@ class BpeVocab:
 
     def to_hf(self):
         """A `tokenizers.Tokenizer` equivalent to llama.cpp's reading of the same vocabulary."""
-        from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors  # optional (comes with mlx-lm): only making a model needs it
+        from tokenizers import (  # optional (comes with mlx-lm): only making a model needs it
+            AddedToken,
+            Tokenizer,
+            decoders,
+            models,
+            pre_tokenizers,
+            processors,
+        )
 
         vocab = {t: i for i, t in enumerate(self.tokens)}
         merges = [tuple(m.split(" ", 1)) for m in self.merges]

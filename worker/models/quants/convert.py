@@ -16,8 +16,8 @@ import numpy as np
 
 from siliconbench.errors import UserError
 
-from worker.models.make import formats
 from worker.models.facts import safetensors_header
+from worker.models.make import formats
 from worker.models.make.tokenizer import BpeVocab
 
 CONVERTIBLE = ("llama", "mistral")

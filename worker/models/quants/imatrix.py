@@ -14,10 +14,9 @@ import hashlib
 import subprocess
 from pathlib import Path
 
-from siliconbench.settings import env_setting
 from siliconbench.errors import EngineError, UserError
 from siliconbench.manifest import sha256_path
-from siliconbench.settings import load_settings
+from siliconbench.settings import env_setting, load_settings
 
 from worker.models.make.tokenizer import CORPUS_PATH
 

@@ -21,11 +21,10 @@ from pathlib import Path
 from siliconbench.errors import UserError
 from siliconbench.manifest import Artifact, ModelCatalog, write_manifest
 
-from worker.models.make import formats
-
-from worker.models.quants import imatrix
 from worker.models.digests import DigestCache, artifact_from
 from worker.models.facts import form_facts
+from worker.models.make import formats
+from worker.models.quants import imatrix
 
 # llama.cpp refuses these without an importance matrix (tools/quantize, src/llama-quant.cpp)
 NEEDS_IMATRIX = ("IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "Q2_K_S")

@@ -12,8 +12,14 @@ from pathlib import Path
 
 from worker.runtime.doctor.check import Check, Status
 from worker.runtime.doctor.connections import check_broker, check_database
-from worker.runtime.doctor.machine import (check_engines, check_host, check_models, check_platform, check_service,
-                                           check_sleep)
+from worker.runtime.doctor.machine import (
+    check_engines,
+    check_host,
+    check_models,
+    check_platform,
+    check_service,
+    check_sleep,
+)
 
 __all__ = ["Check", "Status", "check_broker", "check_database", "check_engines", "check_host", "check_models",
            "check_platform", "check_service", "check_sleep", "run_checks"]

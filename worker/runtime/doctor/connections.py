@@ -13,9 +13,9 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
 from siliconbench.errors import UserError
+
 from storage.database import head_revision, normalize_url, shown
 from storage.roles import identity
-
 from worker.runtime.doctor.check import Check, Status
 
 
