@@ -27,6 +27,7 @@ test: bootstrap
 	@scripts/test_deps.sh
 	@scripts/services.sh
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	@status=0; \
 	$(VENV)/bin/python -m pytest -m "solo and not gpu" $(PYTEST_ARGS) || { s=$$?; [ $$s -eq 5 ] || status=$$s; }; \
 	$(VENV)/bin/python -m pytest -m "not solo and not gpu" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS) \

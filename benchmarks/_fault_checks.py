@@ -41,38 +41,70 @@ def count_jobs(url: str, sweep_id: str) -> int:
 
 def done_and_pending(url: str, sweep_id: str) -> tuple[int, int]:
     with session_scope(url) as s:
-        counts = dict(s.execute(select(Job.status, func.count()).where(Job.sweep_id == sweep_id).group_by(Job.status)).all())
+        counts = dict(
+            s.execute(select(Job.status, func.count()).where(Job.sweep_id == sweep_id).group_by(Job.status)).all()
+        )
     return sum(counts.get(k, 0) for k in FINAL), counts.get("queued", 0) + counts.get("running", 0)
 
 
 def audit(url: str, sweep_id: str) -> dict:
     with session_scope(url) as s:
         of_sweep = Job.sweep_id == sweep_id
-        rows = s.execute(select(Job.id, Job.status, Job.attempts, Job.interruptions, Result.status, Result.error)
-                         .outerjoin(Result, Result.job_id == Job.id).where(of_sweep)).all()
-        two_results = s.scalars(select(Result.job_id).join(Job, Job.id == Result.job_id).where(of_sweep)
-                                .group_by(Result.job_id).having(func.count() > 1)).all()
-        twice = s.scalars(select(SampleRow.job_id).join(Job, Job.id == SampleRow.job_id).where(of_sweep)
-                          .group_by(SampleRow.job_id, SampleRow.repetition, SampleRow.warmup, SampleRow.metric)
-                          .having(func.count() > 1)).all()
-        reps = dict(s.execute(select(SampleRow.job_id, func.count(SampleRow.repetition.distinct()))
-                              .join(Job, Job.id == SampleRow.job_id)
-                              .where(of_sweep, SampleRow.metric == "decode_tps", SampleRow.warmup.is_(False))
-                              .group_by(SampleRow.job_id)).all())
+        rows = s.execute(
+            select(Job.id, Job.status, Job.attempts, Job.interruptions, Result.status, Result.error)
+            .outerjoin(Result, Result.job_id == Job.id)
+            .where(of_sweep)
+        ).all()
+        two_results = s.scalars(
+            select(Result.job_id)
+            .join(Job, Job.id == Result.job_id)
+            .where(of_sweep)
+            .group_by(Result.job_id)
+            .having(func.count() > 1)
+        ).all()
+        twice = s.scalars(
+            select(SampleRow.job_id)
+            .join(Job, Job.id == SampleRow.job_id)
+            .where(of_sweep)
+            .group_by(SampleRow.job_id, SampleRow.repetition, SampleRow.warmup, SampleRow.metric)
+            .having(func.count() > 1)
+        ).all()
+        reps = dict(
+            s.execute(
+                select(SampleRow.job_id, func.count(SampleRow.repetition.distinct()))
+                .join(Job, Job.id == SampleRow.job_id)
+                .where(of_sweep, SampleRow.metric == "decode_tps", SampleRow.warmup.is_(False))
+                .group_by(SampleRow.job_id)
+            ).all()
+        )
     lost = [f"{j} ({st})" for j, st, _, _, rst, _ in rows if st not in FINAL or rst is None]
     ok = [j for j, st, _, _, rst, _ in rows if st == "ok" and rst == "ok"]
-    return dict(jobs=len(rows), ok=len(ok), lost=lost, duplicated=sorted(set(two_results) | set(twice)),
-                incomplete=[j for j in ok if reps.get(j, 0) != REPETITIONS],
-                failed=[(err or "")[:120] for _, st, _, _, rst, err in rows if rst == "failed"],
-                rerun=sum(1 for _, _, attempts, *_ in rows if attempts > 1),
-                interruptions=sum(r[3] for r in rows))
+    return dict(
+        jobs=len(rows),
+        ok=len(ok),
+        lost=lost,
+        duplicated=sorted(set(two_results) | set(twice)),
+        incomplete=[j for j in ok if reps.get(j, 0) != REPETITIONS],
+        failed=[(err or "")[:120] for _, st, _, _, rst, err in rows if rst == "failed"],
+        rerun=sum(1 for _, _, attempts, *_ in rows if attempts > 1),
+        interruptions=sum(r[3] for r in rows),
+    )
 
 
 def _probe_workers(url: str, broker_url: str, slots) -> bool | str:
     pids = {s.name: s.proc.pid for s in slots}
-    spec = parse_sweep({"name": "faults-probe", "models": ["tiny-llama-5m"], "engines": ["llama.cpp"], "hosts": "all",
-                        "placement": "each", "repetitions": 1, "warmup": 0,
-                        "workloads": [{"kind": "generate", "prompt_tokens": [16], "gen_tokens": [4]}]})
+    spec = parse_sweep(
+        {
+            "name": "faults-probe",
+            "models": ["tiny-llama-5m"],
+            "engines": ["llama.cpp"],
+            "hosts": "all",
+            "placement": "each",
+            "repetitions": 1,
+            "warmup": 0,
+            "workloads": [{"kind": "generate", "prompt_tokens": [16], "gen_tokens": [4]}],
+        }
+    )
 
     def submit():
         try:
@@ -91,13 +123,23 @@ def _probe_workers(url: str, broker_url: str, slots) -> bool | str:
 
 
 def _probe_reconciler(url: str, broker_url: str, models_dir: Path, slot) -> bool | str:
-    spec = parse_sweep({"name": "faults-ghost", "models": ["tiny-llama-5m"], "engines": ["llama.cpp"],
-                        "repetitions": 1, "workloads": [{"kind": "generate", "prompt_tokens": [16], "gen_tokens": [4]}]})
+    spec = parse_sweep(
+        {
+            "name": "faults-ghost",
+            "models": ["tiny-llama-5m"],
+            "engines": ["llama.cpp"],
+            "repetitions": 1,
+            "workloads": [{"kind": "generate", "prompt_tokens": [16], "gen_tokens": [4]}],
+        }
+    )
     job = expand(spec, ModelCatalog(models_dir))[0]
     with session_scope(url) as s:
         sweep_store.create_sweep(s, job.sweep_id, spec, [job])
-        s.execute(update(Job).where(Job.id == job.job_id).values(status="queued", queue=GHOST_QUEUE,
-                                                                 enqueued_at=utcnow() - timedelta(minutes=5)))
+        s.execute(
+            update(Job)
+            .where(Job.id == job.job_id)
+            .values(status="queued", queue=GHOST_QUEUE, enqueued_at=utcnow() - timedelta(minutes=5))
+        )
     r = redis.Redis.from_url(broker_url)
     pid = slot.proc.pid
     try:
@@ -119,9 +161,11 @@ def _probe_dashboard(dash, base: str) -> bool | str:
 
 def serving(url: str, broker_url: str, models_dir: Path, workers, reconciler, dash, dash_url: str) -> dict:
     """Each service: True, or what went wrong."""
-    probes = {"workers": lambda: _probe_workers(url, broker_url, workers),
-              "reconciler": lambda: _probe_reconciler(url, broker_url, models_dir, reconciler),
-              "dashboard": lambda: _probe_dashboard(dash, dash_url)}
+    probes = {
+        "workers": lambda: _probe_workers(url, broker_url, workers),
+        "reconciler": lambda: _probe_reconciler(url, broker_url, models_dir, reconciler),
+        "dashboard": lambda: _probe_dashboard(dash, dash_url),
+    }
     out = {}
     for name, probe in probes.items():
         try:

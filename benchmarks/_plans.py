@@ -46,8 +46,15 @@ def summary(plan: dict) -> str:
     top = plan["Plan"]
     nodes = list(_nodes(top))
     indexes = sorted({n["Index Name"] for n in nodes if "Index Name" in n})
-    seq = sorted({f'{n["Relation Name"]} ({n.get("Actual Rows", 0) * n.get("Actual Loops", 1):,} rows)'
-                  for n in nodes if n["Node Type"] == "Seq Scan"})
+    seq = sorted(
+        {
+            f"{n['Relation Name']} ({n.get('Actual Rows', 0) * n.get('Actual Loops', 1):,} rows)"
+            for n in nodes
+            if n["Node Type"] == "Seq Scan"
+        }
+    )
     buffers = top.get("Shared Hit Blocks", 0) + top.get("Shared Read Blocks", 0)
-    return (f'{top["Node Type"]}, {plan["Execution Time"]:.1f} ms, {buffers:,} buffers; '
-            f'indexes: {", ".join(indexes) or "none"}; seq scans: {", ".join(seq) or "none"}')
+    return (
+        f"{top['Node Type']}, {plan['Execution Time']:.1f} ms, {buffers:,} buffers; "
+        f"indexes: {', '.join(indexes) or 'none'}; seq scans: {', '.join(seq) or 'none'}"
+    )

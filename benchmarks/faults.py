@@ -55,9 +55,19 @@ LEASE_S = "6"  # a killed worker's job is back within seconds (the same on every
 
 def sweep_spec(jobs: int):
     prompts = [16 + i for i in range(math.ceil(jobs / 2))]  # x 2 engines
-    return parse_sweep({"name": "faults", "models": [MODEL], "engines": ["llama.cpp", "mlx"], "hosts": "all",
-                        "placement": "any", "repetitions": checks.REPETITIONS, "warmup": 0, "delay_s": 1.0,
-                        "workloads": [{"kind": "generate", "prompt_tokens": prompts, "gen_tokens": [4]}]})
+    return parse_sweep(
+        {
+            "name": "faults",
+            "models": [MODEL],
+            "engines": ["llama.cpp", "mlx"],
+            "hosts": "all",
+            "placement": "any",
+            "repetitions": checks.REPETITIONS,
+            "warmup": 0,
+            "delay_s": 1.0,
+            "workloads": [{"kind": "generate", "prompt_tokens": prompts, "gen_tokens": [4]}],
+        }
+    )
 
 
 class Campaign:
@@ -67,23 +77,36 @@ class Campaign:
 
     def __init__(self, url: str, work: Path):
         self.rs, self.cut = RedisServer().start(), TcpCut(database.normalize_url(url).port or 5432)
-        self.proxied = database.normalize_url(url).set(host="127.0.0.1", port=self.cut.port).render_as_string(
-            hide_password=False)
-        env = {"SILICONBENCH_BROKER_URL": self.rs.url, "SILICONBENCH_DATABASE_URL": self.proxied,
-               "SILICONBENCH_LEASE_S": LEASE_S, "SILICONBENCH_MODELS_DIR": str(work / "models"),
-               "XDG_DATA_HOME": str(work / "xdg")}
+        self.proxied = (
+            database.normalize_url(url).set(host="127.0.0.1", port=self.cut.port).render_as_string(hide_password=False)
+        )
+        env = {
+            "SILICONBENCH_BROKER_URL": self.rs.url,
+            "SILICONBENCH_DATABASE_URL": self.proxied,
+            "SILICONBENCH_LEASE_S": LEASE_S,
+            "SILICONBENCH_MODELS_DIR": str(work / "models"),
+            "XDG_DATA_HOME": str(work / "xdg"),
+        }
 
         def worker(n: str):
             # Each on its own worker login (as a fleet's Macs are: row-level security on every write), via the proxy.
             login = roles.create_login(url, "worker", roles.login_for(n), host=n).url
             mine = database.normalize_url(self.proxied).set(username=login.username, password=login.password)
-            return lambda: WorkerProc(n, broker=self.rs.url, database=mine.render_as_string(hide_password=False),
-                                      models_dir=work / "models", log_dir=work, env=env)
+            return lambda: WorkerProc(
+                n,
+                broker=self.rs.url,
+                database=mine.render_as_string(hide_password=False),
+                models_dir=work / "models",
+                log_dir=work,
+                env=env,
+            )
 
-        self.workers = [Slot(n, worker(n), ready=lambda p: b" ready." in p.log_path.read_bytes())
-                        for n in ("fault-a", "fault-b")]
-        self.reconciler = Slot("reconciler", lambda: CliProc("reconciler", ["reconcile", "--loop", "--every", "1"],
-                                                          env, work))
+        self.workers = [
+            Slot(n, worker(n), ready=lambda p: b" ready." in p.log_path.read_bytes()) for n in ("fault-a", "fault-b")
+        ]
+        self.reconciler = Slot(
+            "reconciler", lambda: CliProc("reconciler", ["reconcile", "--loop", "--every", "1"], env, work)
+        )
         self.dash, self.dash_url = dashboard(env, work)
         self.watch, self.injected = ChildWatch(), Counter()
         self.lock, self.stopped = threading.Lock(), threading.Event()
@@ -171,16 +194,31 @@ def run_sweep(c: Campaign, url: str, sweep_id: str, events: list, timeout_s: flo
     return True
 
 
-def main(jobs: int = 40, worker_kills: int = 20, broker_restarts: int = 1, db_cut_s: float = 60.0,
-         reconciler_kills: int = 2, seed: int = 0, window_s: float = typer.Option(None, help="Default: from the faults"),
-         timeout_s: float = 1800.0, json_out: Path = typer.Option(None, "--json", help="Also write the figures here"),
-         work_dir: Path = typer.Option(None, help="Where the models and logs go (default: a new temporary folder, kept "
-                                                   "and named in the report)")) -> None:
+def main(
+    jobs: int = 40,
+    worker_kills: int = 20,
+    broker_restarts: int = 1,
+    db_cut_s: float = 60.0,
+    reconciler_kills: int = 2,
+    seed: int = 0,
+    window_s: float = typer.Option(None, help="Default: from the faults"),
+    timeout_s: float = 1800.0,
+    json_out: Path = typer.Option(None, "--json", help="Also write the figures here"),
+    work_dir: Path = typer.Option(
+        None, help="Where the models and logs go (default: a new temporary folder, kept and named in the report)"
+    ),
+) -> None:
     console = Console()
     t_start = time.monotonic()
     window = window_s or 10 + 8 * worker_kills + 25 * broker_restarts + 1.5 * db_cut_s + 8 * reconciler_kills
-    events = schedule(random.Random(seed), worker_kills=worker_kills, broker_restarts=broker_restarts,
-                      db_cut_s=db_cut_s, reconciler_kills=reconciler_kills, window_s=window)
+    events = schedule(
+        random.Random(seed),
+        worker_kills=worker_kills,
+        broker_restarts=broker_restarts,
+        db_cut_s=db_cut_s,
+        reconciler_kills=reconciler_kills,
+        window_s=window,
+    )
     name = f"sb_faults_{uuid.uuid4().hex[:8]}"
     work = work_dir or Path(tempfile.mkdtemp(prefix=f"{name}-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -205,14 +243,19 @@ def main(jobs: int = 40, worker_kills: int = 20, broker_restarts: int = 1, db_cu
         for pid, _, _ in left:  # ours to clean up: started under a worker we started and killed
             checks.kill_quietly(pid)
         slots = (*c.workers, c.reconciler)
-        figures = {**checks.audit(url, sweep_id), "seed": seed, "window_s": window, "sweep_finished": finished,
-                   "sweep_s": round(sweep_s, 1), "db_cut_s": db_cut_s,
-                   "faults": {k: c.injected[k] for k in (*checks.FAULTS, "worker kills mid-job", "faults while jobs ran")},
-                   "left_behind": [f"pid {p} (child of killed worker {w}): {cmd}" for p, w, cmd in left],
-                   "died_by_themselves": [d for s in slots for d in s.died],
-                   "startup_failures_restarted": sum(s.startup_failures for s in slots),
-                   "serving": checks.serving(url, c.rs.url, work / "models", c.workers, c.reconciler, c.dash,
-                                             c.dash_url)}
+        figures = {
+            **checks.audit(url, sweep_id),
+            "seed": seed,
+            "window_s": window,
+            "sweep_finished": finished,
+            "sweep_s": round(sweep_s, 1),
+            "db_cut_s": db_cut_s,
+            "faults": {k: c.injected[k] for k in (*checks.FAULTS, "worker kills mid-job", "faults while jobs ran")},
+            "left_behind": [f"pid {p} (child of killed worker {w}): {cmd}" for p, w, cmd in left],
+            "died_by_themselves": [d for s in slots for d in s.died],
+            "startup_failures_restarted": sum(s.startup_failures for s in slots),
+            "serving": checks.serving(url, c.rs.url, work / "models", c.workers, c.reconciler, c.dash, c.dash_url),
+        }
     finally:
         if c is not None:
             c.stop()
@@ -227,8 +270,10 @@ def main(jobs: int = 40, worker_kills: int = 20, broker_restarts: int = 1, db_cu
 
 
 def report(f: dict, work: Path) -> Table:
-    t = Table(title=f"fault campaign: {f['jobs']} jobs, seed {f['seed']}, faults over {f['window_s']:.0f} s "
-              f"(logs: {work})", title_justify="left")
+    t = Table(
+        title=f"fault campaign: {f['jobs']} jobs, seed {f['seed']}, faults over {f['window_s']:.0f} s (logs: {work})",
+        title_justify="left",
+    )
     t.add_column("figure")
     t.add_column("value", justify="right")
     t.add_column("", justify="left")
@@ -246,7 +291,11 @@ def report(f: dict, work: Path) -> Table:
         t.add_row(f"faults: {k}", str(n), f"({f['db_cut_s']:g} s)" if k == "cut database" and n else "")
     t.add_row("sweep finished", "yes" if f["sweep_finished"] else "no", f"{f['sweep_s']:.0f} s after submit")
     for k, ok in f["serving"].items():
-        t.add_row(f"serving afterwards: {k}", "yes" if ok is True else "no", mark(ok is True) + ("" if ok is True else f" {ok}"))
+        t.add_row(
+            f"serving afterwards: {k}",
+            "yes" if ok is True else "no",
+            mark(ok is True) + ("" if ok is True else f" {ok}"),
+        )
     t.add_row("total time", f"{f['total_s']:.0f} s", "")
     return t
 

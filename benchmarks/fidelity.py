@@ -73,8 +73,18 @@ class Series:
         cv_a = statistics.fmean(cv(a) for a, _ in self.rounds)
         cv_b = statistics.fmean(cv(b) for _, b in self.rounds)
         ok = "yes" if abs(r - 1) <= TARGET else "NO"
-        return [self.model, self.engine, self.ours, self.tool, f"{statistics.median(ours):,.1f}",
-                f"{statistics.median(tool):,.1f}", f"{r:.3f} [{lo:.3f}, {hi:.3f}]", f"{cv_a:.1%}", f"{cv_b:.1%}", ok]
+        return [
+            self.model,
+            self.engine,
+            self.ours,
+            self.tool,
+            f"{statistics.median(ours):,.1f}",
+            f"{statistics.median(tool):,.1f}",
+            f"{r:.3f} [{lo:.3f}, {hi:.3f}]",
+            f"{cv_a:.1%}",
+            f"{cv_b:.1%}",
+            ok,
+        ]
 
 
 def _ours(job: JobSpec, mdir: Path) -> dict[str, list[float]]:
@@ -91,27 +101,51 @@ def _tool(job: JobSpec, mdir: Path, bin_dir: Path, reps: int, threads: int | Non
     path = mdir / job.artifact
     if job.engine == "llama.cpp":
         fa = job.engine_options.get("flash_attn", "auto")
-        pp = _tools.llama_bench(bin_dir, path, n_prompt=job.n_prompt, n_gen=0, depth=job.n_depth, reps=reps,
-                                threads=threads, flash_attn=fa)
-        tg = _tools.llama_bench(bin_dir, path, n_prompt=0, n_gen=job.n_gen, depth=job.n_depth + job.n_prompt,
-                                reps=reps, threads=threads, flash_attn=fa)
+        pp = _tools.llama_bench(
+            bin_dir, path, n_prompt=job.n_prompt, n_gen=0, depth=job.n_depth, reps=reps, threads=threads, flash_attn=fa
+        )
+        tg = _tools.llama_bench(
+            bin_dir,
+            path,
+            n_prompt=0,
+            n_gen=job.n_gen,
+            depth=job.n_depth + job.n_prompt,
+            reps=reps,
+            threads=threads,
+            flash_attn=fa,
+        )
         return {"pp": pp, "tg": tg}
     return _tools.mlx_benchmark(path, n_prompt=job.n_prompt, n_gen=job.n_gen, reps=reps, env=child_env(job, mdir))
 
 
 PAIRS = {  # engine -> (our metric, its label, tool key, tool label)
-    "llama.cpp": [("prefill_tps", "prefill_tps", "pp", "llama-bench pp{P} @ d{D}"),
-                  ("decode_tps", "decode_tps", "tg", "llama-bench tg{G} @ d{DP}"),
-                  ("engine_decode_tps", "engine_decode_tps", "tg", "llama-bench tg{G} @ d{DP}")],
-    "mlx": [("prompt_tps", "n_prompt / ttft", "prompt_tps", "mlx_lm.benchmark prompt_tps"),
-            ("decode_tps", "decode_tps", "decode_steps_tps", "mlx_lm.benchmark generation_tps x (G-1)/G")],
+    "llama.cpp": [
+        ("prefill_tps", "prefill_tps", "pp", "llama-bench pp{P} @ d{D}"),
+        ("decode_tps", "decode_tps", "tg", "llama-bench tg{G} @ d{DP}"),
+        ("engine_decode_tps", "engine_decode_tps", "tg", "llama-bench tg{G} @ d{DP}"),
+    ],
+    "mlx": [
+        ("prompt_tps", "n_prompt / ttft", "prompt_tps", "mlx_lm.benchmark prompt_tps"),
+        ("decode_tps", "decode_tps", "decode_steps_tps", "mlx_lm.benchmark generation_tps x (G-1)/G"),
+    ],
 }
 
 
-def main(models: str = "tiny-llama-30m,smollm2-135m", rounds: int = 5, reps: int = 5, prompt: int = 512,
-         gen: int = 128, depth: int = 0, quant: str = "full", threads: int = typer.Option(None),
-         perplexity: bool = True, ppl_windows: int = 4, ppl_window_tokens: int = 512,
-         models_dir: Path = typer.Option(None), engines: str = "llama.cpp,mlx") -> None:
+def main(
+    models: str = "tiny-llama-30m,smollm2-135m",
+    rounds: int = 5,
+    reps: int = 5,
+    prompt: int = 512,
+    gen: int = 128,
+    depth: int = 0,
+    quant: str = "full",
+    threads: int = typer.Option(None),
+    perplexity: bool = True,
+    ppl_windows: int = 4,
+    ppl_window_tokens: int = 512,
+    models_dir: Path = typer.Option(None),
+    engines: str = "llama.cpp,mlx",
+) -> None:
     # A SIGTERM (a CI timeout, `kill`) becomes an exception, so the tool running now (subprocess.run) is killed
     # with us instead of running on unobserved; our own jobs' children watch for their parent themselves.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
@@ -121,17 +155,25 @@ def main(models: str = "tiny-llama-30m,smollm2-135m", rounds: int = 5, reps: int
     series: list[Series] = []
     options: dict[tuple, dict] = {}
     for model in models.split(","):
-        spec = parse_sweep({"name": "fidelity", "models": [model], "quantizations": [quant], "repetitions": reps,
-                            "engines": engines.split(","),
-                            "warmup": 1, "engine_options": {"threads": threads},
-                            "workloads": [{"kind": "generate", "prompt_tokens": [prompt], "gen_tokens": [gen],
-                                           "depth": [depth]}]})
+        spec = parse_sweep(
+            {
+                "name": "fidelity",
+                "models": [model],
+                "quantizations": [quant],
+                "repetitions": reps,
+                "engines": engines.split(","),
+                "warmup": 1,
+                "engine_options": {"threads": threads},
+                "workloads": [{"kind": "generate", "prompt_tokens": [prompt], "gen_tokens": [gen], "depth": [depth]}],
+            }
+        )
         jobs = expand(spec, ModelCatalog(mdir))
         by_engine = {}
         for job in jobs:
             fmt = dict(P=job.n_prompt, G=job.n_gen, D=job.n_depth, DP=job.n_depth + job.n_prompt)
-            by_engine[job.engine] = [Series(model, f"{job.engine} {job.quant}", lab, tl.format(**fmt))
-                                     for _, lab, _, tl in PAIRS[job.engine]]
+            by_engine[job.engine] = [
+                Series(model, f"{job.engine} {job.quant}", lab, tl.format(**fmt)) for _, lab, _, tl in PAIRS[job.engine]
+            ]
             series += by_engine[job.engine]
         for rnd in range(rounds):
             for job in jobs:
@@ -146,25 +188,53 @@ def main(models: str = "tiny-llama-30m,smollm2-135m", rounds: int = 5, reps: int
                         s.rounds.append((ours[metric], tool[key]))
                 console.print(f"[dim]{model} round {rnd + 1}/{rounds} {job.engine} {job.quant}: done[/dim]")
 
-    t = Table(title=f"siliconbench ÷ the engines' own tools — p{prompt} g{gen} d{depth}, {rounds} interleaved rounds "
-                    f"× {reps} repetitions (one fresh process a side per round)", title_justify="left")
-    for c in ("model", "engine", "siliconbench", "tool", "ours (median)", "tool (median)",
-              "ratio [95% CI]", "CV ours", "CV tool", "within ±2%"):
+    t = Table(
+        title=f"siliconbench ÷ the engines' own tools — p{prompt} g{gen} d{depth}, {rounds} interleaved rounds "
+        f"× {reps} repetitions (one fresh process a side per round)",
+        title_justify="left",
+    )
+    for c in (
+        "model",
+        "engine",
+        "siliconbench",
+        "tool",
+        "ours (median)",
+        "tool (median)",
+        "ratio [95% CI]",
+        "CV ours",
+        "CV tool",
+        "within ±2%",
+    ):
         t.add_column(c, justify="left" if c in ("model", "engine", "siliconbench", "tool", "within ±2%") else "right")
     for s in series:
         if s.rounds:
             t.add_row(*s.row())
     console.print(t)
     for (model, engine), opts in options.items():
-        shown = {k: opts[k] for k in ("threads", "threads_batch", "flash_attn", "flash_attn_effective", "type_k",
-                                      "type_v", "n_batch", "n_ubatch", "blas", "blas_threads") if k in opts}
+        shown = {
+            k: opts[k]
+            for k in (
+                "threads",
+                "threads_batch",
+                "flash_attn",
+                "flash_attn_effective",
+                "type_k",
+                "type_v",
+                "n_batch",
+                "n_ubatch",
+                "blas",
+                "blas_threads",
+            )
+            if k in opts
+        }
         console.print(f"[dim]{model} {engine} effective options: {shown}[/dim]")
 
     if perplexity:
         rows = []
         for model in models.split(","):
-            rows += perplexity_tools.perplexity_rows(mdir, model, bin_dir, window_tokens=ppl_window_tokens,
-                                                      windows=ppl_windows)
+            rows += perplexity_tools.perplexity_rows(
+                mdir, model, bin_dir, window_tokens=ppl_window_tokens, windows=ppl_windows
+            )
         perplexity_tools.print_rows(console, rows)
 
 

@@ -26,23 +26,45 @@ from harness.kld_tools import TARGET, rows  # noqa: E402
 def print_rows(console, found: list[dict]) -> None:
     from rich.table import Table
 
-    t = Table(title="KL-divergence against full precision: siliconbench beside llama-perplexity --kl-divergence "
-                    f"(target: mean within {TARGET:.0%}, same-top count equal)", title_justify="left")
-    for c in ("format", "bits/w", "base", "KLD mean", "tool", "ratio", "p99", "tool p99", "same top", "tool",
-              "ok", "vs other engine's base"):
+    t = Table(
+        title="KL-divergence against full precision: siliconbench beside llama-perplexity --kl-divergence "
+        f"(target: mean within {TARGET:.0%}, same-top count equal)",
+        title_justify="left",
+    )
+    for c in (
+        "format",
+        "bits/w",
+        "base",
+        "KLD mean",
+        "tool",
+        "ratio",
+        "p99",
+        "tool p99",
+        "same top",
+        "tool",
+        "ok",
+        "vs other engine's base",
+    ):
         t.add_column(c, justify="left" if c in ("format", "base", "ok", "vs other engine's base") else "right")
     for r in found:
         tool = r.get("tool") or {}
         cross = r["cross"]
-        t.add_row(f"{r['quant']} ({r['engine']})", f"{r['bits_per_weight'] or 0:.2f}", r["base"],
-                  f"{r['kld_mean']:.6f}", f"{tool['kld_mean']:.6f}" if tool else "—",
-                  f"{r['ratio']:.4f}" if tool else "—", f"{r['kld_p99']:.5f}",
-                  f"{tool['kld_p99']:.5f}" if tool.get("kld_p99") is not None else "—",
-                  f"{int(r['same_top_count'])}/{int(r['positions'])}",
-                  f"{tool['same_top_count']}/{int(r['positions'])}" if tool else "—",
-                  {True: "yes", False: "NO", None: ""}[r.get("within_target")],
-                  f"{cross['kld_mean']:.6f} vs {cross['engine']} {cross['quant']}, same top {cross['same_top_pct']:.1f} %"
-                  if cross else "—")
+        t.add_row(
+            f"{r['quant']} ({r['engine']})",
+            f"{r['bits_per_weight'] or 0:.2f}",
+            r["base"],
+            f"{r['kld_mean']:.6f}",
+            f"{tool['kld_mean']:.6f}" if tool else "—",
+            f"{r['ratio']:.4f}" if tool else "—",
+            f"{r['kld_p99']:.5f}",
+            f"{tool['kld_p99']:.5f}" if tool.get("kld_p99") is not None else "—",
+            f"{int(r['same_top_count'])}/{int(r['positions'])}",
+            f"{tool['same_top_count']}/{int(r['positions'])}" if tool else "—",
+            {True: "yes", False: "NO", None: ""}[r.get("within_target")],
+            f"{cross['kld_mean']:.6f} vs {cross['engine']} {cross['quant']}, same top {cross['same_top_pct']:.1f} %"
+            if cross
+            else "—",
+        )
     console.print(t)
     for cmd in dict.fromkeys(r["tool"]["cmd"] for r in found if r.get("tool")):
         console.print(f"[dim]{cmd}[/dim]")
@@ -58,7 +80,12 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     if not args:
         sys.exit(__doc__)
-    found = rows(load_settings().resolved_models_dir, args[0], _tools.llama_tools_bin(),
-                 window=int(args[1]) if len(args) > 1 else 512, windows=int(args[2]) if len(args) > 2 else 4,
-                 quants=args[3].split(",") if len(args) > 3 else None)
+    found = rows(
+        load_settings().resolved_models_dir,
+        args[0],
+        _tools.llama_tools_bin(),
+        window=int(args[1]) if len(args) > 1 else 512,
+        windows=int(args[2]) if len(args) > 2 else 4,
+        quants=args[3].split(",") if len(args) > 3 else None,
+    )
     print_rows(Console(width=220), found)

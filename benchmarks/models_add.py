@@ -49,8 +49,13 @@ def main() -> None:
         runs = [once(f) for _ in range(args.rounds)]
         first, again = [r[0] for r in runs], [r[1] for r in runs]
         fmt = lambda xs: f"{statistics.median(xs):.3f} ({min(xs):.3f}-{max(xs):.3f})"  # noqa: E731
-        t.add_row(f.name, f"{f.stat().st_size / 2**20:,.1f} MiB", fmt(first), fmt(again),
-                  "met" if statistics.median(again) < TARGET_S else "NOT met")
+        t.add_row(
+            f.name,
+            f"{f.stat().st_size / 2**20:,.1f} MiB",
+            fmt(first),
+            fmt(again),
+            "met" if statistics.median(again) < TARGET_S else "NOT met",
+        )
     Console(width=130).print(t)
 
 

@@ -118,12 +118,28 @@ def run(job, mdir: Path, throttle: float) -> dict[str, list[float]]:
     return {m: res.measured(m) for m in HEADLINE}
 
 
-def collect(rounds: int, repetitions: int, threads: int, slowdown: float, prompt: int, gen: int,
-            models_dir: Path | None, console: Console) -> dict:
+def collect(
+    rounds: int,
+    repetitions: int,
+    threads: int,
+    slowdown: float,
+    prompt: int,
+    gen: int,
+    models_dir: Path | None,
+    console: Console,
+) -> dict:
     mdir = models_folder(models_dir)
-    spec = parse_sweep({"name": "regression-power", "models": [MODEL], "engines": ["llama.cpp"],
-                        "repetitions": repetitions, "warmup": 1, "engine_options": {"threads": threads or None},
-                        "workloads": [{"kind": "generate", "prompt_tokens": [prompt], "gen_tokens": [gen]}]})
+    spec = parse_sweep(
+        {
+            "name": "regression-power",
+            "models": [MODEL],
+            "engines": ["llama.cpp"],
+            "repetitions": repetitions,
+            "warmup": 1,
+            "engine_options": {"threads": threads or None},
+            "workloads": [{"kind": "generate", "prompt_tokens": [prompt], "gen_tokens": [gen]}],
+        }
+    )
     job = expand(spec, ModelCatalog(mdir))[0]
     factor = 1.0 / (1.0 - slowdown) - 1.0  # each timed call takes (1 + factor) x as long
     t0 = time.perf_counter()
@@ -140,8 +156,17 @@ def collect(rounds: int, repetitions: int, threads: int, slowdown: float, prompt
     if busy0 is not None:
         busy1, own1 = machine_busy(), own_cpu()
         others = max(0.0, (busy1[0] - busy0[0]) / CLK - (own1 - own0)) / ((busy1[1] - busy0[1]) / CLK)
-    return {"rounds": rounds, "repetitions": repetitions, "threads": threads, "slowdown": slowdown, "prompt": prompt,
-            "gen": gen, "wall_s": time.perf_counter() - t0, "others_cpu_share": others, "sides": sides}
+    return {
+        "rounds": rounds,
+        "repetitions": repetitions,
+        "threads": threads,
+        "slowdown": slowdown,
+        "prompt": prompt,
+        "gen": gen,
+        "wall_s": time.perf_counter() - t0,
+        "others_cpu_share": others,
+        "sides": sides,
+    }
 
 
 def pooled_verdict(a: list[float], b: list[float], metric: str) -> Verdict:
@@ -179,9 +204,12 @@ def evaluate(data: dict, processes: int, console: Console) -> dict:
     A, A2, B = sides["A"], sides["A2"], sides["B"]
     n = min(len(A), len(A2), len(B))
     rng = random.Random(0)
-    table = Table(title=f"compare on {MODEL}, llama.cpp, p{data['prompt']} g{data['gen']}, {data['repetitions']} "
-                        f"reps/process, threads {data['threads'] or 'all'}, B = {data['slowdown']:.0%} slower; "
-                        f"{n} rounds of (A, A', B) in {data['wall_s']:.0f} s", title_justify="left")
+    table = Table(
+        title=f"compare on {MODEL}, llama.cpp, p{data['prompt']} g{data['gen']}, {data['repetitions']} "
+        f"reps/process, threads {data['threads'] or 'all'}, B = {data['slowdown']:.0%} slower; "
+        f"{n} rounds of (A, A', B) in {data['wall_s']:.0f} s",
+        title_justify="left",
+    )
     for c in ("metric", "protocol", "A/A called a regression (95% CI)", "5% slowdown caught (95% CI)"):
         table.add_column(c, justify="left" if c in ("metric", "protocol") else "right")
     figures: dict = {"processes": processes, "metrics": {}}
@@ -202,44 +230,72 @@ def evaluate(data: dict, processes: int, console: Console) -> dict:
                 left.append(pair[0])
                 right.append(pair[1])
             draw_aa += verdict(left, right, metric) == reg
-            draw_ab += verdict(left, B[s:s + processes], metric) == reg
+            draw_ab += verdict(left, B[s : s + processes], metric) == reg
             if processes >= LOOKS[-1]:  # the same draw, judged by the sequential design (its looks in round order)
-                for key, other in (("aa", right), ("ab", B[s:s + processes])):
+                for key, other in (("aa", right), ("ab", B[s : s + processes])):
                     d = decide([x[metric] for x in left], [x[metric] for x in other], metric)
                     seq[key][0] += d.verdict == reg
                     seq[key][1] += d.processes
         inside, between = spread(A + A2, metric)
-        ratio = statistics.median(statistics.median(b[metric]) for b in B) / \
-            statistics.median(statistics.median(a[metric]) for a in A + A2)
+        ratio = statistics.median(statistics.median(b[metric]) for b in B) / statistics.median(
+            statistics.median(a[metric]) for a in A + A2
+        )
         label = f"{metric}\nCV in / between processes {inside:.1%} / {between:.1%}\nB/A {ratio:.3f}"
-        table.add_row(label, "before: 1 process a side, repetitions pooled", rate_cell(before_aa, n),
-                      rate_cell(before_ab, 2 * n))
-        table.add_row("", f"now: {processes} processes a side, disjoint blocks", rate_cell(blk_aa, len(blocks)),
-                      rate_cell(blk_ab, 2 * len(blocks)))
-        table.add_row("", f"now: {processes} processes a side, {DRAWS} random splits", rate_cell(draw_aa, DRAWS, False),
-                      rate_cell(draw_ab, DRAWS, False), end_section=processes < LOOKS[-1])
+        table.add_row(
+            label, "before: 1 process a side, repetitions pooled", rate_cell(before_aa, n), rate_cell(before_ab, 2 * n)
+        )
+        table.add_row(
+            "",
+            f"now: {processes} processes a side, disjoint blocks",
+            rate_cell(blk_aa, len(blocks)),
+            rate_cell(blk_ab, 2 * len(blocks)),
+        )
+        table.add_row(
+            "",
+            f"now: {processes} processes a side, {DRAWS} random splits",
+            rate_cell(draw_aa, DRAWS, False),
+            rate_cell(draw_ab, DRAWS, False),
+            end_section=processes < LOOKS[-1],
+        )
         if processes >= LOOKS[-1]:
             avg = {k: v[1] / DRAWS for k, v in seq.items()}
-            table.add_row("", f"sequential: looks at {', '.join(map(str, LOOKS))} a side, the same splits; mean "
-                              f"processes a side {avg['aa']:.1f} (A/A) / {avg['ab']:.1f} (A/B), average "
-                              f"{(avg['aa'] + avg['ab']) / 2:.2f}",
-                          rate_cell(seq["aa"][0], DRAWS, False), rate_cell(seq["ab"][0], DRAWS, False), end_section=True)
+            table.add_row(
+                "",
+                f"sequential: looks at {', '.join(map(str, LOOKS))} a side, the same splits; mean "
+                f"processes a side {avg['aa']:.1f} (A/A) / {avg['ab']:.1f} (A/B), average "
+                f"{(avg['aa'] + avg['ab']) / 2:.2f}",
+                rate_cell(seq["aa"][0], DRAWS, False),
+                rate_cell(seq["ab"][0], DRAWS, False),
+                end_section=True,
+            )
         figures["metrics"][metric] = {
-            "cv_inside_process": inside, "cv_between_processes": between, "b_over_a": ratio,
+            "cv_inside_process": inside,
+            "cv_between_processes": between,
+            "b_over_a": ratio,
             "before": {"aa": [before_aa, n], "ab": [before_ab, 2 * n]},
             "blocks": {"aa": [blk_aa, len(blocks)], "ab": [blk_ab, 2 * len(blocks)]},
             "draws": {"aa": [draw_aa, DRAWS], "ab": [draw_ab, DRAWS]},
-            "sequential": {"looks": list(LOOKS), "aa": [seq["aa"][0], DRAWS], "ab": [seq["ab"][0], DRAWS],
-                           "mean_processes_aa": seq["aa"][1] / DRAWS, "mean_processes_ab": seq["ab"][1] / DRAWS,
-                           "mean_processes": (seq["aa"][1] + seq["ab"][1]) / (2 * DRAWS)}}
+            "sequential": {
+                "looks": list(LOOKS),
+                "aa": [seq["aa"][0], DRAWS],
+                "ab": [seq["ab"][0], DRAWS],
+                "mean_processes_aa": seq["aa"][1] / DRAWS,
+                "mean_processes_ab": seq["ab"][1] / DRAWS,
+                "mean_processes": (seq["aa"][1] + seq["ab"][1]) / (2 * DRAWS),
+            },
+        }
     console.print(table)
     if processes >= LOOKS[-1]:
         console.print(designs_table(figures, processes))
     if data.get("others_cpu_share") is not None:
-        console.print(f"Other processes used {data['others_cpu_share']:.0%} of this machine's CPU time during the "
-                      f"run ({os.cpu_count()} cores).")
-    console.print("Targets: A/A called a regression < 1%; a real 5% slowdown caught >= 95%. Random splits reuse "
-                  "each process in many comparisons: resolution, not independent evidence.")
+        console.print(
+            f"Other processes used {data['others_cpu_share']:.0%} of this machine's CPU time during the "
+            f"run ({os.cpu_count()} cores)."
+        )
+    console.print(
+        "Targets: A/A called a regression < 1%; a real 5% slowdown caught >= 95%. Random splits reuse "
+        "each process in many comparisons: resolution, not independent evidence."
+    )
     return figures
 
 
@@ -247,36 +303,63 @@ def designs_table(figures: dict, processes: int) -> Table:
     """Fixed and sequential side by side on the same splits, with the target for each metric."""
     budget = processes / 2
     nominal = ", ".join(f"{a:.4f}" for a in look_alphas())
-    table = Table(title=f"fixed {processes} a side vs sequential (looks {'/'.join(map(str, LOOKS))}, Lan-DeMets "
-                        f"alpha*t^{SPENDING_RHO:g}: nominal p {nominal}; no change once the ratio's "
-                        f"{EQUIVALENCE_LEVEL:.0%} interval is inside the minimum effect), {DRAWS} splits; target: "
-                        f"A/A < 1%, caught >= 95%, mean processes a side <= {budget:g}", title_justify="left")
-    for c in ("metric", f"fixed {processes}: A/A", "caught", "sequential: A/A", "caught",
-              "processes a side A/A", "A/B", "average", "target"):
+    table = Table(
+        title=f"fixed {processes} a side vs sequential (looks {'/'.join(map(str, LOOKS))}, Lan-DeMets "
+        f"alpha*t^{SPENDING_RHO:g}: nominal p {nominal}; no change once the ratio's "
+        f"{EQUIVALENCE_LEVEL:.0%} interval is inside the minimum effect), {DRAWS} splits; target: "
+        f"A/A < 1%, caught >= 95%, mean processes a side <= {budget:g}",
+        title_justify="left",
+    )
+    for c in (
+        "metric",
+        f"fixed {processes}: A/A",
+        "caught",
+        "sequential: A/A",
+        "caught",
+        "processes a side A/A",
+        "A/B",
+        "average",
+        "target",
+    ):
         table.add_column(c, justify="left" if c == "metric" else "right")
     for metric, f in figures["metrics"].items():
         fx, sq = f["draws"], f["sequential"]
         aa, ab = sq["aa"][0] / sq["aa"][1], sq["ab"][0] / sq["ab"][1]
         met = aa < 0.01 and ab >= 0.95 and sq["mean_processes"] <= budget
-        table.add_row(metric, f"{fx['aa'][0] / fx['aa'][1]:.1%}", f"{fx['ab'][0] / fx['ab'][1]:.1%}", f"{aa:.1%}",
-                      f"{ab:.1%}", f"{sq['mean_processes_aa']:.1f}", f"{sq['mean_processes_ab']:.1f}",
-                      f"{sq['mean_processes']:.2f}", "met" if met else "NOT met")
+        table.add_row(
+            metric,
+            f"{fx['aa'][0] / fx['aa'][1]:.1%}",
+            f"{fx['ab'][0] / fx['ab'][1]:.1%}",
+            f"{aa:.1%}",
+            f"{ab:.1%}",
+            f"{sq['mean_processes_aa']:.1f}",
+            f"{sq['mean_processes_ab']:.1f}",
+            f"{sq['mean_processes']:.2f}",
+            "met" if met else "NOT met",
+        )
         f["target_met"] = met
     return table
 
 
-def main(rounds: int = typer.Option(120, help="Rounds of (A, A', B), each job a fresh process; ~5 s a round"),
-         processes: int = typer.Option(COMPARE_PROCESSES, help="Processes a side in the comparisons evaluated"),
-         repetitions: int = typer.Option(5, help="Measured repetitions per process (the sweep default)"),
-         threads: int = typer.Option(1, help="Engine threads (0: all cores)"),
-         slowdown: float = typer.Option(0.05, help="Injected drop of tokens/s in B"),
-         prompt: int = 512, gen: int = 128, models_dir: Path = typer.Option(None),
-         save: Path = typer.Option(None, help="Write the raw per-process samples here"),
-         load: Path = typer.Option(None, help="Evaluate saved samples instead of running jobs"),
-         json_out: Path = typer.Option(None, "--json", help="Write the figures here")) -> None:
+def main(
+    rounds: int = typer.Option(120, help="Rounds of (A, A', B), each job a fresh process; ~5 s a round"),
+    processes: int = typer.Option(COMPARE_PROCESSES, help="Processes a side in the comparisons evaluated"),
+    repetitions: int = typer.Option(5, help="Measured repetitions per process (the sweep default)"),
+    threads: int = typer.Option(1, help="Engine threads (0: all cores)"),
+    slowdown: float = typer.Option(0.05, help="Injected drop of tokens/s in B"),
+    prompt: int = 512,
+    gen: int = 128,
+    models_dir: Path = typer.Option(None),
+    save: Path = typer.Option(None, help="Write the raw per-process samples here"),
+    load: Path = typer.Option(None, help="Evaluate saved samples instead of running jobs"),
+    json_out: Path = typer.Option(None, "--json", help="Write the figures here"),
+) -> None:
     console = Console(width=160)
-    data = json.loads(load.read_text()) if load else collect(rounds, repetitions, threads, slowdown, prompt, gen,
-                                                             models_dir, console)
+    data = (
+        json.loads(load.read_text())
+        if load
+        else collect(rounds, repetitions, threads, slowdown, prompt, gen, models_dir, console)
+    )
     if save:
         save.write_text(json.dumps(data))
     figures = evaluate(data, processes, console)

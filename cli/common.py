@@ -33,9 +33,12 @@ def user_errors(fn: Callable) -> Callable:
         try:
             return fn(*args, **kwargs)
         except UserError as exc:
-            err_console.print(f"[bold red]error[/] in [bold]{exc.field}[/]: {exc.message}"
-                              + (f" Valid choices: {', '.join(exc.choices)}." if exc.choices else ""),
-                              highlight=False, soft_wrap=True)
+            err_console.print(
+                f"[bold red]error[/] in [bold]{exc.field}[/]: {exc.message}"
+                + (f" Valid choices: {', '.join(exc.choices)}." if exc.choices else ""),
+                highlight=False,
+                soft_wrap=True,
+            )
             err_console.print("Nothing was run, enqueued or written.", style="dim")
             raise typer.Exit(EXIT_USER_ERROR) from None
 
@@ -56,8 +59,15 @@ def database(s: Settings) -> str:
 @contextlib.contextmanager
 def byte_progress() -> Iterator[Callable[[str, int, int], None]]:
     """A progress bar per task (hashing, downloading) fed by (description, bytes done, bytes in all)."""
-    bars = Progress(TextColumn("  {task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                    TimeRemainingColumn(), console=console, transient=True)
+    bars = Progress(
+        TextColumn("  {task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    )
     tasks: dict[str, int] = {}
 
     def update(desc: str, done: int, total: int) -> None:

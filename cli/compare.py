@@ -17,13 +17,17 @@ from storage.database import session_scope
 from .common import EXIT_FAILED_JOBS, console, database, settings, user_errors
 
 METRIC_HELP = "Metric to compare (repeatable; default prefill_tps, decode_tps, ttft_ms)"
-SELECTOR_HELP = ("comma-separated key=value terms, all must hold: sweep, host, engine, model, quant, source, "
-                 "job, since, until, date, version, or a component (mlx-lm, mlx, llama-cpp-python, llama.cpp, "
-                 "os, python, blas, backend); values may use * globs")
+SELECTOR_HELP = (
+    "comma-separated key=value terms, all must hold: sweep, host, engine, model, quant, source, "
+    "job, since, until, date, version, or a component (mlx-lm, mlx, llama-cpp-python, llama.cpp, "
+    "os, python, blas, backend); values may use * globs"
+)
 
 
-DISTURBED_HELP = ("Also the results that ran disturbed (throttled or contended: the host was hot or busy), which "
-                  "are left out by default")
+DISTURBED_HELP = (
+    "Also the results that ran disturbed (throttled or contended: the host was hot or busy), which "
+    "are left out by default"
+)
 
 
 def _say_left_out(url: str, included: bool) -> None:
@@ -50,8 +54,9 @@ def compare(
     candidate: str = typer.Option(..., "--candidate", "-c", help="Candidate selector (same keys)"),
     metric: list[str] = typer.Option([], "--metric", "-m", help=METRIC_HELP),
     min_effect: float = typer.Option(0.03, "--min-effect", help="Smallest change that counts (0.03 = 3%)"),
-    alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the Mann-Whitney U test on "
-                                "per-process medians"),
+    alpha: float = typer.Option(
+        0.05, "--alpha", help="Significance level of the Mann-Whitney U test on per-process medians"
+    ),
     fmt: str = typer.Option("table", "--format", help="table | csv | json | md"),
     out: Path = typer.Option(None, "--out", help="Write to this file instead of stdout"),
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 1 if any row is a regression"),
@@ -64,10 +69,19 @@ def compare(
     from coordinator.history.compare import Verdict, compare_db, counts, render, rich_table  # verb-local
 
     url = database(settings())
-    rows = compare_db(url, baseline, candidate, metrics=tuple(metric) or HEADLINE, alpha=alpha,
-                      min_effect=min_effect, include_disturbed=include_disturbed)
-    title = (f"candidate ({candidate}) vs baseline ({baseline}): one sample per process (the median of its "
-             f"repetitions); Hodges-Lehmann ratio, Mann-Whitney U, alpha {alpha}, min effect {min_effect:.0%}")
+    rows = compare_db(
+        url,
+        baseline,
+        candidate,
+        metrics=tuple(metric) or HEADLINE,
+        alpha=alpha,
+        min_effect=min_effect,
+        include_disturbed=include_disturbed,
+    )
+    title = (
+        f"candidate ({candidate}) vs baseline ({baseline}): one sample per process (the median of its "
+        f"repetitions); Hodges-Lehmann ratio, Mann-Whitney U, alpha {alpha}, min effect {min_effect:.0%}"
+    )
     if fmt == "table":
         if not rows:
             console.print("No series was measured on both sides.")
@@ -91,9 +105,13 @@ def regressions(
     save: bool = typer.Option(True, "--save/--no-save", help="Record each step as a finding (for confirm)"),
     fmt: str = typer.Option("table", "--format", help="table | json"),
     include_disturbed: bool = typer.Option(False, "--include-disturbed", help=DISTURBED_HELP),
-    since: str = typer.Option(None, "--since", help="Instead of searching: list the verdicts (campaign findings, "
-                              "suspect hosts, failed campaigns, findings) created since an ISO date or date-time, "
-                              "or a duration back from now (30m, 24h, 7d, 2w)"),
+    since: str = typer.Option(
+        None,
+        "--since",
+        help="Instead of searching: list the verdicts (campaign findings, "
+        "suspect hosts, failed campaigns, findings) created since an ISO date or date-time, "
+        "or a duration back from now (30m, 24h, 7d, 2w)",
+    ),
 ) -> None:
     """Change points in every series' history (ruptures PELT, each step tested), with what changed there;
     with --since, the verdicts recorded since then (for scripts: --format json)."""
@@ -110,8 +128,12 @@ def regressions(
     from coordinator.history.selectors import parse_selector  # verb-local
 
     url = database(settings())
-    opts = dict(metrics=tuple(metric) or HEADLINE, selector=parse_selector(where, "--where") if where else None,
-                alpha=alpha, min_effect=min_effect)
+    opts = dict(
+        metrics=tuple(metric) or HEADLINE,
+        selector=parse_selector(where, "--where") if where else None,
+        alpha=alpha,
+        min_effect=min_effect,
+    )
     with session_scope(url) as s:
         points = load_points(s, include_disturbed=include_disturbed)
         proposed = find_steps(points, keep_all=True, **opts)  # kept steps and the ones too thin to test
@@ -126,12 +148,18 @@ def regressions(
     untested = [st for st in proposed if st.comparison.verdict == Verdict.insufficient]
     if untested:  # PELT saw a step the test cannot judge yet: say so rather than stay silent
         u = untested[0]
-        console.print(f"{len(untested)} proposed step(s) not tested yet: fewer than 4 results (processes) on a side, "
-                      f"e.g. {u.series} {u.metric} at {u.index}/{u.n_points} ({describe_changes(u.changes)}). "
-                      "Run more processes of each side (a sweep's `processes:`).", style="yellow", highlight=False)
+        console.print(
+            f"{len(untested)} proposed step(s) not tested yet: fewer than 4 results (processes) on a side, "
+            f"e.g. {u.series} {u.metric} at {u.index}/{u.n_points} ({describe_changes(u.changes)}). "
+            "Run more processes of each side (a sweep's `processes:`).",
+            style="yellow",
+            highlight=False,
+        )
     if not steps:
-        console.print(f"No step in {len({p.job_id for p in points})} results passed the test "
-                      f"(alpha {alpha}, min effect {min_effect:.0%}).")
+        console.print(
+            f"No step in {len({p.job_id for p in points})} results passed the test "
+            f"(alpha {alpha}, min effect {min_effect:.0%})."
+        )
         return
     t = Table(title="steps in series histories (ordered by version, then time)", title_justify="left")
     for c in ("finding", "series", "metric", "at", "before → after (median)", "ratio", "p", "verdict", "what changed"):
@@ -139,10 +167,17 @@ def regressions(
     for st in steps:
         c = st.comparison
         colour = "red" if c.verdict.value == "regression" else "green"
-        t.add_row(str(st.finding_id or "—"), st.series, st.metric, f"{st.index}/{st.n_points}",
-                  f"{c.baseline_median:,.1f} → {c.candidate_median:,.1f}", f"{c.ratio:.3f}", f"{c.p_value:.2g}",
-                  f"[{colour}]{c.verdict.value}[/]", ", ".join(f"{k} {a or '—'} → {b or '—'}"
-                                                             for k, (a, b) in st.changes.items()) or "nothing recorded")
+        t.add_row(
+            str(st.finding_id or "—"),
+            st.series,
+            st.metric,
+            f"{st.index}/{st.n_points}",
+            f"{c.baseline_median:,.1f} → {c.candidate_median:,.1f}",
+            f"{c.ratio:.3f}",
+            f"{c.p_value:.2g}",
+            f"[{colour}]{c.verdict.value}[/]",
+            ", ".join(f"{k} {a or '—'} → {b or '—'}" for k, (a, b) in st.changes.items()) or "nothing recorded",
+        )
     console.print(t)
     if save:
         console.print("Confirm one with `siliconbench confirm FINDING` (A/B/A/B on this host).", style="dim")
@@ -170,8 +205,9 @@ def _verdicts_since(since: str, fmt: str) -> None:
         t.add_column(c, overflow="fold")
     for r in rows:
         tries = f" ({r['attempts']} tries: {r['last_error']})" if r["last_error"] else ""
-        t.add_row((r["created_at"] or "")[:19], r["kind"], f"{r['source']} {r['id']}", r["delivery"] + tries,
-                  r["message"])
+        t.add_row(
+            (r["created_at"] or "")[:19], r["kind"], f"{r['source']} {r['id']}", r["delivery"] + tries, r["message"]
+        )
     console.print(t)
 
 
@@ -182,8 +218,12 @@ def confirm(
     repetitions: int = typer.Option(None, "--repetitions", help="Per job (default: the series' own)"),
     models_dir: Path = typer.Option(None, "--models-dir", help="Models folder (default: SILICONBENCH_MODELS_DIR)"),
     host: list[str] = typer.Option([], "--host", help="Through the fleet: run it on this worker (repeatable)"),
-    sku: str = typer.Option(None, "--sku", help="Through the fleet: on every online worker of this SKU "
-                            "(chip · CPU cores · GPU cores · memory · OS major; `siliconbench workers` lists them)"),
+    sku: str = typer.Option(
+        None,
+        "--sku",
+        help="Through the fleet: on every online worker of this SKU "
+        "(chip · CPU cores · GPU cores · memory · OS major; `siliconbench workers` lists them)",
+    ),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="Fleet: wait for the jobs and attach the result"),
 ) -> None:
     """Rerun a finding's baseline and candidate interleaved A/B/A/B on this host, or on fleet workers (--host /
@@ -195,10 +235,19 @@ def confirm(
     s = settings(models_dir=models_dir)
     url = database(s)
     done = []
-    f = run_confirm(url, finding, s.resolved_models_dir, rounds=rounds, repetitions=repetitions,
-                    on_done=lambda job, res: done.append(res.status) or console.print(
-                        f"  {job.index + 1:>2}. {job.engine} {job.engine_version}: {res.status}", style="dim",
-                        highlight=False))
+    f = run_confirm(
+        url,
+        finding,
+        s.resolved_models_dir,
+        rounds=rounds,
+        repetitions=repetitions,
+        on_done=lambda job, res: (
+            done.append(res.status)
+            or console.print(
+                f"  {job.index + 1:>2}. {job.engine} {job.engine_version}: {res.status}", style="dim", highlight=False
+            )
+        ),
+    )
     _print_confirmation(f)
 
 
@@ -209,15 +258,19 @@ def _print_confirmation(f: dict) -> None:
     per_host = r["hosts"].items() if "hosts" in r else [(r.get("host"), r)]
     for name, one in per_host:
         on = f" on {name}" if name else ""
-        console.print(f"finding {f['id']} ({f['series']}, {f['metric']}){on}: [bold]{f['status']}[/] — "
-                      f"{one['baseline']} → {one['candidate']}: ratio {one['ratio'] or nan:.3f} "
-                      f"(95% CI {one['ci_low'] or nan:.3f}–{one['ci_high'] or nan:.3f}), "
-                      f"p {one['p_value'] if one['p_value'] is not None else nan:.2g}, {one['verdict']}; "
-                      f"sweep {one['sweep_id']}", highlight=False)
+        console.print(
+            f"finding {f['id']} ({f['series']}, {f['metric']}){on}: [bold]{f['status']}[/] — "
+            f"{one['baseline']} → {one['candidate']}: ratio {one['ratio'] or nan:.3f} "
+            f"(95% CI {one['ci_low'] or nan:.3f}–{one['ci_high'] or nan:.3f}), "
+            f"p {one['p_value'] if one['p_value'] is not None else nan:.2g}, {one['verdict']}; "
+            f"sweep {one['sweep_id']}",
+            highlight=False,
+        )
 
 
-def _confirm_on_fleet(finding: int, rounds: int, repetitions: int | None, hosts: list[str], sku: str | None,
-                      wait: bool) -> None:
+def _confirm_on_fleet(
+    finding: int, rounds: int, repetitions: int | None, hosts: list[str], sku: str | None, wait: bool
+) -> None:
     from coordinator.confirm.on_fleet import attach_confirm, choose_hosts, submit_confirm, wait_confirm  # verb-local
 
     from .fleet import _fleet_settings  # verb-local: the fleet's settings, checked as every fleet verb does
@@ -226,16 +279,18 @@ def _confirm_on_fleet(finding: int, rounds: int, repetitions: int | None, hosts:
     with session_scope(s.database_url) as ses:
         chosen = choose_hosts(ses, hosts, sku)
     sweep_id = submit_confirm(s.database_url, broker, finding, chosen, rounds=rounds, repetitions=repetitions)
-    console.print(f"confirmation sweep {sweep_id}: {2 * rounds} job(s) on each of {', '.join(chosen)}",
-                  highlight=False)
+    console.print(f"confirmation sweep {sweep_id}: {2 * rounds} job(s) on each of {', '.join(chosen)}", highlight=False)
     if not wait:
         console.print(f"finding {finding} is confirming; `siliconbench status {sweep_id}` follows it.", highlight=False)
         return
 
     def progress(counts: dict[str, int]) -> None:
         total, final = sum(counts.values()), sum(counts.get(k, 0) for k in ("ok", "failed", "cancelled"))
-        console.print(f"  {final}/{total} done ({counts.get('running', 0)} running, {counts.get('failed', 0)} failed)",
-                      style="dim", highlight=False)
+        console.print(
+            f"  {final}/{total} done ({counts.get('running', 0)} running, {counts.get('failed', 0)} failed)",
+            style="dim",
+            highlight=False,
+        )
 
     wait_confirm(s.database_url, sweep_id, broker_url=broker, on_progress=progress)
     _print_confirmation(attach_confirm(s.database_url, finding, sweep_id))
@@ -257,8 +312,11 @@ def import_llama_bench(
     url = database(s)
     host = host or platform.node()
     out = import_file(url, file, host=host, models_dir=s.resolved_models_dir, model=model)
-    console.print(f"imported {out['imported']} tests ({out['raw_samples']} with raw samples) as sweep "
-                  f"{out['sweep_id']}, host {host}", highlight=False)
+    console.print(
+        f"imported {out['imported']} tests ({out['raw_samples']} with raw samples) as sweep "
+        f"{out['sweep_id']}, host {host}",
+        highlight=False,
+    )
     for why in out["skipped"]:
         console.print(f"  skipped {why}", style="yellow", highlight=False)
 

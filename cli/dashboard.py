@@ -28,19 +28,40 @@ def app_path() -> Path:
 
 
 def streamlit_argv(host: str, port: int) -> list[str]:
-    return [sys.executable, "-m", "streamlit", "run", str(app_path()), "--server.address", host,
-            "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
-            "--server.fileWatcherType", "none", "--global.developmentMode", "false",
-            "--client.toolbarMode", "minimal"]
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(app_path()),
+        "--server.address",
+        host,
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
+        "--global.developmentMode",
+        "false",
+        "--client.toolbarMode",
+        "minimal",
+    ]
 
 
 @user_errors
 def dashboard(
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; 0.0.0.0 exposes it to the network "
-                             "(then SILICONBENCH_OIDC_* or --read-only)"),
+    host: str = typer.Option(
+        "127.0.0.1",
+        "--host",
+        help="Address to bind; 0.0.0.0 exposes it to the network (then SILICONBENCH_OIDC_* or --read-only)",
+    ),
     port: int = typer.Option(8501, "--port", min=1, max=65535, help="Port to serve on"),
-    read_only: bool = typer.Option(False, "--read-only", help="No write action for anyone (as "
-                                   "SILICONBENCH_DASHBOARD_READ_ONLY=1)"),
+    read_only: bool = typer.Option(
+        False, "--read-only", help="No write action for anyone (as SILICONBENCH_DASHBOARD_READ_ONLY=1)"
+    ),
 ) -> None:
     """Serve the dashboard: compare results, submit sweeps, watch the fleet."""
     if read_only:
@@ -49,8 +70,10 @@ def dashboard(
     if importlib.util.find_spec("streamlit") is None:
         raise UserError("dashboard", "Streamlit is not installed; `pip install 'siliconbench[dashboard]'`.")
     if writes is Writes.LOGIN and importlib.util.find_spec("authlib") is None:
-        raise UserError("SILICONBENCH_OIDC_METADATA_URL", "a dashboard login needs Authlib; "
-                                                          "`pip install 'siliconbench[dashboard]'`.")
+        raise UserError(
+            "SILICONBENCH_OIDC_METADATA_URL",
+            "a dashboard login needs Authlib; `pip install 'siliconbench[dashboard]'`.",
+        )
     argv = streamlit_argv(host, port)
     sys.stdout.flush()
     os.execv(argv[0], argv)  # Streamlit takes over this process (same PID, signals go straight to it)

@@ -21,10 +21,14 @@ from storage.roles import create_login, login_for
 from .common import console, settings, user_errors
 
 app = typer.Typer(help="Database schema migrations and least-privilege logins.", no_args_is_help=True)
-_ADDRESS = typer.Option(None, "--address", help="The database server's address as that machine reaches it "
-                                                "(default: the one in SILICONBENCH_DATABASE_URL)")
-_PASSWORD_ENV = typer.Option(None, "--password-env", help="Take the password from this environment variable "
-                                                          "(default: a new random one)")
+_ADDRESS = typer.Option(
+    None,
+    "--address",
+    help="The database server's address as that machine reaches it (default: the one in SILICONBENCH_DATABASE_URL)",
+)
+_PASSWORD_ENV = typer.Option(
+    None, "--password-env", help="Take the password from this environment variable (default: a new random one)"
+)
 
 
 @app.command()
@@ -54,14 +58,18 @@ def current() -> None:
 
 @app.command()
 @user_errors
-def prune(days: float = typer.Option(None, "--days", min=0, help="Keep this many days of raw samples "
-                                     "(default: SILICONBENCH_KEEP_SAMPLES_DAYS)")) -> None:
+def prune(
+    days: float = typer.Option(
+        None, "--days", min=0, help="Keep this many days of raw samples (default: SILICONBENCH_KEEP_SAMPLES_DAYS)"
+    ),
+) -> None:
     """Delete raw samples older than the retention whose summaries are stored; results and evidence stay."""
     cfg = settings()
     days = cfg.keep_samples_days if days is None else days
     if days is None:
-        console.print("nothing pruned: SILICONBENCH_KEEP_SAMPLES_DAYS is unset (keep raw samples forever); "
-                      "set it or pass --days.")
+        console.print(
+            "nothing pruned: SILICONBENCH_KEEP_SAMPLES_DAYS is unset (keep raw samples forever); set it or pass --days."
+        )
         return
     url = cfg.resolved_database_url
     require_current(url)
@@ -118,6 +126,9 @@ def coordinator_role(
 ) -> None:
     """Create (or re-key) a coordinator login: reads and writes every table's rows, but no DDL; print its URL."""
     made = _login("coordinator", login or login_for(name, "coordinator"), password_env=password_env, address=address)
-    console.print(f"coordinator login [bold]{made.login}[/]: SILICONBENCH_DATABASE_URL for the dashboard, "
-                  "submit and the reconciler:", highlight=False)
+    console.print(
+        f"coordinator login [bold]{made.login}[/]: SILICONBENCH_DATABASE_URL for the dashboard, "
+        "submit and the reconciler:",
+        highlight=False,
+    )
     print(_shown(made, password_env))

@@ -24,8 +24,12 @@ def doctor(
 
     envfile.load(os.environ.get(envfile.ENV_FILE_VAR))  # as the installed service sees its settings
     s = settings(database_url=database)
-    checks = run_checks(broker_url=broker or s.broker_url, database_url=s.database_url,
-                        models_dir=(models_dir or s.resolved_models_dir).expanduser().resolve(), timeout_s=timeout)
+    checks = run_checks(
+        broker_url=broker or s.broker_url,
+        database_url=s.database_url,
+        models_dir=(models_dir or s.resolved_models_dir).expanduser().resolve(),
+        timeout_s=timeout,
+    )
     width = max(len(c.name) for c in checks)
     typer.echo("siliconbench doctor: what a worker on this machine sees")
     for c in checks:

@@ -11,8 +11,10 @@ from rich.table import Table
 
 from .common import console, user_errors
 
-app = typer.Typer(help="Engine environments: one virtual environment per engine version (sweeps name them "
-                  "in `engine_versions:`).", no_args_is_help=True)
+app = typer.Typer(
+    help="Engine environments: one virtual environment per engine version (sweeps name them in `engine_versions:`).",
+    no_args_is_help=True,
+)
 
 
 @app.command("add")
@@ -22,14 +24,23 @@ def add_cmd(
     with_: list[str] = typer.Option([], "--with", help="Pin more packages into it, e.g. --with 'mlx[cpu]==0.31.2'"),
     name: str = typer.Option(None, "--name", help="Environment name (default: <package>-<version>)"),
     find_links: Path = typer.Option(None, "--find-links", help="Wheel folder (default: SILICONBENCH_WHEEL_CACHE)"),
-    allow_build: bool = typer.Option(False, "--allow-build", help="Let pip build llama-cpp-python from source "
-                                     "(6-9 minutes on 2 cores) when no prebuilt wheel exists"),
+    allow_build: bool = typer.Option(
+        False,
+        "--allow-build",
+        help="Let pip build llama-cpp-python from source (6-9 minutes on 2 cores) when no prebuilt wheel exists",
+    ),
 ) -> None:
     """Create a virtual environment holding one engine version, and record it."""
     from worker.envs import venvs as envs  # verb-local
 
-    env = envs.add(requirement, extra=with_, name=name, find_links=find_links, allow_build=allow_build,
-                   progress=lambda msg: console.print(f"  {msg}", style="dim", highlight=False))
+    env = envs.add(
+        requirement,
+        extra=with_,
+        name=name,
+        find_links=find_links,
+        allow_build=allow_build,
+        progress=lambda msg: console.print(f"  {msg}", style="dim", highlight=False),
+    )
     console.print(f"[green]ready[/] {env.name}: {env.python}", highlight=False)
 
 
@@ -43,11 +54,31 @@ def list_cmd(fmt: str = typer.Option("table", "--format", help="table | json")) 
     for engine in envs.ENGINE_PACKAGE:
         own = envs.own_version(engine)
         if own:
-            rows.append(dict(name="(own)", engine=engine, package=envs.ENGINE_PACKAGE[engine], version=own,
-                             packages={}, python=sys.executable, ok=True, created_at=""))
+            rows.append(
+                dict(
+                    name="(own)",
+                    engine=engine,
+                    package=envs.ENGINE_PACKAGE[engine],
+                    version=own,
+                    packages={},
+                    python=sys.executable,
+                    ok=True,
+                    created_at="",
+                )
+            )
     for e in envs.list_envs():
-        rows.append(dict(name=e.name, engine=e.engine, package=e.package, version=e.version, packages=e.packages,
-                         python=e.python, ok=e.ok(), created_at=e.created_at))
+        rows.append(
+            dict(
+                name=e.name,
+                engine=e.engine,
+                package=e.package,
+                version=e.version,
+                packages=e.packages,
+                python=e.python,
+                ok=e.ok(),
+                created_at=e.created_at,
+            )
+        )
     if fmt == "json":
         json.dump(rows, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -57,8 +88,9 @@ def list_cmd(fmt: str = typer.Option("table", "--format", help="table | json")) 
         t.add_column(c)
     for r in rows:
         others = ", ".join(f"{k} {v}" for k, v in r["packages"].items() if k != r["package"])
-        t.add_row(r["name"], r["engine"], r["version"], others, r["python"] if r["ok"] else "[red]missing[/]",
-                  r["created_at"])
+        t.add_row(
+            r["name"], r["engine"], r["version"], others, r["python"] if r["ok"] else "[red]missing[/]", r["created_at"]
+        )
     console.print(t)
 
 

@@ -30,10 +30,14 @@ def _fleet_settings(broker: str | None = None, database: str | None = None, wait
     s = settings(database_url=database)
     broker = broker or s.broker_url
     if not broker:
-        raise UserError("SILICONBENCH_BROKER_URL", "the fleet needs a broker: set it or pass --broker redis://HOST:6379/0.")
+        raise UserError(
+            "SILICONBENCH_BROKER_URL", "the fleet needs a broker: set it or pass --broker redis://HOST:6379/0."
+        )
     if not s.database_url:
-        raise UserError("SILICONBENCH_DATABASE_URL", "the fleet needs the shared PostgreSQL: set it or pass "
-                        "--database postgresql://USER@HOST/siliconbench.")
+        raise UserError(
+            "SILICONBENCH_DATABASE_URL",
+            "the fleet needs the shared PostgreSQL: set it or pass --database postgresql://USER@HOST/siliconbench.",
+        )
 
     if wait_for:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -73,8 +77,11 @@ def worker(
     `siliconbench worker install [OPTIONS]` runs it as a service instead (LaunchAgent / systemd user unit)."""
     if ctx.invoked_subcommand is not None:
         if any(v is not None for v in (broker, database, name, models_dir, engines)):
-            raise UserError(ctx.invoked_subcommand, f"options go after the verb: `siliconbench worker "
-                            f"{ctx.invoked_subcommand} --broker ... --database ...`.")
+            raise UserError(
+                ctx.invoked_subcommand,
+                f"options go after the verb: `siliconbench worker "
+                f"{ctx.invoked_subcommand} --broker ... --database ...`.",
+            )
         return
     from worker.service import envfile  # an installed LaunchAgent's passwords (SILICONBENCH_ENV_FILE)
 
@@ -82,8 +89,12 @@ def worker(
     s, broker = _fleet_settings(broker, database, wait_for="worker")
     name = name or socket.gethostname().split(".")[0]
     mdir = (models_dir or s.resolved_models_dir).expanduser().resolve()
-    os.environ.update(SILICONBENCH_BROKER_URL=broker, SILICONBENCH_DATABASE_URL=s.database_url,
-                      SILICONBENCH_WORKER_NAME=name, SILICONBENCH_MODELS_DIR=str(mdir))
+    os.environ.update(
+        SILICONBENCH_BROKER_URL=broker,
+        SILICONBENCH_DATABASE_URL=s.database_url,
+        SILICONBENCH_WORKER_NAME=name,
+        SILICONBENCH_MODELS_DIR=str(mdir),
+    )
     if engines:
         _check_engines(engines)
         os.environ["SILICONBENCH_WORKER_ENGINES"] = engines
@@ -112,10 +123,16 @@ def worker_install(
     name: str = _NAME,
     models_dir: Path = _MODELS_DIR,
     engines: str = _ENGINES,
-    no_start: bool = typer.Option(False, "--no-start",
-                                  help="Write the service file only; print the command that loads it"),
-    stop_timeout: int = typer.Option(DEFAULT_STOP_TIMEOUT_S, "--stop-timeout", min=1, max=MAX_JOB_TIMEOUT_S + 600,
-                                     help="Seconds a stopping worker gets to finish its running job, then is killed"),
+    no_start: bool = typer.Option(
+        False, "--no-start", help="Write the service file only; print the command that loads it"
+    ),
+    stop_timeout: int = typer.Option(
+        DEFAULT_STOP_TIMEOUT_S,
+        "--stop-timeout",
+        min=1,
+        max=MAX_JOB_TIMEOUT_S + 600,
+        help="Seconds a stopping worker gets to finish its running job, then is killed",
+    ),
 ) -> None:
     """Run `siliconbench worker` with these options as a service that starts at login and restarts on a crash.
 
@@ -129,15 +146,24 @@ def worker_install(
     _check_engines(engines)
     s = settings(database_url=database)  # validates the SILICONBENCH_* settings the service will get
     if not (broker or s.broker_url):
-        raise UserError("SILICONBENCH_BROKER_URL",
-                        "the worker service needs a broker: pass --broker redis://HOST:6379/0.")
+        raise UserError(
+            "SILICONBENCH_BROKER_URL", "the worker service needs a broker: pass --broker redis://HOST:6379/0."
+        )
     if not s.database_url:
-        raise UserError("SILICONBENCH_DATABASE_URL", "the worker service needs the shared PostgreSQL: pass "
-                        "--database postgresql://USER@HOST/siliconbench.")
-    given = [("--broker", broker), ("--database", database), ("--name", name),
-             ("--models-dir", str(models_dir.expanduser().resolve()) if models_dir else None), ("--engines", engines)]
-    _print_service(install, options=[(k, v) for k, v in given if v is not None], start=not no_start,
-                   stop_timeout_s=stop_timeout)
+        raise UserError(
+            "SILICONBENCH_DATABASE_URL",
+            "the worker service needs the shared PostgreSQL: pass --database postgresql://USER@HOST/siliconbench.",
+        )
+    given = [
+        ("--broker", broker),
+        ("--database", database),
+        ("--name", name),
+        ("--models-dir", str(models_dir.expanduser().resolve()) if models_dir else None),
+        ("--engines", engines),
+    ]
+    _print_service(
+        install, options=[(k, v) for k, v in given if v is not None], start=not no_start, stop_timeout_s=stop_timeout
+    )
 
 
 @worker_app.command("uninstall")
@@ -234,17 +260,25 @@ def workers() -> None:
     for c in ("name", "state", "sku", "engines", "models", "current job", "done", "failed", "last heartbeat"):
         t.add_column(c)
     for h in hosts:
-        t.add_row(h.name, "[green]online[/]" if h.online else "[red]offline[/]", sku_of(h),
-                  ", ".join(f"{e} {v}" for e, v in h.engines.items()),
-                  h.models_text(), " ".join(filter(None, [h.current_job_id, h.activity_text()])), str(h.jobs_done),
-                  str(h.jobs_failed),
-                  h.last_heartbeat.strftime("%Y-%m-%d %H:%M:%S") if h.last_heartbeat else "")
+        t.add_row(
+            h.name,
+            "[green]online[/]" if h.online else "[red]offline[/]",
+            sku_of(h),
+            ", ".join(f"{e} {v}" for e, v in h.engines.items()),
+            h.models_text(),
+            " ".join(filter(None, [h.current_job_id, h.activity_text()])),
+            str(h.jobs_done),
+            str(h.jobs_failed),
+            h.last_heartbeat.strftime("%Y-%m-%d %H:%M:%S") if h.last_heartbeat else "",
+        )
     console.print(t)
 
 
 @user_errors
-def reconcile(loop: bool = typer.Option(False, "--loop", help="Keep reconciling every --every seconds"),
-              every: float = typer.Option(10.0, "--every")) -> None:
+def reconcile(
+    loop: bool = typer.Option(False, "--loop", help="Keep reconciling every --every seconds"),
+    every: float = typer.Option(10.0, "--every"),
+) -> None:
     """Re-enqueue jobs whose worker died or whose message was lost; fail jobs out of attempts."""
     from coordinator.fleet.reconcile import reconcile as do_reconcile  # verb-local
 

@@ -11,7 +11,8 @@ from .run import run
 
 app = typer.Typer(
     help="Benchmark llama.cpp (Metal) against MLX on your models, quantizations and prompt lengths.",
-    no_args_is_help=True, pretty_exceptions_show_locals=False,
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
 )
 app.command()(run)
 app.command()(results)

@@ -12,8 +12,10 @@ from siliconbench.manifest import ModelCatalog
 
 from .common import byte_progress, console, settings, user_errors
 
-app = typer.Typer(help="Your own models (GGUF files, MLX folders, Hugging Face repositories) and the ones this "
-                  "project makes itself.", no_args_is_help=True)
+app = typer.Typer(
+    help="Your own models (GGUF files, MLX folders, Hugging Face repositories) and the ones this project makes itself.",
+    no_args_is_help=True,
+)
 
 
 def _dir(d: Path | None) -> Path:
@@ -26,13 +28,17 @@ def _dir(d: Path | None) -> Path:
 @user_errors
 def add_cmd(
     name: str = typer.Argument(..., help="Logical model name a sweep's models: list will use"),
-    sources: list[str] = typer.Argument(..., help="GGUF file (split: its -00001-of-N part), MLX/HF folder, "
-                                        "file://..., https://....gguf, or hf:ORG/REPO[@REVISION][:PATTERN]"),
+    sources: list[str] = typer.Argument(
+        ...,
+        help="GGUF file (split: its -00001-of-N part), MLX/HF folder, "
+        "file://..., https://....gguf, or hf:ORG/REPO[@REVISION][:PATTERN]",
+    ),
     dir: Path = typer.Option(None, "--dir", help="Models folder (default: SILICONBENCH_MODELS_DIR)"),
     to_existing: bool = typer.Option(False, "--to-existing", help="Add these forms to model NAME already there"),
     convert: bool = typer.Option(False, "--convert", help="Also write an unquantized folder as a GGUF of its dtype"),
-    allow_tokenizer_mismatch: bool = typer.Option(False, "--allow-tokenizer-mismatch",
-                                                  help="Keep forms whose tokenizers differ; every result records how"),
+    allow_tokenizer_mismatch: bool = typer.Option(
+        False, "--allow-tokenizer-mismatch", help="Keep forms whose tokenizers differ; every result records how"
+    ),
     force: bool = typer.Option(False, "--force", help="Replace model NAME if it exists"),
 ) -> None:
     """Add your own model: its files are linked where they are (never copied), digested once, and every fact
@@ -41,18 +47,35 @@ def add_cmd(
     from worker.models.add import add_model  # verb-local: reading GGUF and checking tokenizers loads the engines
 
     with byte_progress() as progress:
-        m = add_model(_dir(dir), name, sources, to_existing=to_existing, force=force, convert=convert,
-                      allow_tokenizer_mismatch=allow_tokenizer_mismatch, progress=progress,
-                      say=lambda msg: console.print(f"  {msg}", style="dim"))
-    t = Table(title=f"{m.name}: {m.family}, {m.params:,} parameters, {m.n_layers} layers, hidden {m.hidden_size}, "
-              f"{m.n_heads}/{m.n_kv_heads} heads, vocabulary {m.vocab_size:,}, context {m.n_ctx:,}",
-              title_justify="left")
+        m = add_model(
+            _dir(dir),
+            name,
+            sources,
+            to_existing=to_existing,
+            force=force,
+            convert=convert,
+            allow_tokenizer_mismatch=allow_tokenizer_mismatch,
+            progress=progress,
+            say=lambda msg: console.print(f"  {msg}", style="dim"),
+        )
+    t = Table(
+        title=f"{m.name}: {m.family}, {m.params:,} parameters, {m.n_layers} layers, hidden {m.hidden_size}, "
+        f"{m.n_heads}/{m.n_kv_heads} heads, vocabulary {m.vocab_size:,}, context {m.n_ctx:,}",
+        title_justify="left",
+    )
     for c in ("format", "quant", "level", "bits/weight", "size", "sha256", "from"):
         t.add_column(c)
     for a in m.artifacts:
         bpw = a.details.get("bits_per_weight")
-        t.add_row(a.format, a.quant, a.level, f"{bpw:.2f}" if bpw else "", f"{a.size_bytes / 2**20:,.1f} MiB",
-                  a.sha256[:12], a.origin.describe() if a.origin else "made here")
+        t.add_row(
+            a.format,
+            a.quant,
+            a.level,
+            f"{bpw:.2f}" if bpw else "",
+            f"{a.size_bytes / 2**20:,.1f} MiB",
+            a.sha256[:12],
+            a.origin.describe() if a.origin else "made here",
+        )
     console.print(t)
     if m.tokenizer_mismatch:
         console.print(f"[yellow]tokenizers differ[/] (recorded on every result): {m.tokenizer_mismatch}")
@@ -65,9 +88,15 @@ def quantize_cmd(
     gguf: str = typer.Option("", "--gguf", help="llama.cpp types, comma-separated: Q8_0,Q6_K,Q5_K_M,Q4_K_M,IQ4_XS,..."),
     mlx: str = typer.Option("", "--mlx", help="MLX bit widths, comma-separated: 8,6,5,4,3,2"),
     group_size: int = typer.Option(64, "--group-size", help="MLX group size: 32, 64 or 128"),
-    mlx_recipe: str = typer.Option(None, "--mlx-recipe", help="One of mlx-lm's mixed recipes: mixed_3_6, mixed_4_6, ..."),
-    imatrix_file: Path = typer.Option(None, "--imatrix", help="An importance matrix (llama-imatrix's GGUF or .dat) "
-                                      "for every GGUF type; unset: one is computed for the types that need it"),
+    mlx_recipe: str = typer.Option(
+        None, "--mlx-recipe", help="One of mlx-lm's mixed recipes: mixed_3_6, mixed_4_6, ..."
+    ),
+    imatrix_file: Path = typer.Option(
+        None,
+        "--imatrix",
+        help="An importance matrix (llama-imatrix's GGUF or .dat) "
+        "for every GGUF type; unset: one is computed for the types that need it",
+    ),
     dir: Path = typer.Option(None, "--dir", help="Models folder"),
 ) -> None:
     """Make more forms of a model from its full precision: llama.cpp's quantizer for GGUF types, mlx-lm's for
@@ -78,17 +107,31 @@ def quantize_cmd(
         bits = [int(b) for b in mlx.split(",") if b.strip()]
     except ValueError as exc:
         raise UserError("--mlx", f"{mlx!r}: bit widths are integers, comma-separated (8,6,4).") from exc
-    m, new = quantize_model(_dir(dir), name, gguf_types=gguf.split(","), mlx_bits=bits, group_size=group_size,
-                            recipe=mlx_recipe, imatrix_file=imatrix_file,
-                            say=lambda msg: console.print(f"  {msg}", style="dim"))
+    m, new = quantize_model(
+        _dir(dir),
+        name,
+        gguf_types=gguf.split(","),
+        mlx_bits=bits,
+        group_size=group_size,
+        recipe=mlx_recipe,
+        imatrix_file=imatrix_file,
+        say=lambda msg: console.print(f"  {msg}", style="dim"),
+    )
     t = Table(title=f"{m.name}: {len(new)} new form(s)", title_justify="left")
     for c in ("format", "quant", "level", "bits/weight", "size", "imatrix", "tensor types", "sha256"):
         t.add_column(c)
     for a in new:
         matrix = a.details.get("imatrix")
-        t.add_row(a.format, a.quant, a.level, f"{a.details.get('bits_per_weight', 0):.2f}",
-                  f"{a.size_bytes / 2**20:,.1f} MiB", matrix["sha256"][:12] if matrix else "—",
-                  tensor_types(a.details), a.sha256[:12])
+        t.add_row(
+            a.format,
+            a.quant,
+            a.level,
+            f"{a.details.get('bits_per_weight', 0):.2f}",
+            f"{a.size_bytes / 2**20:,.1f} MiB",
+            matrix["sha256"][:12] if matrix else "—",
+            tensor_types(a.details),
+            a.sha256[:12],
+        )
     console.print(t)
 
 
@@ -115,9 +158,17 @@ def make_synthetic_cmd(
     for speed, memory and energy (perplexity and KL-divergence are refused for it)."""
     from worker.models.make.synthetic import make_synthetic  # verb-local: the quantizers are the engines'
 
-    m = make_synthetic(_dir(dir), shape, name=name, gguf_types=tuple(t for t in gguf.split(",") if t),
-                       mlx_bits=tuple(int(b) for b in mlx.split(",") if b), n_ctx=n_ctx, drop_full=drop_full,
-                       overwrite=force, progress=lambda msg: console.print(f"  {msg}", style="dim"))
+    m = make_synthetic(
+        _dir(dir),
+        shape,
+        name=name,
+        gguf_types=tuple(t for t in gguf.split(",") if t),
+        mlx_bits=tuple(int(b) for b in mlx.split(",") if b),
+        n_ctx=n_ctx,
+        drop_full=drop_full,
+        overwrite=force,
+        progress=lambda msg: console.print(f"  {msg}", style="dim"),
+    )
     console.print(f"made {m.name}: {m.params:,} parameters, {len(m.artifacts)} forms")
 
 
@@ -138,8 +189,15 @@ def make_tiny_cmd(
     if if_missing and not force and (_dir(dir) / name / "manifest.json").is_file():
         console.print(f"{name} is already in {_dir(dir)}", style="dim")
         return
-    m = make_tiny(_dir(dir), name=name, seed=seed, hidden_size=hidden_size, n_layers=n_layers, overwrite=force,
-                  progress=lambda msg: console.print(f"  {msg}", style="dim"))
+    m = make_tiny(
+        _dir(dir),
+        name=name,
+        seed=seed,
+        hidden_size=hidden_size,
+        n_layers=n_layers,
+        overwrite=force,
+        progress=lambda msg: console.print(f"  {msg}", style="dim"),
+    )
     console.print(f"[green]made[/] {m.name}: {m.params:,} parameters, {len(m.artifacts)} artifacts")
 
 
@@ -166,6 +224,14 @@ def list_cmd(dir: Path = typer.Option(None, "--dir", help="Models folder")) -> N
         t.add_column(c)
     for m in cat.models.values():
         for a in m.artifacts:
-            t.add_row(m.name, f"{m.params:,}", a.format, a.quant, a.level, f"{a.size_bytes / 2**20:,.1f} MiB", a.sha256[:12],
-                      a.origin.describe() if a.origin else "made here")
+            t.add_row(
+                m.name,
+                f"{m.params:,}",
+                a.format,
+                a.quant,
+                a.level,
+                f"{a.size_bytes / 2**20:,.1f} MiB",
+                a.sha256[:12],
+                a.origin.describe() if a.origin else "made here",
+            )
     console.print(t)

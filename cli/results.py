@@ -29,8 +29,11 @@ def results(
     sweep: str = typer.Option(None, "--sweep", help="Sweep id (default: the latest sweep)"),
     all_sweeps: bool = typer.Option(False, "--all", help="Every stored result, not only one sweep"),
     fmt: Format = typer.Option(Format.table, "--format", help="table | csv | json"),
-    plot: Path = typer.Option(None, "--plot", help="Also write the quantization matrix's frontier plots (quality "
-                              "and speed against size) to this HTML file"),
+    plot: Path = typer.Option(
+        None,
+        "--plot",
+        help="Also write the quantization matrix's frontier plots (quality and speed against size) to this HTML file",
+    ),
 ) -> None:
     """Print the results of a sweep; JSON carries every raw sample and the environment."""
     from coordinator.reports.export import load_records, to_csv_rows  # verb-local

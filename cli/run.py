@@ -19,8 +19,10 @@ def _recover(url: str, models_dir: Path) -> None:
     from worker.envs.venvs import interpreters  # verb-local
 
     for r in recover(url):
-        console.print(f"[yellow]sweep {r.sweep_id}[/] was interrupted ({r.owner} stopped): "
-                      f"{len(r.jobs)} unfinished job(s) " + ("run again now" if r.policy == "rerun" else "failed"))
+        console.print(
+            f"[yellow]sweep {r.sweep_id}[/] was interrupted ({r.owner} stopped): "
+            f"{len(r.jobs)} unfinished job(s) " + ("run again now" if r.policy == "rerun" else "failed")
+        )
         if r.policy == "rerun":
             run_jobs(r.sweep_id, r.jobs, interpreters(r.jobs), database_url=url, models_dir=models_dir)
 
@@ -51,8 +53,14 @@ def run(
     _recover(url, s.resolved_models_dir)
     reps = sum(j.warmup + j.repetitions for j in jobs)
     failures = 0
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=False) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as bar:
         task = bar.add_task(f"{spec.name}: {len(jobs)} jobs", total=reps)
         done_reps: dict[str, int] = {}
 

@@ -17,9 +17,12 @@ from .fleet import _BROKER, _DATABASE, _fleet_settings
 def scheduler(
     broker: str = _BROKER,
     database: str = _DATABASE,
-    tick_s: float = typer.Option(None, "--tick-s", help="Seconds between ticks (default: SILICONBENCH_WATCH_TICK_S, 60)"),
-    schedule: Path = typer.Option(None, "--schedule", help="Celery beat's schedule file (default: one per process "
-                                  "under the data dir)"),
+    tick_s: float = typer.Option(
+        None, "--tick-s", help="Seconds between ticks (default: SILICONBENCH_WATCH_TICK_S, 60)"
+    ),
+    schedule: Path = typer.Option(
+        None, "--schedule", help="Celery beat's schedule file (default: one per process under the data dir)"
+    ),
 ) -> None:
     """Check due watches, step campaigns and deliver notifications every --tick-s seconds (Ctrl-C stops).
 

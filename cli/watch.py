@@ -24,16 +24,21 @@ from storage.database import ready, session_scope
 
 from .common import EXIT_FAILED_JOBS, console, settings, user_errors
 
-app = typer.Typer(help="Watches: benchmark each new release of an engine package across the fleet by itself.",
-                  no_args_is_help=True, pretty_exceptions_show_locals=False)
+app = typer.Typer(
+    help="Watches: benchmark each new release of an engine package across the fleet by itself.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
 _DATABASE = typer.Option(None, "--database", help="Database URL (default: SILICONBENCH_DATABASE_URL)")
 
 
 def _database(database: str | None) -> str:
     s = settings(database_url=database)
     if not s.database_url:
-        raise UserError("SILICONBENCH_DATABASE_URL", "watches live in the shared database: set it or pass "
-                        "--database postgresql://USER@HOST/siliconbench.")
+        raise UserError(
+            "SILICONBENCH_DATABASE_URL",
+            "watches live in the shared database: set it or pass --database postgresql://USER@HOST/siliconbench.",
+        )
     ready(s.database_url)
     return s.database_url
 
@@ -42,8 +47,11 @@ def _database(database: str | None) -> str:
 @user_errors
 def add_cmd(
     file: Path = typer.Argument(..., help="Watch spec (YAML): name, packages, suite, hosts, every, notify, index"),
-    replace: bool = typer.Option(False, "--replace", help="Replace a watch of that name whose spec differs "
-                                 "(its versions seen and campaigns are kept)"),
+    replace: bool = typer.Option(
+        False,
+        "--replace",
+        help="Replace a watch of that name whose spec differs (its versions seen and campaigns are kept)",
+    ),
     database: str = _DATABASE,
 ) -> None:
     """Validate a watch and store it; the scheduler looks at its index every `every:`."""
@@ -54,8 +62,11 @@ def add_cmd(
     with session_scope(url) as s:
         outcome = watches.add(s, spec, replace=replace)
         index = watches.resolved_index(spec)
-    console.print(f"{outcome} watch [bold]{escape(spec.name)}[/]: follows {', '.join(spec.packages)} on "
-                  f"{escape(index)}, every {spec.every}", highlight=False)
+    console.print(
+        f"{outcome} watch [bold]{escape(spec.name)}[/]: follows {', '.join(spec.packages)} on "
+        f"{escape(index)}, every {spec.every}",
+        highlight=False,
+    )
 
 
 @app.command("list")
@@ -76,9 +87,15 @@ def list_cmd(fmt: str = typer.Option("table", "--format", help="table | json"), 
     for c in ("name", "packages", "every", "hosts", "index", "last checked", "campaigns"):
         t.add_column(c, justify="right" if c == "campaigns" else "left")
     for r in rows:
-        t.add_row(r["name"], ", ".join(r["packages"]), r["every"], escape(json.dumps(r["hosts"])), escape(r["index"]),
-                  r["last_checked_at"].strftime("%Y-%m-%d %H:%M:%S") if r["last_checked_at"] else "never",
-                  str(r["campaigns"]))
+        t.add_row(
+            r["name"],
+            ", ".join(r["packages"]),
+            r["every"],
+            escape(json.dumps(r["hosts"])),
+            escape(r["index"]),
+            r["last_checked_at"].strftime("%Y-%m-%d %H:%M:%S") if r["last_checked_at"] else "never",
+            str(r["campaigns"]),
+        )
     console.print(t)
 
 
@@ -103,8 +120,10 @@ def run_now_cmd(name: str = typer.Argument(..., help="Watch name"), database: st
     for package, versions in check["versions"].items():
         console.print(f"{package}: {', '.join(versions) or 'no release'}", highlight=False)
     for c in check["campaigns"]:
-        what = (f"{c['package']} {c['baseline']} → {c['candidate']} on {', '.join(c['hosts']) or 'no host'} "
-                f"({c['status']}{': ' + c['error'] if c['error'] else ''})")
+        what = (
+            f"{c['package']} {c['baseline']} → {c['candidate']} on {', '.join(c['hosts']) or 'no host'} "
+            f"({c['status']}{': ' + c['error'] if c['error'] else ''})"
+        )
         console.print(f"[green]new campaign[/] {c['id']}: {escape(what)}", highlight=False, soft_wrap=True)
     if not check["new_campaigns"]:
         console.print("no new campaign", style="dim")

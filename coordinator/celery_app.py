@@ -31,10 +31,18 @@ _beat = None
 
 
 def configure(broker_url: str, tick_s: float) -> None:
-    app.conf.update(celery_settings(broker_url), task_default_queue=SCHEDULER_QUEUE,
-                    task_routes={TASK_WATCH_TICK: {"queue": SCHEDULER_QUEUE}},
-                    beat_schedule={"watch-tick": {"task": TASK_WATCH_TICK, "schedule": float(tick_s),
-                                                  "options": {"queue": SCHEDULER_QUEUE, "expires": float(tick_s)}}})
+    app.conf.update(
+        celery_settings(broker_url),
+        task_default_queue=SCHEDULER_QUEUE,
+        task_routes={TASK_WATCH_TICK: {"queue": SCHEDULER_QUEUE}},
+        beat_schedule={
+            "watch-tick": {
+                "task": TASK_WATCH_TICK,
+                "schedule": float(tick_s),
+                "options": {"queue": SCHEDULER_QUEUE, "expires": float(tick_s)},
+            }
+        },
+    )
 
 
 if os.environ.get("SILICONBENCH_BROKER_URL"):  # a worker process started by `siliconbench scheduler`
@@ -56,8 +64,9 @@ def _required(var: str) -> str:
 @app.task(name=TASK_WATCH_TICK, acks_late=False, ignore_result=True)
 def watch_tick_task(*_args) -> dict:
     """Validate nothing (a tick has no arguments), call the plain function, return what it did."""
-    return scheduler.tick(_required("SILICONBENCH_DATABASE_URL"), _required("SILICONBENCH_BROKER_URL"),
-                          checker=checker())
+    return scheduler.tick(
+        _required("SILICONBENCH_DATABASE_URL"), _required("SILICONBENCH_BROKER_URL"), checker=checker()
+    )
 
 
 def schedule_file(given: Path | None = None) -> Path:
@@ -83,9 +92,23 @@ def start(tick_s: float, schedule: Path | None = None) -> None:
     _beat.start()
     log.info("scheduler %s: a tick every %g s on %s (beat schedule %s)", checker(), tick_s, SCHEDULER_QUEUE, path)
     try:
-        app.worker_main(["worker", "--pool", "solo", "--concurrency", "1", "-Q", SCHEDULER_QUEUE,
-                         "-n", f"scheduler-{os.getpid()}@%h", "--without-gossip", "--without-mingle",
-                         "--loglevel", env_setting("log_level")])
+        app.worker_main(
+            [
+                "worker",
+                "--pool",
+                "solo",
+                "--concurrency",
+                "1",
+                "-Q",
+                SCHEDULER_QUEUE,
+                "-n",
+                f"scheduler-{os.getpid()}@%h",
+                "--without-gossip",
+                "--without-mingle",
+                "--loglevel",
+                env_setting("log_level"),
+            ]
+        )
     finally:
         if schedule is None:  # the default file is this process's own: shelve's file(s) removed
             for leftover in path.parent.glob(path.name + "*"):

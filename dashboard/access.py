@@ -39,8 +39,10 @@ def explain(action: str) -> None:
     elif data.settings().dashboard_read_only:
         st.caption(f"This dashboard is read-only (SILICONBENCH_DASHBOARD_READ_ONLY); {action} with the CLI.")
     else:
-        st.caption(f"This dashboard is read-only: it is bound to {bound_to() or 'every interface'} without a login "
-                   f"(SILICONBENCH_OIDC_*); {action} with the CLI.")
+        st.caption(
+            f"This dashboard is read-only: it is bound to {bound_to() or 'every interface'} without a login "
+            f"(SILICONBENCH_OIDC_*); {action} with the CLI."
+        )
 
 
 def sidebar() -> None:

@@ -24,8 +24,14 @@ def bars(frame: pd.DataFrame, metric: str) -> alt.Chart:
     bar = base.mark_bar().encode(
         y=alt.Y("mean:Q", title=_axis_title(metric)),
         color=alt.Color("engine:N", scale=ENGINE_COLORS),
-        tooltip=["config", "series", alt.Tooltip("mean:Q", format=",.2f"), alt.Tooltip("stddev:Q", format=",.2f"),
-                 "n", "identity"],
+        tooltip=[
+            "config",
+            "series",
+            alt.Tooltip("mean:Q", format=",.2f"),
+            alt.Tooltip("stddev:Q", format=",.2f"),
+            "n",
+            "identity",
+        ],
     )
     # A rule, not mark_errorbar: the composite mark ignores xOffset and would sit between the bars.
     whiskers = base.mark_rule(strokeWidth=1.5, color="#333").encode(y="lo:Q", y2="hi:Q")
@@ -34,17 +40,25 @@ def bars(frame: pd.DataFrame, metric: str) -> alt.Chart:
 
 def distribution(samples: pd.DataFrame, metric: str) -> alt.Chart:
     """Every measured sample, per series: a box (quartiles, min–max) and the points themselves."""
-    enc = dict(x=alt.X("series:N", title=None, axis=alt.Axis(labels=False, ticks=False)),
-               y=alt.Y("value:Q", title=_axis_title(metric), scale=alt.Scale(zero=False)),
-               color=alt.Color("engine:N", scale=ENGINE_COLORS))
+    enc = dict(
+        x=alt.X("series:N", title=None, axis=alt.Axis(labels=False, ticks=False)),
+        y=alt.Y("value:Q", title=_axis_title(metric), scale=alt.Scale(zero=False)),
+        color=alt.Color("engine:N", scale=ENGINE_COLORS),
+    )
     box = alt.Chart(samples).mark_boxplot(extent="min-max", opacity=0.35).encode(**enc)
-    points = alt.Chart(samples).mark_circle(size=28, opacity=0.8).encode(
-        **enc, tooltip=["config", "series", "repetition", alt.Tooltip("value:Q", format=",.2f"), "job_id"])
+    points = (
+        alt.Chart(samples)
+        .mark_circle(size=28, opacity=0.8)
+        .encode(**enc, tooltip=["config", "series", "repetition", alt.Tooltip("value:Q", format=",.2f"), "job_id"])
+    )
     per_panel = max(samples.groupby("config")["series"].nunique().max(), 1)
     layered = (box + points).properties(width=70 * per_panel, height=320)
     # Composite marks (boxplot) ignore xOffset: one panel per configuration instead, side by side.
-    return layered.facet(column=alt.Column("config:N", title=None, header=alt.Header(labelOrient="bottom",
-                                                                                     labelAngle=-20, labelLimit=260)))
+    return layered.facet(
+        column=alt.Column(
+            "config:N", title=None, header=alt.Header(labelOrient="bottom", labelAngle=-20, labelLimit=260)
+        )
+    )
 
 
 def scaling(frame: pd.DataFrame, metric: str, x: str) -> alt.Chart:
@@ -53,6 +67,7 @@ def scaling(frame: pd.DataFrame, metric: str, x: str) -> alt.Chart:
     base = alt.Chart(frame).encode(x=alt.X(f"{x}:Q", title=title), color=alt.Color("line:N", title="series"))
     line = base.mark_line(point=True).encode(
         y=alt.Y("mean:Q", title=_axis_title(metric)),
-        tooltip=["line", x, alt.Tooltip("mean:Q", format=",.2f"), alt.Tooltip("stddev:Q", format=",.2f"), "n"])
+        tooltip=["line", x, alt.Tooltip("mean:Q", format=",.2f"), alt.Tooltip("stddev:Q", format=",.2f"), "n"],
+    )
     whiskers = base.mark_rule().encode(y="lo:Q", y2="hi:Q")
     return (line + whiskers).properties(height=360)

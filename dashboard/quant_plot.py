@@ -17,21 +17,38 @@ from coordinator.reports.quant_matrix import MatrixRow, matrix_rows, reference_e
 def frontier_chart(model: str, rows: list[MatrixRow]) -> alt.HConcatChart:
     """Mean KLD against size with the frontier's formats joined by a line, and decode speed against size."""
     engine = reference_engine(rows)
-    data = pd.DataFrame([{"format": r.format, "engine": r.engine, "size MiB": r.size_bytes / 2**20,
-                          "mean KLD": r.kld.get(engine), "decode tok/s": r.decode_tps, "frontier": r.frontier}
-                         for r in rows if r.size_bytes])
-    base = alt.Chart(data).encode(x=alt.X("size MiB:Q", scale=alt.Scale(zero=False)), color="engine:N",
-                                  tooltip=list(data.columns))
+    data = pd.DataFrame(
+        [
+            {
+                "format": r.format,
+                "engine": r.engine,
+                "size MiB": r.size_bytes / 2**20,
+                "mean KLD": r.kld.get(engine),
+                "decode tok/s": r.decode_tps,
+                "frontier": r.frontier,
+            }
+            for r in rows
+            if r.size_bytes
+        ]
+    )
+    base = alt.Chart(data).encode(
+        x=alt.X("size MiB:Q", scale=alt.Scale(zero=False)), color="engine:N", tooltip=list(data.columns)
+    )
     quality = base.mark_point(size=80, filled=True).encode(
         y=alt.Y("mean KLD:Q", scale=alt.Scale(type="symlog", constant=1e-4), title=f"mean KLD vs {engine} base"),
-        shape="frontier:N")
-    line = alt.Chart(data[data["frontier"]].sort_values("size MiB")).mark_line(
-        color="gray", strokeDash=[4, 3]).encode(x="size MiB:Q", y="mean KLD:Q")
+        shape="frontier:N",
+    )
+    line = (
+        alt.Chart(data[data["frontier"]].sort_values("size MiB"))
+        .mark_line(color="gray", strokeDash=[4, 3])
+        .encode(x="size MiB:Q", y="mean KLD:Q")
+    )
     labels = base.mark_text(align="left", dx=6, fontSize=10).encode(y="mean KLD:Q", text="format:N")
     speed = base.mark_point(size=80, filled=True).encode(y="decode tok/s:Q")
-    return alt.hconcat((line + quality + labels).properties(title=f"{model}: quality against size", width=420,
-                                                            height=300),
-                       speed.properties(title="decode speed against size", width=300, height=300))
+    return alt.hconcat(
+        (line + quality + labels).properties(title=f"{model}: quality against size", width=420, height=300),
+        speed.properties(title="decode speed against size", width=300, height=300),
+    )
 
 
 def write(records: list[dict], path: str) -> int:

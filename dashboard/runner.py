@@ -79,9 +79,12 @@ def start(spec: SweepSpec, jobs: list[JobSpec], *, database_url: str, models_dir
     with _lock:
         busy = next((r for r in _runs.values() if r.alive), None)
         if busy:
-            raise UserError("sweep", f"sweep {busy.sweep_id!r} is running on this machine ({busy.done} of "
-                            f"{busy.n_jobs} jobs done); wait for it or cancel it: two sweeps at once would "
-                            "disturb each other's timings.")
+            raise UserError(
+                "sweep",
+                f"sweep {busy.sweep_id!r} is running on this machine ({busy.done} of "
+                f"{busy.n_jobs} jobs done); wait for it or cancel it: two sweeps at once would "
+                "disturb each other's timings.",
+            )
         if _exists(database_url, sweep_id):
             raise UserError("sweep", f"sweep {sweep_id!r} exists already; preview again for a new sweep id.")
         run = _runs[sweep_id] = Run(sweep_id, len(jobs))
@@ -96,14 +99,22 @@ def start(spec: SweepSpec, jobs: list[JobSpec], *, database_url: str, models_dir
 
     def target() -> None:
         try:
-            embedded.run_sweep(spec, jobs, database_url=database_url, models_dir=models_dir,
-                               on_event=on_event, on_done=on_done, through=_through)
+            embedded.run_sweep(
+                spec,
+                jobs,
+                database_url=database_url,
+                models_dir=models_dir,
+                on_event=on_event,
+                on_done=on_done,
+                through=_through,
+            )
         except _Cancelled:
             pass
         except Exception as exc:
             if is_outage(exc):  # past DB_PATIENCE_S: give the sweep up, recorded once the database is back
-                run.error = (f"stopped: the database was unreachable for more than {DB_PATIENCE_S:.0f} s "
-                             f"({first_line(exc)})")
+                run.error = (
+                    f"stopped: the database was unreachable for more than {DB_PATIENCE_S:.0f} s ({first_line(exc)})"
+                )
                 call_through(lambda: _fail_unfinished(database_url, sweep_id, run.error), OUTAGE)  # waits for it
             else:  # shown on the Sweeps page; the thread must not die silently
                 run.error = f"{type(exc).__name__}: {exc}"
@@ -142,13 +153,21 @@ def recover(database_url: str, models_dir: Path) -> list:
     found = recovery.recover(database_url)
     again = [r for r in found if r.policy == "rerun" and r.jobs]
     if again:
+
         def target() -> None:
             for r in again:
                 try:
-                    embedded.run_jobs(r.sweep_id, r.jobs, interpreters(r.jobs), database_url=database_url,
-                                      models_dir=models_dir, through=_through)
+                    embedded.run_jobs(
+                        r.sweep_id,
+                        r.jobs,
+                        interpreters(r.jobs),
+                        database_url=database_url,
+                        models_dir=models_dir,
+                        through=_through,
+                    )
                 except Exception as exc:  # a rerun that cannot start is visible, not silent
                     _runs[r.sweep_id].error = f"{type(exc).__name__}: {exc}"
+
         thread = threading.Thread(target=target, name="sweep-recovery", daemon=True)
         with _lock:  # one thread for them all: a new sweep waits for it, as for any running one
             for r in again:

@@ -23,8 +23,21 @@ from embedded import run as embedded
 from storage.database import session_scope
 from worker.engines import installed_engines  # package metadata only: imports no engine
 
-FIELDS = ("name", "models", "engines", "quantizations", "prompt_tokens", "gen_tokens", "depth", "repetitions",
-          "processes", "warmup", "hosts", "placement", "on_interrupt")
+FIELDS = (
+    "name",
+    "models",
+    "engines",
+    "quantizations",
+    "prompt_tokens",
+    "gen_tokens",
+    "depth",
+    "repetitions",
+    "processes",
+    "warmup",
+    "hosts",
+    "placement",
+    "on_interrupt",
+)
 LENGTHS = ("prompt_tokens", "gen_tokens", "depth")
 
 
@@ -50,10 +63,15 @@ def lengths(text: str, name: str) -> list[int]:
 
 def data_from_form(v: dict) -> dict:
     """Sweep data (as a YAML file would hold it) from the form's values."""
-    data = {"name": str(v["name"]).strip(), "models": list(v["models"]), "engines": list(v["engines"]),
-            "quantizations": list(v["quantizations"]),
-            "workloads": [{"kind": "generate", **{n: lengths(v[n], n) for n in LENGTHS}}],
-            "repetitions": int(v["repetitions"]), "warmup": int(v["warmup"])}
+    data = {
+        "name": str(v["name"]).strip(),
+        "models": list(v["models"]),
+        "engines": list(v["engines"]),
+        "quantizations": list(v["quantizations"]),
+        "workloads": [{"kind": "generate", **{n: lengths(v[n], n) for n in LENGTHS}}],
+        "repetitions": int(v["repetitions"]),
+        "warmup": int(v["warmup"]),
+    }
     if v.get("processes"):
         data["processes"] = int(v["processes"])
     if v.get("hosts"):
@@ -93,12 +111,21 @@ def preview(spec: SweepSpec, s: Settings, url: str) -> dict:
 
     jobs = embedded.plan(spec, s.resolved_models_dir, sweep_id=f"{spec.name}-{time.strftime('%Y%m%dT%H%M%S')}")
     have = installed_engines()
-    unplaceable = [{"job": j.label(), "reasons": [f"this machine has no {j.engine} installed"]}
-                   for j in jobs if j.engine not in have]
+    unplaceable = [
+        {"job": j.label(), "reasons": [f"this machine has no {j.engine} installed"]}
+        for j in jobs
+        if j.engine not in have
+    ]
     with session_scope(url) as session:
         estimate = queries.estimate_duration(session, jobs)
-    return {"mode": "embedded", "spec": spec, "jobs": jobs, "unplaceable": unplaceable, "estimate": estimate,
-            "assignments": {f"this machine ({socket.gethostname()})": len(jobs) - len(unplaceable)}}
+    return {
+        "mode": "embedded",
+        "spec": spec,
+        "jobs": jobs,
+        "unplaceable": unplaceable,
+        "estimate": estimate,
+        "assignments": {f"this machine ({socket.gethostname()})": len(jobs) - len(unplaceable)},
+    }
 
 
 def submit(p: dict, s: Settings, url: str) -> str:

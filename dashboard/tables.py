@@ -14,9 +14,13 @@ from siliconbench.aggregate import Summary, stability_warnings
 from siliconbench.manifest import weights_of
 from siliconbench.metrics import METRICS
 
-PUBLISHED = {"prefill_tps": "prompt tok/s", "decode_tps": "generation tok/s",
-             "decode_bandwidth_pct": "% of memory bandwidth", "ttft_ms": "TTFT ms",
-             "peak_memory_bytes": "memory peak"}
+PUBLISHED = {
+    "prefill_tps": "prompt tok/s",
+    "decode_tps": "generation tok/s",
+    "decode_bandwidth_pct": "% of memory bandwidth",
+    "ttft_ms": "TTFT ms",
+    "peak_memory_bytes": "memory peak",
+}
 
 
 def _unique(rows: list[dict], key: str, cell) -> None:
@@ -56,8 +60,11 @@ def _pm(s: dict | None, metric: str) -> str:
     if METRICS[metric].unit == "bytes":
         return f"{s['mean'] / 2**20:,.0f} ± {s['stddev'] / 2**20:,.0f} MiB"
     if METRICS[metric].unit == "%":
-        return f"{s['median']:.0f}% ⚠ > bound" if metric == "decode_bandwidth_pct" and s["median"] > 100 \
+        return (
+            f"{s['median']:.0f}% ⚠ > bound"
+            if metric == "decode_bandwidth_pct" and s["median"] > 100
             else f"{s['median']:.0f}%"
+        )
     return f"{s['mean']:,.1f} ± {s['stddev']:,.1f}"
 
 
@@ -71,14 +78,20 @@ def compare_table(rows: list[dict]) -> pd.DataFrame:
     out = []
     for r in rows:
         m = r["metrics"]
-        out.append({
-            "configuration": r["config"], "engine": r["series"],
-            **{label: _pm(m.get(metric), metric) for metric, label in PUBLISHED.items()},
-            "samples": (m.get("prefill_tps") or {}).get("count", 0), "results": r["n_results"],
-            # the roofline share moves with decode_tps: judged once, there
-            "stability": "; ".join(warnings_of({k: v for k, v in m.items() if k != "decode_bandwidth_pct"})) or "ok", "identity": r["identity_hash"],
-            "detail": f"/result?job={r['job_id']}",
-        })
+        out.append(
+            {
+                "configuration": r["config"],
+                "engine": r["series"],
+                **{label: _pm(m.get(metric), metric) for metric, label in PUBLISHED.items()},
+                "samples": (m.get("prefill_tps") or {}).get("count", 0),
+                "results": r["n_results"],
+                # the roofline share moves with decode_tps: judged once, there
+                "stability": "; ".join(warnings_of({k: v for k, v in m.items() if k != "decode_bandwidth_pct"}))
+                or "ok",
+                "identity": r["identity_hash"],
+                "detail": f"/result?job={r['job_id']}",
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -102,14 +115,22 @@ def ratio_table(rows: list[dict]) -> pd.DataFrame:
     for config, engines in by_config.items():
         for a in engines.get("llama.cpp", []):
             for b in engines.get("mlx", []):
+
                 def ratio(metric):
                     x, y = a["metrics"].get(metric), b["metrics"].get(metric)
                     return round(x["mean"] / y["mean"], 3) if x and y and y["mean"] else None
 
                 wa, wb = series_weights(a), series_weights(b)
-                out.append({"configuration": config, "llama.cpp": a["series"], "mlx": b["series"],
-                            "weights": wa if wa == wb else f"⚠ {wa} ≠ {wb} (mixed dtypes)", "same dtype": wa == wb,
-                            **{f"{PUBLISHED[m]} ×": ratio(m) for m in PUBLISHED}})
+                out.append(
+                    {
+                        "configuration": config,
+                        "llama.cpp": a["series"],
+                        "mlx": b["series"],
+                        "weights": wa if wa == wb else f"⚠ {wa} ≠ {wb} (mixed dtypes)",
+                        "same dtype": wa == wb,
+                        **{f"{PUBLISHED[m]} ×": ratio(m) for m in PUBLISHED},
+                    }
+                )
     return pd.DataFrame(out)
 
 
@@ -119,11 +140,23 @@ def chart_frame(rows: list[dict], metric: str, x: str = "n_prompt") -> pd.DataFr
     for r in with_lines([dict(r) for r in rows], x):
         s = r["metrics"].get(metric)
         if s:
-            out.append({"config": r["config"], "series": r["series"], "line": r["line"], "engine": r["engine"],
-                        "identity": r["identity_hash"], "n_prompt": r["n_prompt"], "n_depth": r["n_depth"],
-                        # whiskers at mean ± stddev, clipped at 0: no metric here can be negative
-                        "mean": s["mean"], "lo": max(s["mean"] - s["stddev"], 0.0), "hi": s["mean"] + s["stddev"],
-                        "stddev": s["stddev"], "n": s["count"]})
+            out.append(
+                {
+                    "config": r["config"],
+                    "series": r["series"],
+                    "line": r["line"],
+                    "engine": r["engine"],
+                    "identity": r["identity_hash"],
+                    "n_prompt": r["n_prompt"],
+                    "n_depth": r["n_depth"],
+                    # whiskers at mean ± stddev, clipped at 0: no metric here can be negative
+                    "mean": s["mean"],
+                    "lo": max(s["mean"] - s["stddev"], 0.0),
+                    "hi": s["mean"] + s["stddev"],
+                    "stddev": s["stddev"],
+                    "n": s["count"],
+                }
+            )
     return pd.DataFrame(out)
 
 
@@ -134,6 +167,14 @@ def sample_frame(rows: list[dict], samples: list[dict]) -> pd.DataFrame:
     for s in samples:
         r = labels.get(s["identity_hash"])
         if r is not None:
-            out.append({"config": r["config"], "series": r["series"], "engine": r["engine"], "value": s["value"],
-                        "repetition": s["repetition"], "job_id": s["job_id"]})
+            out.append(
+                {
+                    "config": r["config"],
+                    "series": r["series"],
+                    "engine": r["engine"],
+                    "value": s["value"],
+                    "repetition": s["repetition"],
+                    "job_id": s["job_id"],
+                }
+            )
     return pd.DataFrame(out)

@@ -68,12 +68,16 @@ def version_label(engine: str, components: dict[str, str], envs_root=None) -> st
         if e.engine == engine and e.ok() and all(e.packages.get(p) == v for p, v in want.items()):
             return e.name if e.name != f"{package}-{e.version}" else e.version
     pins = " ".join(f"--with '{p}=={v}'" for p, v in want.items() if p != package)
-    raise UserError("FINDING", f"no engine environment on this host holds {', '.join(f'{p} {v}' for p, v in want.items())}; "
-                    f"run `siliconbench env add {package}=={want[package]}{(' ' + pins) if pins else ''}` first.")
+    raise UserError(
+        "FINDING",
+        f"no engine environment on this host holds {', '.join(f'{p} {v}' for p, v in want.items())}; "
+        f"run `siliconbench env add {package}=={want[package]}{(' ' + pins) if pins else ''}` first.",
+    )
 
 
-def plan_confirm(finding, before: JobSpec, catalog: ModelCatalog, *, rounds: int, repetitions: int | None,
-                 envs_root=None) -> tuple[SweepSpec, list[JobSpec], str, str]:
+def plan_confirm(
+    finding, before: JobSpec, catalog: ModelCatalog, *, rounds: int, repetitions: int | None, envs_root=None
+) -> tuple[SweepSpec, list[JobSpec], str, str]:
     """The confirmation sweep and its jobs (interleaved), with the baseline and candidate labels."""
     check_rounds(rounds)
     check_confirmable(finding, before)
@@ -83,32 +87,57 @@ def plan_confirm(finding, before: JobSpec, catalog: ModelCatalog, *, rounds: int
     m = catalog.get(before.model, field="FINDING")
     art = next((a for a in m.artifacts if a.sha256 == before.model_sha256), None)
     if art is None:
-        raise UserError("FINDING", f"the models folder {catalog.models_dir} has no artifact of {before.model} with "
-                        f"digest {before.model_sha256[:12]} (the series' model).")
+        raise UserError(
+            "FINDING",
+            f"the models folder {catalog.models_dir} has no artifact of {before.model} with "
+            f"digest {before.model_sha256[:12]} (the series' model).",
+        )
     spec = confirm_spec(finding, before, rounds=rounds, repetitions=repetitions, base=base, cand=cand)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     sweep_id = f"confirm-{finding.id}-{stamp}"
-    template = before.model_copy(update=dict(job_id="", sweep_id=sweep_id, sweep_name=spec.name,
-                                             repetitions=spec.repetitions, host=None, artifact=before.artifact))
+    template = before.model_copy(
+        update=dict(
+            job_id="",
+            sweep_id=sweep_id,
+            sweep_name=spec.name,
+            repetitions=spec.repetitions,
+            host=None,
+            artifact=before.artifact,
+        )
+    )
     # A/B/A/B, as expand interleaves versions: each round the baseline first, the candidate right after.
     return spec, interleave([template], rounds, {finding.engine: [base, cand]}), base, cand
 
 
-def run_confirm(url: str, finding_id: int, models_dir: Path, *, rounds: int = DEFAULT_ROUNDS,
-                repetitions: int | None = None, alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT,
-                on_event=None, on_done=None, envs_root=None) -> dict:
+def run_confirm(
+    url: str,
+    finding_id: int,
+    models_dir: Path,
+    *,
+    rounds: int = DEFAULT_ROUNDS,
+    repetitions: int | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+    on_event=None,
+    on_done=None,
+    envs_root=None,
+) -> dict:
     """Run the confirmation sweep of a finding on this host and attach its comparison; the finding's dict."""
     with session_scope(url) as s:
         f = get_finding(s, finding_id)
         host = host_facts()["hostname"]
         if f.host and f.host != host:
-            raise UserError("FINDING", f"finding {finding_id} was measured on host {f.host!r}; this is {host!r}. "
-                            "Run `siliconbench confirm` there: only the same host can confirm it.")
+            raise UserError(
+                "FINDING",
+                f"finding {finding_id} was measured on host {f.host!r}; this is {host!r}. "
+                "Run `siliconbench confirm` there: only the same host can confirm it.",
+            )
         stored = result_store.load_stored(s, job_ids=[f.before_job_id])
         if not stored:
             raise UserError("FINDING", f"the result before the step ({f.before_job_id}) is no longer stored.")
-        spec, jobs, base, cand = plan_confirm(f, stored[0].job, ModelCatalog(models_dir), rounds=rounds,
-                                              repetitions=repetitions, envs_root=envs_root)
+        spec, jobs, base, cand = plan_confirm(
+            f, stored[0].job, ModelCatalog(models_dir), rounds=rounds, repetitions=repetitions, envs_root=envs_root
+        )
         metric, previous = f.metric, f.status
         set_status(s, finding_id, "confirming")
     try:
@@ -121,8 +150,9 @@ def run_confirm(url: str, finding_id: int, models_dir: Path, *, rounds: int = DE
         pts = load_points(s, sweep_id)
         comp = compare_sides(pts, base, cand, metric, alpha=alpha, min_effect=min_effect)
         f = get_finding(s, finding_id)
-        result = side_result(comp, base=base, cand=cand, rounds=rounds, n_jobs=len(jobs), n_points=len(pts),
-                             sweep_id=sweep_id)
+        result = side_result(
+            comp, base=base, cand=cand, rounds=rounds, n_jobs=len(jobs), n_points=len(pts), sweep_id=sweep_id
+        )
         status = "confirmed" if comp.verdict.value == f.verdict else "not_confirmed"
         set_status(s, finding_id, status, confirm_sweep_id=sweep_id, confirm_result=result)
         return finding_dict(get_finding(s, finding_id))
@@ -135,8 +165,14 @@ def start_background(finding_id: int, *, rounds: int = DEFAULT_ROUNDS, log_dir: 
     log = open(log_dir / f"confirm-{finding_id}.log", "ab")
     root = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)}
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "confirm", str(finding_id),
-                             "--rounds", str(rounds)], stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-                            env=env, cwd=root, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "confirm", str(finding_id), "--rounds", str(rounds)],
+        stdout=log,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        cwd=root,
+        start_new_session=True,
+    )
     log.close()
     return proc.pid

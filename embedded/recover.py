@@ -50,8 +50,9 @@ def alive(owner: str) -> bool:
 
 
 def orphaned(session: Session, hostname: str) -> list[Sweep]:
-    rows = session.scalars(select(Sweep).where(Sweep.status.in_(("queued", "running")),
-                                               Sweep.owner.like(f"embedded {hostname} pid %"))).all()
+    rows = session.scalars(
+        select(Sweep).where(Sweep.status.in_(("queued", "running")), Sweep.owner.like(f"embedded {hostname} pid %"))
+    ).all()
     return [s for s in rows if not alive(s.owner)]
 
 
@@ -64,12 +65,17 @@ def recover(database_url: str) -> list[Interrupted]:
             spec = SweepSpec.model_validate(sweep.spec)
             jobs = unfinished(s, sweep.id)
             if spec.on_interrupt == "rerun":
-                s.execute(update(Job).where(Job.sweep_id == sweep.id, Job.status == "running")
-                          .values(status="queued", error=f"interrupted: {sweep.owner} stopped"))
+                s.execute(
+                    update(Job)
+                    .where(Job.sweep_id == sweep.id, Job.status == "running")
+                    .values(status="queued", error=f"interrupted: {sweep.owner} stopped")
+                )
                 sweep_store.set_owner(s, sweep.id, owner_tag())
             else:
-                reason = (f"interrupted: the process that ran this embedded sweep ({sweep.owner}) stopped before "
-                          "this job finished (on_interrupt: fail; use on_interrupt: rerun to run it again)")
+                reason = (
+                    f"interrupted: the process that ran this embedded sweep ({sweep.owner}) stopped before "
+                    "this job finished (on_interrupt: fail; use on_interrupt: rerun to run it again)"
+                )
                 fail_unfinished(s, sweep.id, reason)
             out.append(Interrupted(sweep.id, sweep.owner, spec.on_interrupt, jobs, spec))
     return out
@@ -77,8 +83,9 @@ def recover(database_url: str) -> list[Interrupted]:
 
 def unfinished(session: Session, sweep_id: str) -> list[JobSpec]:
     """The sweep's jobs still queued or running, in run order."""
-    rows = session.scalars(select(Job.spec).where(Job.sweep_id == sweep_id, Job.status.in_(("queued", "running")))
-                           .order_by(Job.idx)).all()
+    rows = session.scalars(
+        select(Job.spec).where(Job.sweep_id == sweep_id, Job.status.in_(("queued", "running"))).order_by(Job.idx)
+    ).all()
     return [JobSpec.model_validate(r) for r in rows]
 
 

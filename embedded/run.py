@@ -54,8 +54,16 @@ def run_sweep(
     with session_scope(database_url) as s:
         sweep_store.create_sweep(s, sweep_id, spec, jobs)
         sweep_store.set_owner(s, sweep_id, owner_tag())
-    return run_jobs(sweep_id, jobs, pythons, database_url=database_url, models_dir=models_dir,
-                    on_event=on_event, on_done=on_done, through=through)
+    return run_jobs(
+        sweep_id,
+        jobs,
+        pythons,
+        database_url=database_url,
+        models_dir=models_dir,
+        on_event=on_event,
+        on_done=on_done,
+        through=through,
+    )
 
 
 def owner_tag() -> str:
@@ -64,9 +72,17 @@ def owner_tag() -> str:
     return f"embedded {host_facts()['hostname']} pid {me.pid} at {me.create_time():.3f}"
 
 
-def run_jobs(sweep_id: str, jobs: list[JobSpec], pythons: dict, *, database_url: str, models_dir: Path,
-             on_event: EventCallback | None = None, on_done: JobCallback | None = None,
-             through: Through | None = None) -> str:
+def run_jobs(
+    sweep_id: str,
+    jobs: list[JobSpec],
+    pythons: dict,
+    *,
+    database_url: str,
+    models_dir: Path,
+    on_event: EventCallback | None = None,
+    on_done: JobCallback | None = None,
+    through: Through | None = None,
+) -> str:
     """Run the stored sweep's jobs that are not final yet, in order, storing each result.
 
     Each write is one transaction made by ``through`` (default: at once), which may retry it while the
@@ -80,13 +96,18 @@ def run_jobs(sweep_id: str, jobs: list[JobSpec], pythons: dict, *, database_url:
         def once():
             with session_scope(database_url) as s:
                 return fn(s)
+
         return write(once)
 
     for job in jobs:
         if not in_session(lambda s: sweep_store.mark_running(s, job.job_id, host=host, worker="embedded")):
             continue  # cancelled (from the dashboard) before it started
-        result = perform_job(job, models_dir, python=pythons.get((job.engine, job.engine_version)),
-                             on_event=(lambda e, j=job: on_event(j, e)) if on_event else None)
+        result = perform_job(
+            job,
+            models_dir,
+            python=pythons.get((job.engine, job.engine_version)),
+            on_event=(lambda e, j=job: on_event(j, e)) if on_event else None,
+        )
         in_session(lambda s: result_store.save_result(s, job, result, host=host, worker="embedded"))
         if on_done:
             on_done(job, result)

@@ -6,8 +6,15 @@ from __future__ import annotations
 import random
 
 
-def schedule(rng: random.Random, *, worker_kills: int, broker_restarts: int, db_cut_s: float,
-             reconciler_kills: int, window_s: float) -> list[tuple[float, str, int]]:
+def schedule(
+    rng: random.Random,
+    *,
+    worker_kills: int,
+    broker_restarts: int,
+    db_cut_s: float,
+    reconciler_kills: int,
+    window_s: float,
+) -> list[tuple[float, str, int]]:
     """(time from the start, what, which worker) for every fault, uniformly over the window, sorted."""
     at = lambda: round(rng.uniform(5.0, max(5.0, window_s)), 1)  # noqa: E731
     events = [(at(), "kill worker", rng.randrange(2)) for _ in range(worker_kills)]

@@ -41,8 +41,13 @@ class CliProc:
         self.name = name
         self.log_path = log_dir / f"{log_name or name}-{time.time_ns()}.log"
         self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "cli.main", *args], cwd=ROOT, stdout=self.log,
-                                     stderr=subprocess.STDOUT, env={**os.environ, **env})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", *args],
+            cwd=ROOT,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env},
+        )
         self.pid = self.proc.pid
 
     def alive(self) -> bool:
@@ -68,8 +73,17 @@ class CliProc:
 class WorkerProc(CliProc):
     """`siliconbench worker` as a real subprocess (a real Celery worker consuming real Redis)."""
 
-    def __init__(self, name: str, *, broker: str, database: str, models_dir: Path, log_dir: Path,
-                 engines: str | None = None, env: dict | None = None):
+    def __init__(
+        self,
+        name: str,
+        *,
+        broker: str,
+        database: str,
+        models_dir: Path,
+        log_dir: Path,
+        engines: str | None = None,
+        env: dict | None = None,
+    ):
         args = ["worker", "--broker", broker, "--database", database, "--name", name, "--models-dir", str(models_dir)]
         if engines:
             args += ["--engines", engines]
@@ -78,8 +92,11 @@ class WorkerProc(CliProc):
         super().__init__(name, args, env, log_dir, log_name=f"worker-{name}")
 
     def wait_ready(self, timeout_s: float = 60) -> "WorkerProc":
-        wait_for(lambda: b" ready." in self.log_path.read_bytes() or self.proc.poll() is not None,
-                 timeout_s, what=f"worker {self.name} to be ready")
+        wait_for(
+            lambda: b" ready." in self.log_path.read_bytes() or self.proc.poll() is not None,
+            timeout_s,
+            what=f"worker {self.name} to be ready",
+        )
         assert self.proc.poll() is None, self.log_path.read_text()[-3000:]
         return self
 
@@ -95,8 +112,10 @@ class RedisServer:
     def start(self) -> "RedisServer":
         exe = shutil.which("redis-server")
         assert exe, "redis-server is not installed"
-        self.proc = subprocess.Popen([exe, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
-                                      "--appendonly", "no", "--dir", "/tmp"], stdout=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [exe, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no", "--dir", "/tmp"],
+            stdout=subprocess.DEVNULL,
+        )
         wait_for(self._up, 10, what=f"redis on {self.port}")
         return self
 

@@ -27,25 +27,45 @@ def agrees(ours: float, tool: float) -> bool:
 
 
 def kld_jobs(models_dir: Path, model: str, window: int, windows: int, quants: list[str] | None) -> list[JobSpec]:
-    spec = parse_sweep({"name": "kld-fidelity", "models": [model], "quantizations": ["all"], "timeout_s": 3600,
-                        "workloads": [{"kind": "perplexity", "kl_divergence": True, "window_tokens": window,
-                                       "windows": windows}]})
+    spec = parse_sweep(
+        {
+            "name": "kld-fidelity",
+            "models": [model],
+            "quantizations": ["all"],
+            "timeout_s": 3600,
+            "workloads": [{"kind": "perplexity", "kl_divergence": True, "window_tokens": window, "windows": windows}],
+        }
+    )
     jobs = expand(spec, ModelCatalog(models_dir))
     return [j for j in jobs if quants is None or j.quant in quants or j.quant_level == "full"]
 
 
-def tool_kld(bin_dir: Path, base_gguf: Path, gguf: Path, text: Path, tmp: Path, *, window: int, windows: int,
-             options: dict) -> dict:
+def tool_kld(
+    bin_dir: Path, base_gguf: Path, gguf: Path, text: Path, tmp: Path, *, window: int, windows: int, options: dict
+) -> dict:
     """llama-perplexity --kl-divergence-base on the base, then --kl-divergence on ``gguf``: its statistics."""
-    common = ["-c", str(window), "--chunks", str(windows), "-b", str(min(int(options.get("n_batch", 2048)), window)),
-              "-ub", str(int(options.get("n_ubatch", 512))), "-fa", FA[options.get("flash_attn", "auto")]]
+    common = [
+        "-c",
+        str(window),
+        "--chunks",
+        str(windows),
+        "-b",
+        str(min(int(options.get("n_batch", 2048)), window)),
+        "-ub",
+        str(int(options.get("n_ubatch", 512))),
+        "-fa",
+        FA[options.get("flash_attn", "auto")],
+    ]
     if options.get("threads"):
         common += ["-t", str(options["threads"]), "-tb", str(options.get("threads_batch") or options["threads"])]
     base_file = tmp / f"{base_gguf.stem}-{window}x{windows}.kld"
     exe = str(bin_dir / "llama-perplexity")
     if not base_file.exists():
-        run = subprocess.run([exe, "-m", str(base_gguf), "-f", str(text), *common, "--kl-divergence-base",
-                              str(base_file)], capture_output=True, text=True)
+        run = subprocess.run(
+            [exe, "-m", str(base_gguf), "-f", str(text), *common, "--kl-divergence-base", str(base_file)],
+            capture_output=True,
+            text=True,
+        )
         if run.returncode != 0:
             raise RuntimeError(f"llama-perplexity --kl-divergence-base failed:\n{run.stderr[-2000:]}")
     cmd = [exe, "-m", str(gguf), *common, "--kl-divergence-base", str(base_file), "--kl-divergence"]
@@ -58,12 +78,17 @@ def tool_kld(bin_dir: Path, base_gguf: Path, gguf: Path, text: Path, tmp: Path, 
             break
     if run.returncode != 0 or "Mean" not in stats or top is None:
         raise RuntimeError(f"llama-perplexity --kl-divergence failed (rc {run.returncode}):\n{both[-3000:]}")
-    return {"kld_mean": stats["Mean"], "kld_p99": stats.get("99.0%"), "same_top_pct": float(top.group(1)),
-            "cmd": " ".join(cmd)}
+    return {
+        "kld_mean": stats["Mean"],
+        "kld_p99": stats.get("99.0%"),
+        "same_top_pct": float(top.group(1)),
+        "cmd": " ".join(cmd),
+    }
 
 
-def rows(models_dir: Path, model: str, bin_dir: Path, window: int = 512, windows: int = 4,
-         quants: list[str] | None = None) -> list[dict]:
+def rows(
+    models_dir: Path, model: str, bin_dir: Path, window: int = 512, windows: int = 4, quants: list[str] | None = None
+) -> list[dict]:
     models_dir = Path(models_dir)
     jobs = kld_jobs(models_dir, model, window, windows, quants)
     # full precision first: each engine's first job makes its base, the rest read it
@@ -77,20 +102,36 @@ def rows(models_dir: Path, model: str, bin_dir: Path, window: int = 512, windows
                 raise RuntimeError(f"{job.label()}: {res.error}\n{res.stderr_tail or ''}")
             kld = res.extra["kld"]
             same = kld["same"]
-            row = {"engine": job.engine, "quant": job.quant, "level": job.quant_level,
-                   "bits_per_weight": res.extra.get("bits_per_weight"),
-                   "kld_mean": same["kld_mean"], "kld_p99": same["kld_p99"], "same_top_count": same["same_top_count"],
-                   "positions": same["kld_positions"], "base": f"{same['engine']} {same['quant']}",
-                   "cross": kld.get("cross")}
+            row = {
+                "engine": job.engine,
+                "quant": job.quant,
+                "level": job.quant_level,
+                "bits_per_weight": res.extra.get("bits_per_weight"),
+                "kld_mean": same["kld_mean"],
+                "kld_p99": same["kld_p99"],
+                "same_top_count": same["same_top_count"],
+                "positions": same["kld_positions"],
+                "base": f"{same['engine']} {same['quant']}",
+                "cross": kld.get("cross"),
+            }
             if job.engine == "llama.cpp" and job.quant_level != "full":
                 base = next(b for b in job.params["kld_bases"] if b["engine"] == "llama.cpp")
                 opts = res.environment.engine_options if res.environment else {}
-                tool = tool_kld(bin_dir, models_dir / base["artifact"], models_dir / job.artifact, text, Path(tmp),
-                                window=window, windows=windows, options=opts)
+                tool = tool_kld(
+                    bin_dir,
+                    models_dir / base["artifact"],
+                    models_dir / job.artifact,
+                    text,
+                    Path(tmp),
+                    window=window,
+                    windows=windows,
+                    options=opts,
+                )
                 tool["same_top_count"] = round(tool["same_top_pct"] * same["kld_positions"] / 100)
                 row["tool"] = tool
                 row["ratio"] = same["kld_mean"] / tool["kld_mean"]
-                row["within_target"] = agrees(same["kld_mean"], tool["kld_mean"]) \
-                    and tool["same_top_count"] == same["same_top_count"]
+                row["within_target"] = (
+                    agrees(same["kld_mean"], tool["kld_mean"]) and tool["same_top_count"] == same["same_top_count"]
+                )
             out.append(row)
     return out

@@ -61,11 +61,27 @@ def tool_text(directory: Path) -> Path:
 
 def llama_perplexity(bin_dir: Path, gguf: Path, text: Path, *, window: int, windows: int, options: dict) -> dict:
     """One run of llama-perplexity; ``options``: our job's effective llama.cpp options (threads, n_batch, …)."""
-    cmd = [str(bin_dir / "llama-perplexity"), "-m", str(gguf), "-f", str(text), "-c", str(window),
-           "--chunks", str(windows), "-b", str(min(int(options.get("n_batch", 2048)), window)),
-           "-ub", str(int(options.get("n_ubatch", 512))),
-           "-fa", FA[options.get("flash_attn", "auto")], "-ctk", str(options.get("type_k", "f16")),
-           "-ctv", str(options.get("type_v", "f16"))]
+    cmd = [
+        str(bin_dir / "llama-perplexity"),
+        "-m",
+        str(gguf),
+        "-f",
+        str(text),
+        "-c",
+        str(window),
+        "--chunks",
+        str(windows),
+        "-b",
+        str(min(int(options.get("n_batch", 2048)), window)),
+        "-ub",
+        str(int(options.get("n_ubatch", 512))),
+        "-fa",
+        FA[options.get("flash_attn", "auto")],
+        "-ctk",
+        str(options.get("type_k", "f16")),
+        "-ctv",
+        str(options.get("type_v", "f16")),
+    ]
     if options.get("threads"):
         cmd += ["-t", str(options["threads"]), "-tb", str(options.get("threads_batch") or options["threads"])]
     ngl = int(options.get("n_gpu_layers", -1))
@@ -111,17 +127,28 @@ def mlx_eval_ppl(model_dir: Path, *, window: int, windows: int, env: dict[str, s
     line = next((ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if out.returncode != 0 or line is None:
         raise RuntimeError(f"mlx_lm eval_ppl failed (rc {out.returncode}):\n{(out.stdout + out.stderr)[-3000:]}")
-    return {**json.loads(line.removeprefix("RESULT ")),
-            "cmd": f"mlx_lm.perplexity.eval_ppl(load({model_dir}), {windows}x{window} ids, batch_size={batch})"}
+    return {
+        **json.loads(line.removeprefix("RESULT ")),
+        "cmd": f"mlx_lm.perplexity.eval_ppl(load({model_dir}), {windows}x{window} ids, batch_size={batch})",
+    }
 
 
-def perplexity_jobs(models_dir: Path, model: str, *, window_tokens: int, windows: int, quant: str = "full",
-                    threads: int | None = None) -> list[JobSpec]:
+def perplexity_jobs(
+    models_dir: Path, model: str, *, window_tokens: int, windows: int, quant: str = "full", threads: int | None = None
+) -> list[JobSpec]:
     """Our perplexity jobs, both modes on both engines, expanded from a sweep as a user's sweep would be."""
-    spec = parse_sweep({"name": "fidelity-perplexity", "models": [model], "quantizations": [quant],
-                        "engine_options": {"threads": threads}, "timeout_s": 1800,
-                        "workloads": [{"kind": "perplexity", "mode": m, "window_tokens": window_tokens,
-                                       "windows": windows} for m in MODES]})
+    spec = parse_sweep(
+        {
+            "name": "fidelity-perplexity",
+            "models": [model],
+            "quantizations": [quant],
+            "engine_options": {"threads": threads},
+            "timeout_s": 1800,
+            "workloads": [
+                {"kind": "perplexity", "mode": m, "window_tokens": window_tokens, "windows": windows} for m in MODES
+            ],
+        }
+    )
     return expand(spec, ModelCatalog(models_dir))
 
 
@@ -133,12 +160,20 @@ def _ours(job: JobSpec, models_dir: Path) -> dict:
     return {"ppl": ppl, "extra": res.extra, "options": res.environment.engine_options if res.environment else {}}
 
 
-def perplexity_rows(models_dir: Path, model: str, tools_bin: Path, window_tokens: int = 512, windows: int = 4,
-                    quant: str = "full", threads: int | None = None) -> list[dict]:
+def perplexity_rows(
+    models_dir: Path,
+    model: str,
+    tools_bin: Path,
+    window_tokens: int = 512,
+    windows: int = 4,
+    quant: str = "full",
+    threads: int | None = None,
+) -> list[dict]:
     """One row per (engine, mode) of ours, each beside the tool that defines or computes that mode."""
     models_dir = Path(models_dir)
-    jobs = perplexity_jobs(models_dir, model, window_tokens=window_tokens, windows=windows, quant=quant,
-                           threads=threads)
+    jobs = perplexity_jobs(
+        models_dir, model, window_tokens=window_tokens, windows=windows, quant=quant, threads=threads
+    )
     ours = {(j.engine, j.params["mode"]): (j, _ours(j, models_dir)) for j in jobs}
     tools: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -147,13 +182,24 @@ def perplexity_rows(models_dir: Path, model: str, tools_bin: Path, window_tokens
         mlx_job = next((j for (e, m), (j, _) in ours.items() if e == "mlx" and m == "all-tokens"), None)
         if gguf_job is not None:
             opts = ours[("llama.cpp", "llama-perplexity")][1]["options"]
-            tools["llama-perplexity"] = {**llama_perplexity(tools_bin, models_dir / gguf_job.artifact, text,
-                                                            window=window_tokens, windows=windows, options=opts),
-                                         "artifact": gguf_job.artifact, "quant": gguf_job.quant}
+            tools["llama-perplexity"] = {
+                **llama_perplexity(
+                    tools_bin, models_dir / gguf_job.artifact, text, window=window_tokens, windows=windows, options=opts
+                ),
+                "artifact": gguf_job.artifact,
+                "quant": gguf_job.quant,
+            }
         if mlx_job is not None:
-            tools["mlx_lm.perplexity"] = {**mlx_eval_ppl(models_dir / mlx_job.artifact, window=window_tokens,
-                                                         windows=windows, env=child_env(mlx_job, models_dir)),
-                                          "artifact": mlx_job.artifact, "quant": mlx_job.quant}
+            tools["mlx_lm.perplexity"] = {
+                **mlx_eval_ppl(
+                    models_dir / mlx_job.artifact,
+                    window=window_tokens,
+                    windows=windows,
+                    env=child_env(mlx_job, models_dir),
+                ),
+                "artifact": mlx_job.artifact,
+                "quant": mlx_job.quant,
+            }
     rows = []
     for (engine, mode), (job, res) in sorted(ours.items()):
         tool_name = "llama-perplexity" if mode == "llama-perplexity" else "mlx_lm.perplexity"
@@ -161,11 +207,21 @@ def perplexity_rows(models_dir: Path, model: str, tools_bin: Path, window_tokens
         if tool is None:
             continue
         same = tool["artifact"] == job.artifact
-        row = {"model": model, "engine": engine, "quant": job.quant, "mode": mode, "siliconbench": res["ppl"],
-               "scored_tokens": res["extra"]["scored_tokens"], "tool": tool_name, "tool_quant": tool["quant"],
-               "tool_value": tool["ppl"], "ratio": res["ppl"] / tool["ppl"], "same_artifact": same,
-               "within_target": abs(res["ppl"] / tool["ppl"] - 1) <= TARGET if same else None,
-               "tool_cmd": tool["cmd"]}
+        row = {
+            "model": model,
+            "engine": engine,
+            "quant": job.quant,
+            "mode": mode,
+            "siliconbench": res["ppl"],
+            "scored_tokens": res["extra"]["scored_tokens"],
+            "tool": tool_name,
+            "tool_quant": tool["quant"],
+            "tool_value": tool["ppl"],
+            "ratio": res["ppl"] / tool["ppl"],
+            "same_artifact": same,
+            "within_target": abs(res["ppl"] / tool["ppl"] - 1) <= TARGET if same else None,
+            "tool_cmd": tool["cmd"],
+        }
         if "tokens_sha256" in tool:
             row["same_ids"] = tool["tokens_sha256"] == res["extra"]["tokens_sha256"]
         rows.append(row)
@@ -175,16 +231,27 @@ def perplexity_rows(models_dir: Path, model: str, tools_bin: Path, window_tokens
 def print_rows(console, rows: list[dict]) -> None:
     from rich.table import Table
 
-    t = Table(title="perplexity: siliconbench ÷ the tools, same text (target ±0.5% where the artifact is the same)",
-              title_justify="left")
+    t = Table(
+        title="perplexity: siliconbench ÷ the tools, same text (target ±0.5% where the artifact is the same)",
+        title_justify="left",
+    )
     for c in ("model", "engine", "mode", "siliconbench", "tool", "tool value", "ratio", "same artifact", "within 0.5%"):
         t.add_column(c, justify="right" if c in ("siliconbench", "tool value", "ratio") else "left")
     for r in rows:
         tool = r["tool"] + ("" if r["same_artifact"] else f" ({r['tool_quant']})")
         ok = "—" if r["within_target"] is None else ("yes" if r["within_target"] else "NO")
         same = "yes" if r["same_artifact"] else "no (cross-engine)"
-        t.add_row(r["model"], f"{r['engine']} {r['quant']}", r["mode"], f"{r['siliconbench']:.4f}", tool,
-                  f"{r['tool_value']:.4f}", f"{r['ratio']:.5f}", same, ok)
+        t.add_row(
+            r["model"],
+            f"{r['engine']} {r['quant']}",
+            r["mode"],
+            f"{r['siliconbench']:.4f}",
+            tool,
+            f"{r['tool_value']:.4f}",
+            f"{r['ratio']:.5f}",
+            same,
+            ok,
+        )
     console.print(t)
     for cmd in dict.fromkeys(r["tool_cmd"] for r in rows):
         console.print(f"[dim]{cmd}[/dim]")
@@ -198,8 +265,12 @@ if __name__ == "__main__":  # python harness/perplexity_tools.py MODEL [WINDOW] 
     from harness import tools as _tools
 
     args = sys.argv[1:]
-    found = perplexity_rows(load_settings().resolved_models_dir, args[0], _tools.llama_tools_bin(),
-                            window_tokens=int(args[1]) if len(args) > 1 else 512,
-                            windows=int(args[2]) if len(args) > 2 else 4)
+    found = perplexity_rows(
+        load_settings().resolved_models_dir,
+        args[0],
+        _tools.llama_tools_bin(),
+        window_tokens=int(args[1]) if len(args) > 1 else 512,
+        windows=int(args[2]) if len(args) > 2 else 4,
+    )
     print_rows(Console(width=200), found)
     print(json.dumps(found, indent=1))

@@ -17,15 +17,18 @@ from .errors import UserError
 from .settings import Settings
 
 # Settings field -> its variable; the four a login needs (the cookie secret may be left to chance).
-REQUIRED = {"oidc_metadata_url": "SILICONBENCH_OIDC_METADATA_URL", "oidc_client_id": "SILICONBENCH_OIDC_CLIENT_ID",
-            "oidc_client_secret": "SILICONBENCH_OIDC_CLIENT_SECRET",
-            "oidc_redirect_uri": "SILICONBENCH_OIDC_REDIRECT_URI"}
+REQUIRED = {
+    "oidc_metadata_url": "SILICONBENCH_OIDC_METADATA_URL",
+    "oidc_client_id": "SILICONBENCH_OIDC_CLIENT_ID",
+    "oidc_client_secret": "SILICONBENCH_OIDC_CLIENT_SECRET",
+    "oidc_redirect_uri": "SILICONBENCH_OIDC_REDIRECT_URI",
+}
 CALLBACK_PATH = "/oauth2callback"  # Streamlit's route; it ignores a redirect URI that ends otherwise
 
 
 class Writes(str, Enum):
-    OPEN = "open"            # loopback, no login configured: whoever runs it is the machine's user
-    LOGIN = "login"          # a user logged in through the OpenID provider
+    OPEN = "open"  # loopback, no login configured: whoever runs it is the machine's user
+    LOGIN = "login"  # a user logged in through the OpenID provider
     READ_ONLY = "read_only"  # nobody
 
 
@@ -62,17 +65,23 @@ def check_serving(host: str, s: Settings) -> Writes:
     """Refuse what would expose write actions without a login, or a login set up by halves."""
     missing = missing_login_settings(s)
     if missing and len(missing) < len(REQUIRED):
-        raise UserError(missing[0], f"a dashboard login needs all of {', '.join(REQUIRED.values())}; "
-                                    f"missing: {', '.join(missing)}.")
+        raise UserError(
+            missing[0], f"a dashboard login needs all of {', '.join(REQUIRED.values())}; missing: {', '.join(missing)}."
+        )
     if s.oidc_redirect_uri and not s.oidc_redirect_uri.rstrip("/").endswith(CALLBACK_PATH):
-        raise UserError("SILICONBENCH_OIDC_REDIRECT_URI", f"must be the dashboard's URL followed by {CALLBACK_PATH} "
-                                                          f"(got {s.oidc_redirect_uri!r}).")
+        raise UserError(
+            "SILICONBENCH_OIDC_REDIRECT_URI",
+            f"must be the dashboard's URL followed by {CALLBACK_PATH} (got {s.oidc_redirect_uri!r}).",
+        )
     w = writes(host, s)
     if w is Writes.READ_ONLY and not s.dashboard_read_only:  # beyond loopback, nobody to ask for a login
-        raise UserError("--host", f"{host} exposes the dashboard beyond this machine, and its write actions (submit, "
-                                  "cancel, scan, confirm) need a logged-in user there: set "
-                                  f"{', '.join(REQUIRED.values())} (an OpenID Connect provider), or set "
-                                  "SILICONBENCH_DASHBOARD_READ_ONLY=1 to serve results read-only.")
+        raise UserError(
+            "--host",
+            f"{host} exposes the dashboard beyond this machine, and its write actions (submit, "
+            "cancel, scan, confirm) need a logged-in user there: set "
+            f"{', '.join(REQUIRED.values())} (an OpenID Connect provider), or set "
+            "SILICONBENCH_DASHBOARD_READ_ONLY=1 to serve results read-only.",
+        )
     return w
 
 
@@ -81,6 +90,12 @@ def streamlit_secrets(s: Settings) -> dict | None:
     if not login_configured(s):
         return None
     cookie = s.oidc_cookie_secret.get_secret_value() if s.oidc_cookie_secret else secrets.token_urlsafe(32)
-    return {"auth": {"redirect_uri": s.oidc_redirect_uri.rstrip("/"), "cookie_secret": cookie,
-                     "client_id": s.oidc_client_id, "client_secret": s.oidc_client_secret.get_secret_value(),
-                     "server_metadata_url": s.oidc_metadata_url}}
+    return {
+        "auth": {
+            "redirect_uri": s.oidc_redirect_uri.rstrip("/"),
+            "cookie_secret": cookie,
+            "client_id": s.oidc_client_id,
+            "client_secret": s.oidc_client_secret.get_secret_value(),
+            "server_metadata_url": s.oidc_metadata_url,
+        }
+    }

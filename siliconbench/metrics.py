@@ -30,7 +30,10 @@ class Metric:
 
 _DEFS = [
     Metric(
-        "prefill_tps", "tokens/s", "higher", "repetition",
+        "prefill_tps",
+        "tokens/s",
+        "higher",
+        "repetition",
         "n_prompt / prefill time. Prefill time runs from handing the engine the prompt's token ids (synthetic ids, "
         "no BOS: no tokenization exists to include) until the last prompt position's logits are computed and "
         "synchronized, after n_depth untimed tokens. llama.cpp: llama_decode of the prompt in n_batch chunks "
@@ -40,7 +43,10 @@ _DEFS = [
         "token with mx.eval of its logits. Excludes choosing the first token (see ttft_ms).",
     ),
     Metric(
-        "decode_tps", "tokens/s", "higher", "repetition",
+        "decode_tps",
+        "tokens/s",
+        "higher",
+        "repetition",
         "n_gen / decode time. Decode time covers n_gen single-token forward passes after the first token, each "
         "followed by a greedy argmax choosing the next token id; EOS is ignored, so exactly n_gen tokens are decoded; "
         "no detokenization. llama.cpp: llama-bench's test_gen loop (llama_decode of a preallocated one-token batch + "
@@ -52,7 +58,10 @@ _DEFS = [
         "x (G-1)/G.",
     ),
     Metric(
-        "decode_bandwidth_pct", "%", "higher", "repetition",
+        "decode_bandwidth_pct",
+        "%",
+        "higher",
+        "repetition",
         "The roofline beside decode_tps: decode_tps x bytes per token / the host's memory bandwidth, in percent. "
         "Bytes per token = every weight tensor a decode step reads, from the files' tensor tables (an untied input "
         "embedding counts one row) + K and V of every layer at the mean decode position (depth + prompt + "
@@ -65,7 +74,10 @@ _DEFS = [
         "No llama-bench or mlx-lm equivalent.",
     ),
     Metric(
-        "ttft_ms", "ms", "lower", "repetition",
+        "ttft_ms",
+        "ms",
+        "lower",
+        "repetition",
         "Time to first token: from handing the engine the prompt's token ids until the first generated token id is "
         "on the host (prefill time + one greedy argmax). Tokenization is excluded (none exists). n_prompt / ttft is "
         "mlx_lm's prompt_tps less one thing: mlx_lm's generate_step queues the second decode step before it hands "
@@ -73,37 +85,58 @@ _DEFS = [
         "time; ours ends at the first token, so n_prompt / ttft reads ~1 decode step faster (3-4% at p512 here).",
     ),
     Metric(
-        "engine_prefill_tps", "tokens/s", "higher", "repetition",
+        "engine_prefill_tps",
+        "tokens/s",
+        "higher",
+        "repetition",
         "llama.cpp's own perf counters for the same prefill: n_p_eval / t_p_eval_ms, read after "
         "llama_synchronize and reset before each repetition. Absent for MLX, which keeps no such counters.",
     ),
     Metric(
-        "engine_decode_tps", "tokens/s", "higher", "repetition",
+        "engine_decode_tps",
+        "tokens/s",
+        "higher",
+        "repetition",
         "llama.cpp's own perf counters for the same decode steps: n_eval / t_eval_ms (synchronized, reset per "
         "repetition). It times llama_decode alone, without the host argmax that decode_tps includes.",
     ),
     Metric(
-        "mlx_peak_memory_bytes", "bytes", "lower", "repetition",
+        "mlx_peak_memory_bytes",
+        "bytes",
+        "lower",
+        "repetition",
         "MLX allocator peak (mx.get_peak_memory) during one repetition, reset before it. MLX only.",
     ),
     Metric(
-        "mlx_active_memory_bytes", "bytes", "lower", "repetition",
+        "mlx_active_memory_bytes",
+        "bytes",
+        "lower",
+        "repetition",
         "MLX allocator memory in use (mx.get_active_memory) at the end of a repetition: the weights and the KV "
         "cache still held. On a Mac this is Metal memory in unified memory. MLX only.",
     ),
     Metric(
-        "mlx_cache_memory_bytes", "bytes", "lower", "repetition",
+        "mlx_cache_memory_bytes",
+        "bytes",
+        "lower",
+        "repetition",
         "MLX's buffer cache (mx.get_cache_memory) at the end of a repetition: freed buffers kept for reuse, held "
         "by the process but not in use. MLX only.",
     ),
     Metric(
-        "load_s", "s", "lower", "job",
+        "load_s",
+        "s",
+        "lower",
+        "job",
         "Model load: from the call that opens the model file until the weights are resident and the engine "
         "can evaluate (llama.cpp: Llama(...) incl. context creation; MLX: mlx_lm.load + mx.eval of every "
         "parameter, since MLX loads lazily). Process start-up and imports are excluded.",
     ),
     Metric(
-        "peak_memory_bytes", "bytes", "lower", "job",
+        "peak_memory_bytes",
+        "bytes",
+        "lower",
+        "job",
         "Peak resident set size of the job's own fresh child process over the whole job: interpreter, engine "
         "import, model load, warmup and all repetitions. Linux: VmHWM of the address space made at exec "
         "(getrusage's ru_maxrss would carry the parent's peak across fork and exec); macOS: ru_maxrss (not yet "
@@ -111,19 +144,28 @@ _DEFS = [
         "concurrent and multiprocess jobs, whose child only drives other processes (see their own metrics).",
     ),
     Metric(
-        "baseline_memory_bytes", "bytes", "lower", "job",
+        "baseline_memory_bytes",
+        "bytes",
+        "lower",
+        "job",
         "Resident set size of the child process after importing the engine and before loading the model; "
         "peak_memory_bytes minus this is what the model and its runs added.",
     ),
     Metric(
-        "peak_footprint_bytes", "bytes", "lower", "job",
+        "peak_footprint_bytes",
+        "bytes",
+        "lower",
+        "job",
         "macOS only: the lifetime peak of the child process's phys_footprint (proc_pid_rusage RUSAGE_INFO_V4, "
         "ri_lifetime_max_phys_footprint), the figure Activity Monitor and the memory-pressure killer use. Unlike "
         "RSS it counts Metal (IOAccelerator) allocations in unified memory and not clean mmapped model pages, "
         "so it is the one that compares llama.cpp and MLX on a Mac. Recorded beside peak_memory_bytes (RSS).",
     ),
     Metric(
-        "baseline_footprint_bytes", "bytes", "lower", "job",
+        "baseline_footprint_bytes",
+        "bytes",
+        "lower",
+        "job",
         "macOS only: phys_footprint of the child after importing the engine, before loading the model.",
     ),
 ]
@@ -135,37 +177,58 @@ WORKLOAD_DEFS = [
     # "warm": B's files are read once in full just before. Either way, mincore() then measures which fraction of
     # B's file pages is resident, recorded as page_cache_resident_fraction: the state is measured, not assumed.
     Metric(
-        "swap_unload_s", "s", "lower", "repetition",
+        "swap_unload_s",
+        "s",
+        "lower",
+        "repetition",
         "Unload of model A, loaded and warm (one prefill + decode done): llama.cpp Llama.close(); MLX: the model "
         "and cache dropped, gc.collect(), mx.clear_cache(). Ends when the call returns.",
     ),
     Metric(
-        "swap_load_s", "s", "lower", "repetition",
+        "swap_load_s",
+        "s",
+        "lower",
+        "repetition",
         "Load of model B right after the unload, the same region as load_s (file open to weights resident and the "
         "engine able to evaluate; llama.cpp incl. context creation with use_mmap = params.mmap).",
     ),
     Metric(
-        "swap_first_token_ms", "ms", "lower", "repetition",
+        "swap_first_token_ms",
+        "ms",
+        "lower",
+        "repetition",
         "First token of B: its prompt_tokens synthetic ids prefilled and the greedy token on the host, right after "
         "B's load (the ttft_ms region, on a model that has not run yet).",
     ),
     Metric(
-        "swap_total_s", "s", "lower", "repetition",
+        "swap_total_s",
+        "s",
+        "lower",
+        "repetition",
         "One wall clock over unload A + load B + first token of B (not the sum of the three rounded parts).",
     ),
     Metric(
-        "page_cache_resident_fraction", "fraction", "higher", "repetition",
+        "page_cache_resident_fraction",
+        "fraction",
+        "higher",
+        "repetition",
         "Measured condition, not a score: the fraction of model B's file pages in the OS page cache (mincore over "
         "a fresh read-only mapping of each file) just before the swap's timed region, after the cold/warm step.",
     ),
     Metric(
-        "swap_rss_after_unload_bytes", "bytes", "lower", "repetition",
+        "swap_rss_after_unload_bytes",
+        "bytes",
+        "lower",
+        "repetition",
         "Resident set size of the job's process right after unloading A. MLX keeps freed memory in the process "
         "(its active-memory counter reads 0 while RSS stays high): this is the RSS, not the allocator's counter.",
     ),
     # ---- restart: the engine's own server process (python -m llama_cpp.server / mlx_lm.server) on 127.0.0.1.
     Metric(
-        "restart_ready_s", "s", "lower", "repetition",
+        "restart_ready_s",
+        "s",
+        "lower",
+        "repetition",
         "Process start (Popen returned) until the server answered a 1-token completion (POST /v1/completions, "
         "non-streaming, retried every 20 ms while the port refuses): the model is loaded. Both servers load it at "
         "start-up: llama_cpp.server before it binds; mlx_lm.server binds at once and loads in a thread, its "
@@ -173,72 +236,108 @@ WORKLOAD_DEFS = [
         "Includes that one 1-token forward pass.",
     ),
     Metric(
-        "restart_first_token_s", "s", "lower", "repetition",
+        "restart_first_token_s",
+        "s",
+        "lower",
+        "repetition",
         "Process start to the first streamed token of a full-size completion request (prompt_tokens, gen_tokens; "
         "the same body for both servers) sent as soon as the server was ready. "
         "With the background client on, that request can queue behind client requests that reached the server "
         "while it started (as in production); client_interval_ms: null measures start-up alone.",
     ),
     Metric(
-        "restart_warm_ttft_ms", "ms", "lower", "repetition",
+        "restart_warm_ttft_ms",
+        "ms",
+        "lower",
+        "repetition",
         "Time to first streamed token of the next request, right after the first: the same server, warm.",
     ),
     Metric(
-        "restart_stop_s", "s", "lower", "repetition",
+        "restart_stop_s",
+        "s",
+        "lower",
+        "repetition",
         "SIGTERM to the server's process group until no process of the group is left (SIGKILL after "
         "params.stop_timeout_s; such stops are counted in extra.unclean_stops).",
     ),
     Metric(
-        "restart_failed_requests", "requests", "lower", "repetition",
+        "restart_failed_requests",
+        "requests",
+        "lower",
+        "repetition",
         "Requests of the background client (one every params.client_interval_ms, streaming, 1 token) that failed "
         "(refused, reset, timed out, not HTTP 200, no token) among those sent from the previous server's stop "
         "signal (or this one's spawn, for the first start) until this server's first token.",
         kind="count",
     ),
     Metric(
-        "restart_requests", "requests", "lower", "repetition",
+        "restart_requests",
+        "requests",
+        "lower",
+        "repetition",
         "Requests the background client sent in that window (failed ones included).",
         kind="count",
     ),
     # ---- concurrent: N streaming clients at once against one server, one burst per repetition.
     Metric(
-        "request_ttft_ms", "ms", "lower", "request",
+        "request_ttft_ms",
+        "ms",
+        "lower",
+        "request",
         "One request of a burst: from sending the HTTP request until its first streamed token chunk arrives. "
         "Includes waiting for the other clients: llama_cpp.server runs one request at a time; mlx_lm.server "
         "batches (requests carry no seed) and adds new requests to the running batch; extra.batching says how "
         "the server was configured and extra.observed whether the streams overlapped.",
     ),
     Metric(
-        "request_e2e_ms", "ms", "lower", "request",
+        "request_e2e_ms",
+        "ms",
+        "lower",
+        "request",
         "One request: from sending it until its stream ends ([DONE]).",
     ),
     Metric(
-        "request_itl_ms", "ms", "lower", "gap",
+        "request_itl_ms",
+        "ms",
+        "lower",
+        "gap",
         "Inter-token latency: time between two consecutive streamed token chunks of one request; every gap of "
         "every request of the job is one sample, so its percentiles pool all requests (as vLLM's ITL does). "
         "Both servers hold back a token whose text ends in an incomplete UTF-8 sequence and send it with the "
         "next one: such a pair is one chunk, hence one gap fewer.",
     ),
     Metric(
-        "aggregate_output_tps", "tokens/s", "higher", "repetition",
+        "aggregate_output_tps",
+        "tokens/s",
+        "higher",
+        "repetition",
         "Output tokens of all of a burst's successful requests / (last stream end - first request sent). Tokens "
         "as the server counts them, not stream chunks: mlx_lm.server's usage report; llama_cpp.server sends none "
         "in a stream, and its finish_reason 'length' means exactly max_tokens (extra.token_count_source).",
     ),
     Metric(
-        "request_errors", "requests", "lower", "repetition",
+        "request_errors",
+        "requests",
+        "lower",
+        "repetition",
         "Requests of the burst that failed (connection error, not HTTP 200, timeout, or fewer tokens than asked, "
         "counted as in aggregate_output_tps).",
         kind="count",
     ),
     Metric(
-        "server_peak_footprint_bytes", "bytes", "lower", "repetition",
+        "server_peak_footprint_bytes",
+        "bytes",
+        "lower",
+        "repetition",
         "macOS only: the peak of the server process tree's summed phys_footprint, sampled with "
         "server_peak_rss_bytes (Metal allocations in unified memory included, clean mapped GGUF pages not): "
         "what the server costs a Mac.",
     ),
     Metric(
-        "server_peak_rss_bytes", "bytes", "lower", "repetition",
+        "server_peak_rss_bytes",
+        "bytes",
+        "lower",
+        "repetition",
         "Peak over one burst of the summed RSS of the server's process tree, sampled every "
         "params.memory_interval_ms (10 ms by default) from the burst's first request to its last stream end. "
         "That is enough: the KV cache and weights only grow during a burst and stay allocated until the requests "
@@ -246,27 +345,39 @@ WORKLOAD_DEFS = [
         "peak lasts several samples; server_hwm_rss_bytes cross-checks it where the OS keeps a high-water mark.",
     ),
     Metric(
-        "server_hwm_rss_bytes", "bytes", "lower", "repetition",
+        "server_hwm_rss_bytes",
+        "bytes",
+        "lower",
+        "repetition",
         "Linux only: the kernel's own peak RSS (VmHWM) of each server process over the burst, reset at its start "
         "by writing 5 to /proc/PID/clear_refs, summed over the tree (an exact peak per process, not sampled).",
     ),
     # ---- long_context: a prompt of params.depth tokens, prefilled whole (full prompt reprocessing).
     # Its prefill_tps, decode_tps and ttft_ms are the generate metrics with n_prompt = depth and no depth fill.
     Metric(
-        "kv_cache_bytes", "bytes", "lower", "repetition",
+        "kv_cache_bytes",
+        "bytes",
+        "lower",
+        "repetition",
         "KV-cache memory holding the context after prefill + decode, as the engine reports it: llama.cpp "
         "llama_state_seq_get_size(ctx, 0) (K and V of the used cells plus a few KB of cell metadata; the cache "
         "dtype is llama.cpp's default F16); MLX the sum of KVCache.nbytes (its arrays, allocated in 256-token "
         "steps, in the model's activation dtype, float32 here).",
     ),
     Metric(
-        "kv_cache_computed_bytes", "bytes", "lower", "repetition",
+        "kv_cache_computed_bytes",
+        "bytes",
+        "lower",
+        "repetition",
         "The same memory computed from the model's shape: 2 (K, V) x layers x KV heads x head_dim x tokens x "
         "bytes of the cache dtype (llama.cpp F16: 2; MLX: the dtype of its cache arrays), tokens = depth + gen.",
     ),
     # ---- a CUDA host (worker/platform/nvidia.py): the device's own memory and energy, read through NVML.
     Metric(
-        "device_memory_peak_bytes", "bytes", "lower", "repetition",
+        "device_memory_peak_bytes",
+        "bytes",
+        "lower",
+        "repetition",
         "Peak GPU memory of the job's process during one repetition (from the fresh KV cache to the last decode "
         "step), sampled every 20 ms from NVML's per-process accounting (nvmlDeviceGetComputeRunningProcesses, "
         "the figure nvidia-smi lists per process); where NVML does not list the process, the device's used memory "
@@ -274,21 +385,30 @@ WORKLOAD_DEFS = [
         "Mac's unified memory is peak_footprint_bytes.",
     ),
     Metric(
-        "prefill_j_per_token", "J/token", "lower", "repetition",
+        "prefill_j_per_token",
+        "J/token",
+        "lower",
+        "repetition",
         "GPU energy per prompt token: the GPU's cumulative energy counter (nvmlDeviceGetTotalEnergyConsumption, "
         "the whole board) read before the prefill region and after the first token is chosen, / n_prompt. Only "
         "where that region lasts 0.25 s or more: the counter moves in steps, so a shorter region is not stored. "
         "Includes whatever else the GPU did meanwhile (the busy gate checks the CPU, not the GPU).",
     ),
     Metric(
-        "decode_j_per_token", "J/token", "lower", "repetition",
+        "decode_j_per_token",
+        "J/token",
+        "lower",
+        "repetition",
         "GPU energy per generated token over the decode region (read right after the first token and right after "
         "the last step), / n_gen; regions of 0.25 s or more only. No engine's own tool reports it.",
     ),
     Metric("decode_tokens_per_j", "tokens/J", "higher", "repetition", "1 / decode_j_per_token: tokens per joule."),
     # ---- perplexity: params.windows non-overlapping windows of params.window_tokens tokens of the shipped text.
     Metric(
-        "window_nll", "nats/token", "lower", "window",
+        "window_nll",
+        "nats/token",
+        "lower",
+        "window",
         "Mean negative log-likelihood of one window's scored tokens, each predicted from all the window's tokens "
         "before it, from an empty cache (log-softmax of the engine's float32 logits, in float64). Which tokens, "
         "by params.mode (0-based, n = window_tokens): llama-perplexity (default) — BOS first where the vocab adds "
@@ -297,7 +417,10 @@ WORKLOAD_DEFS = [
         "(records without params.mode). Both engines score the same ids (extra.tokens_sha256 lets one check).",
     ),
     Metric(
-        "perplexity", "ppl", "lower", "job",
+        "perplexity",
+        "ppl",
+        "lower",
+        "job",
         "exp(total NLL / scored tokens) over all windows. Mode llama-perplexity with offset_tokens 0 is "
         "llama-perplexity's final estimate (`llama-perplexity -f TEXT -c window_tokens --chunks windows`: the same "
         "chunks, BOS handling and second-half scoring; benchmarks/fidelity.py compares the two). Mode all-tokens "
@@ -307,17 +430,26 @@ WORKLOAD_DEFS = [
         "because it is the metric's definition, not a statistic of repetitions.",
     ),
     Metric(
-        "file_size_bytes", "bytes", "lower", "job",
+        "file_size_bytes",
+        "bytes",
+        "lower",
+        "job",
         "Size on disk of the artifact evaluated (a GGUF file, or an MLX directory's files), beside its perplexity "
         "as in the reference comparison's Format | Perplexity | File size table.",
     ),
     # ---- KL-divergence (perplexity with params.kl_divergence): the same windows, against full precision.
     Metric(
-        "window_kld", "nats", "lower", "window",
+        "window_kld",
+        "nats",
+        "lower",
+        "window",
         "Mean KL-divergence of one window's scored positions against the own engine's base (see kld_mean).",
     ),
     Metric(
-        "kld_mean", "nats", "lower", "job",
+        "kld_mean",
+        "nats",
+        "lower",
+        "job",
         "Mean over every scored position of KL(base || model) = sum over the vocabulary of p_base x (log p_base - "
         "log p_model), base = the model's full-precision form on the job's own engine (params.kld_bases: the "
         "highest precision both engines share, by digest), on exactly the perplexity windows' tokens. "
@@ -326,19 +458,33 @@ WORKLOAD_DEFS = [
         "minimum), only base log-probs above -16 summed; = its 'Mean KLD' on the same GGUF files and "
         "--chunks windows. The base is computed once per host, engine, digest and token set and reused.",
     ),
-    Metric("kld_median", "nats", "lower", "job", "Median of the per-position KLD (kld_mean), as the tool's 'Median KLD'."),
-    Metric("kld_p90", "nats", "lower", "job", "90th percentile of the per-position KLD: the tool's '90.0% KLD' "
-           "(linear between the two nearest sorted values)."),
+    Metric(
+        "kld_median", "nats", "lower", "job", "Median of the per-position KLD (kld_mean), as the tool's 'Median KLD'."
+    ),
+    Metric(
+        "kld_p90",
+        "nats",
+        "lower",
+        "job",
+        "90th percentile of the per-position KLD: the tool's '90.0% KLD' "
+        "(linear between the two nearest sorted values).",
+    ),
     Metric("kld_p99", "nats", "lower", "job", "99th percentile of the per-position KLD: the tool's '99.0% KLD'."),
     Metric("kld_p999", "nats", "lower", "job", "99.9th percentile of the per-position KLD: the tool's '99.9% KLD'."),
     Metric("kld_max", "nats", "lower", "job", "Largest per-position KLD: the tool's 'Maximum KLD'."),
     Metric(
-        "same_top_pct", "%", "higher", "job",
+        "same_top_pct",
+        "%",
+        "higher",
+        "job",
         "Share of scored positions where the model's most likely next token is the base's (ties: the lowest id; "
         "the base's from its uint16 log-probs): the tool's 'Same top p'; extra.kld.same.same_top_count is its count.",
     ),
     Metric(
-        "cross_kld_mean", "nats", "lower", "job",
+        "cross_kld_mean",
+        "nats",
+        "lower",
+        "job",
         "kld_mean against the other engine's full-precision form (an MLX job against the GGUF base, a llama.cpp "
         "job against the MLX one), on the same token ids: which engine's quantization is closer to one original. "
         "Needs both forms' vocabularies equal (`models add` checks the tokenizers).",
@@ -347,26 +493,41 @@ WORKLOAD_DEFS = [
     Metric("cross_same_top_pct", "%", "higher", "job", "same_top_pct against the other engine's full-precision form."),
     # ---- multiprocess: params.processes engine processes, each with the model loaded, decoding at once.
     Metric(
-        "mp_aggregate_decode_tps", "tokens/s", "higher", "repetition",
+        "mp_aggregate_decode_tps",
+        "tokens/s",
+        "higher",
+        "repetition",
         "processes x gen_tokens / (last process's decode end - first process's decode start), one repetition: "
         "all processes get the start signal together; each prefills prompt_tokens untimed, then decodes.",
     ),
     Metric(
-        "mp_process_decode_tps", "tokens/s", "higher", "process",
+        "mp_process_decode_tps",
+        "tokens/s",
+        "higher",
+        "process",
         "One process of one repetition: gen_tokens / its own decode time (the decode_tps region).",
     ),
     Metric(
-        "mp_total_rss_bytes", "bytes", "lower", "repetition",
+        "mp_total_rss_bytes",
+        "bytes",
+        "lower",
+        "repetition",
         "Sum of the processes' RSS right after the repetition's decode (all still loaded). Pages of an mmapped "
         "GGUF shared between processes are counted once per process here; see mp_total_pss_bytes.",
     ),
     Metric(
-        "mp_total_pss_bytes", "bytes", "lower", "repetition",
+        "mp_total_pss_bytes",
+        "bytes",
+        "lower",
+        "repetition",
         "Linux only: the sum of the processes' proportional set size at the same moment, which counts a page "
         "shared by k processes 1/k in each: the memory the K processes take together.",
     ),
     Metric(
-        "mp_total_footprint_bytes", "bytes", "lower", "repetition",
+        "mp_total_footprint_bytes",
+        "bytes",
+        "lower",
+        "repetition",
         "macOS only: the sum of the processes' phys_footprint at the same moment (Metal memory included), plus "
         "the model file's pages resident in the page cache (mincore), counted once: no footprint holds clean "
         "mapped file pages. The Darwin counterpart of mp_total_pss_bytes.",

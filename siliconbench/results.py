@@ -39,12 +39,16 @@ class Environment(BaseModel):
     blas: str = Field("", description="MLX on Linux: the BLAS preloaded into the child ('openblas' path) or 'bundled'")
     engine_options: dict = Field(default_factory=dict)
     host_details: dict = Field(
-        default_factory=dict, description="The platform's own identity facts (worker.platform): on a Mac hw.model, "
+        default_factory=dict,
+        description="The platform's own identity facts (worker.platform): on a Mac hw.model, "
         "chip, performance/efficiency cores, GPU cores, Metal family, unified memory, iogpu.wired_limit_mb, macOS "
-        "version and build, Rosetta; on Linux physical cores, kernel, distribution. Part of the identity")
+        "version and build, Rosetta; on Linux physical cores, kernel, distribution. Part of the identity",
+    )
     dtypes: dict[str, str] = Field(
-        default_factory=dict, description="weights (the artifact's storage type: F16, Q4_K_M, f32, 4bit ...), "
-        "activations (the compute dtype) and kv_cache, as the engine ran them; part of the identity")
+        default_factory=dict,
+        description="weights (the artifact's storage type: F16, Q4_K_M, f32, 4bit ...), "
+        "activations (the compute dtype) and kv_cache, as the engine ran them; part of the identity",
+    )
 
     def engine_version(self, engine: str) -> str | None:
         """The version of the engine's package (llama-cpp-python, mlx-lm) this result ran with."""
@@ -132,8 +136,10 @@ def contract_problems(result: JobResult, workload: str) -> list[str]:
     if facts is not None and result.status == JobStatus.ok:
         undeclared = sorted(set(result.extra) - facts - COMMON_FACTS)
         if undeclared:
-            problems.append(f"extra fact(s) {', '.join(undeclared)} are not declared for workload {workload!r} in "
-                            f"siliconbench/workloads/{workload}.py FACTS")
+            problems.append(
+                f"extra fact(s) {', '.join(undeclared)} are not declared for workload {workload!r} in "
+                f"siliconbench/workloads/{workload}.py FACTS"
+            )
     return problems
 
 

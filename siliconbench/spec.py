@@ -48,8 +48,10 @@ class LlamaCppOptions(Strict):
     n_batch: PositiveInt = 2048
     n_ubatch: PositiveInt = 512
     flash_attn: Literal["auto", "on", "off"] = Field(
-        "auto", description="llama.cpp's own default 'auto' enables flash attention where the backend supports it "
-        "(the choice is recorded as flash_attn_effective); true/false are read as on/off")
+        "auto",
+        description="llama.cpp's own default 'auto' enables flash attention where the backend supports it "
+        "(the choice is recorded as flash_attn_effective); true/false are read as on/off",
+    )
     type_k: KvCacheType = Field("f16", description="KV-cache type of K (llama-bench -ctk)")
     type_v: KvCacheType = Field("f16", description="KV-cache type of V (llama-bench -ctv)")
 
@@ -70,8 +72,10 @@ class MlxOptions(Strict):
 
 class EngineOptions(Strict):
     threads: PositiveInt | None = Field(
-        None, description="CPU threads for decode and batch alike (llama.cpp; MLX's OpenBLAS on Linux). Default: the "
-        "physical performance cores, llama-bench's default -t (hw.perflevel0.physicalcpu on a Mac)")
+        None,
+        description="CPU threads for decode and batch alike (llama.cpp; MLX's OpenBLAS on Linux). Default: the "
+        "physical performance cores, llama-bench's default -t (hw.perflevel0.physicalcpu on a Mac)",
+    )
     llama_cpp: LlamaCppOptions = Field(default_factory=LlamaCppOptions, alias="llama.cpp")
     mlx: MlxOptions = Field(default_factory=MlxOptions)
 
@@ -86,9 +90,13 @@ class HostFilter(Strict):
     engine: EngineName | None = Field(None, description="Host must have this engine installed")
     model: str | None = Field(None, description="The Mac's hw.model, e.g. 'Mac16,11' (case-insensitive, exact)")
     gpu_cores: PositiveInt | None = Field(
-        None, description="Exactly this many GPU cores: binned chips (an M4 Pro with 16 or 20) differ only here")
-    gpu: str | None = Field(None, description="Substring of a CUDA host's GPU name as NVML gives it, "
-                            "case-insensitive ('H200', 'RTX 4090'); Macs have none")
+        None, description="Exactly this many GPU cores: binned chips (an M4 Pro with 16 or 20) differ only here"
+    )
+    gpu: str | None = Field(
+        None,
+        description="Substring of a CUDA host's GPU name as NVML gives it, "
+        "case-insensitive ('H200', 'RTX 4090'); Macs have none",
+    )
 
 
 HostSelector = Literal["all"] | Annotated[list[str], Field(min_length=1)] | HostFilter
@@ -100,52 +108,71 @@ class SweepSpec(Strict):
     models: Annotated[list[str], Field(min_length=1)]
     engines: Annotated[list[EngineName], Field(min_length=1)] = list(ENGINE_NAMES)
     quantizations: Annotated[list[str], Field(min_length=1)] = Field(
-        ["full"], description="Levels (full, q8, q6, q5, q4, q3, q2: one artifact per engine, paired), exact names "
-        "(Q4_K_M, IQ4_XS, 4bit-g32), or [all]: every form each model has, the levels' pairs first")
+        ["full"],
+        description="Levels (full, q8, q6, q5, q4, q3, q2: one artifact per engine, paired), exact names "
+        "(Q4_K_M, IQ4_XS, 4bit-g32), or [all]: every form each model has, the levels' pairs first",
+    )
     pairing: dict[Level, dict[EngineName, str]] | None = Field(
-        None, description="Which exact type an engine runs for a level, where the default pair is not wanted "
+        None,
+        description="Which exact type an engine runs for a level, where the default pair is not wanted "
         "(defaults: Q8_0/8bit, Q6_K/6bit, Q5_K_M/5bit, Q4_K_M/4bit, Q3_K_M/3bit, Q2_K/2bit), e.g. "
-        "{q4: {llama.cpp: IQ4_XS, mlx: 4bit-g32}}")
+        "{q4: {llama.cpp: IQ4_XS, mlx: 4bit-g32}}",
+    )
     workloads: Annotated[list[Workload], Field(min_length=1)] = [GenerateWorkload()]
     repetitions: PositiveInt = Field(5, description="Measured repetitions inside each process (after warmup)")
     processes: PositiveInt | None = Field(
-        None, description="Fresh processes per configuration (and version), interleaved round by round. Default: "
+        None,
+        description="Fresh processes per configuration (and version), interleaved round by round. Default: "
         f"1, or {COMPARE_PROCESSES} when engine_versions lists two or more versions of an engine, because "
-        "`compare` counts processes, not repetitions, as its independent samples")
+        "`compare` counts processes, not repetitions, as its independent samples",
+    )
     warmup: Annotated[int, Field(ge=0)] = 1
     delay_s: Annotated[float, Field(ge=0)] = 0.0
     thermal: Literal["wait", "record", "refuse"] = Field(
-        "wait", description="Before each job: wait for the host's nominal thermal state (up to thermal_timeout_s, "
+        "wait",
+        description="Before each job: wait for the host's nominal thermal state (up to thermal_timeout_s, "
         "then run and mark the result), only record the state, or refuse the job while the host is throttled. "
-        "Thermal state and power are recorded at job start and end in every mode; delay_s stays the cooldown")
+        "Thermal state and power are recorded at job start and end in every mode; delay_s stays the cooldown",
+    )
     thermal_timeout_s: Annotated[float, Field(ge=0)] = 600.0
     busy: Literal["wait", "record", "refuse"] = Field(
-        "wait", description="Before each job: wait until other processes leave the machine quiet (their CPU, "
+        "wait",
+        description="Before each job: wait until other processes leave the machine quiet (their CPU, "
         "memory pressure, swap; up to busy_timeout_s, then run and mark), only record, or refuse the job while "
         "the host is busy. What others took while the job ran is recorded in every mode; a job beside real load "
-        "is marked contended and treated as a throttled one (worker/measure/busy.py)")
+        "is marked contended and treated as a throttled one (worker/measure/busy.py)",
+    )
     busy_timeout_s: Annotated[float, Field(ge=0)] = 600.0
     on_interrupt: Literal["fail", "rerun"] = Field(
-        "fail", description="Embedded runs (no broker): when the process running the sweep (the dashboard, "
+        "fail",
+        description="Embedded runs (no broker): when the process running the sweep (the dashboard, "
         "`siliconbench run`) stopped before its end, the next one to start on this host fails the unfinished "
-        "jobs with that reason, or runs them again")
+        "jobs with that reason, or runs them again",
+    )
     seed: int = 0
     timeout_s: PositiveInt = Field(900, description="Hard limit for one job's child process")
     max_jobs: PositiveInt = DEFAULT_MAX_JOBS
     engine_options: EngineOptions = Field(default_factory=EngineOptions)
     full_dtype: FullDtype = Field(
-        "auto", description="The weight dtype level `full` stands for, the same for both engines: auto = f16 (GGUF "
+        "auto",
+        description="The weight dtype level `full` stands for, the same for both engines: auto = f16 (GGUF "
         "F16 with MLX f16) where the jobs run on a Mac, f32 (GGUF F32 with MLX f32) elsewhere, where MLX's CPU "
-        "build computes float16 10-40x slower")
+        "build computes float16 10-40x slower",
+    )
     hosts: HostSelector = Field("all", description="Fleet only: 'all', a list of worker names, or a filter")
     placement: Literal["each", "any"] = Field(
-        "any", description="Fleet only: run every job on every matching host ('each'), or once on any ('any')")
+        "any", description="Fleet only: run every job on every matching host ('each'), or once on any ('any')"
+    )
     engine_versions: dict[EngineName, Annotated[list[str], Field(min_length=1)]] | None = Field(
-        None, description="Engine package versions (or engine environment names) to run side by side, e.g. "
-        "{mlx: [0.32.2, 0.31.3]}; each job runs once per version, versions adjacent. See `siliconbench env`.")
+        None,
+        description="Engine package versions (or engine environment names) to run side by side, e.g. "
+        "{mlx: [0.32.2, 0.31.3]}; each job runs once per version, versions adjacent. See `siliconbench env`.",
+    )
     install_versions: bool = Field(
-        False, description="Install an engine version that no engine environment of the host holds yet, "
-        "instead of refusing the sweep")
+        False,
+        description="Install an engine version that no engine environment of the host holds yet, "
+        "instead of refusing the sweep",
+    )
 
     @property
     def resolved_processes(self) -> int:
@@ -201,7 +228,11 @@ def parse_sweep(data: object, source: str = "sweep") -> SweepSpec:
         field = _field_of(tuple(err["loc"]))
         choices = None
         if err["type"] in ("literal_error", "union_tag_invalid"):
-            choices = [c.strip(" '") for c in str(err.get("ctx", {}).get("expected", "")).replace(" or ", ",").split(",") if c.strip()]
+            choices = [
+                c.strip(" '")
+                for c in str(err.get("ctx", {}).get("expected", "")).replace(" or ", ",").split(",")
+                if c.strip()
+            ]
         msg = err["msg"].rstrip(".") + "."
         if err["type"] == "extra_forbidden":
             msg = f"unknown setting. Known settings here: {', '.join(_known_keys(data, err['loc']))}."

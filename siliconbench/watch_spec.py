@@ -65,15 +65,21 @@ class WatchSpec(Strict):
     description: str = ""
     packages: list[Package] = Field(default_factory=list, description="Engine packages whose releases to follow")
     llama_cpp: LlamaCppSource | None = None
-    suite: Any = Field(description="A sweep: a YAML file's path (relative to the watch file) or "
-                                        "the sweep's mapping inline; it must not set engine_versions or processes")
+    suite: Any = Field(
+        description="A sweep: a YAML file's path (relative to the watch file) or "
+        "the sweep's mapping inline; it must not set engine_versions or processes"
+    )
     hosts: Any = Field(None, description="The sweep's hosts: selector ('all', names, a filter); overrides the suite's")
     every: str = Field(description="How often to look at the index: 30m, 6h, 1d (at least 1 minute)")
     notify: Notify | None = None
-    index: str | None = Field(None, description="A simple-index URL (PEP 503/691) or a folder of wheels; "
-                              "default SILICONBENCH_PACKAGE_INDEX")
-    processes: int = Field(COMPARE_PROCESSES, ge=MIN_PROCESSES,
-                           description="At most this many processes a side per series (the sequential design's last look)")
+    index: str | None = Field(
+        None, description="A simple-index URL (PEP 503/691) or a folder of wheels; default SILICONBENCH_PACKAGE_INDEX"
+    )
+    processes: int = Field(
+        COMPARE_PROCESSES,
+        ge=MIN_PROCESSES,
+        description="At most this many processes a side per series (the sequential design's last look)",
+    )
     _suite: SweepSpec | None = PrivateAttr(None)
 
     @field_validator("packages")
@@ -132,8 +138,10 @@ def _check_hosts(value: Any) -> Any:
     if isinstance(value, list):
         return _NAMES.validate_python(value)
     if value != "all":
-        raise _Invalid("hosts", "must be 'all', a list of worker names, or a filter (chip, min_memory_gb, engine, "
-                       "model, gpu_cores).")
+        raise _Invalid(
+            "hosts",
+            "must be 'all', a list of worker names, or a filter (chip, min_memory_gb, engine, model, gpu_cores).",
+        )
     return value
 
 
@@ -171,8 +179,11 @@ def _user_error(exc: ValidationError, model: type[BaseModel], prefix: tuple = ()
         msg = f"unknown setting. Known settings here: {', '.join(_known(model, tuple(err['loc'])))}."
     choices = None
     if err["type"] == "literal_error":
-        choices = [c.strip(" '") for c in str(err.get("ctx", {}).get("expected", "")).replace(" or ", ",").split(",")
-                   if c.strip()]
+        choices = [
+            c.strip(" '")
+            for c in str(err.get("ctx", {}).get("expected", "")).replace(" or ", ",").split(",")
+            if c.strip()
+        ]
     return UserError(_field(loc), msg, choices)
 
 
@@ -195,14 +206,19 @@ def _suite(spec: WatchSpec, base_dir: Path) -> tuple[dict, SweepSpec]:
         sweep = parse_sweep(data)
     except UserError as exc:
         raise UserError("suite" if exc.field == "sweep" else f"suite.{exc.field}", exc.message, exc.choices) from None
-    for key, why in (("engine_versions", "the campaign sets the engine versions (baseline and candidate)"),
-                     ("processes", "the watch's `processes:` caps the processes a side")):
+    for key, why in (
+        ("engine_versions", "the campaign sets the engine versions (baseline and candidate)"),
+        ("processes", "the watch's `processes:` caps the processes a side"),
+    ):
         if key in data:
             raise UserError(f"suite.{key}", f"must not be set in a watch's suite: {why}.")
     for i, package in enumerate(spec.packages):
         if PACKAGE_ENGINE[package] not in sweep.engines:
-            raise UserError(f"packages[{i}]", f"{package} moves engine {PACKAGE_ENGINE[package]}, which the suite's "
-                            f"engines ({', '.join(sweep.engines)}) do not list.")
+            raise UserError(
+                f"packages[{i}]",
+                f"{package} moves engine {PACKAGE_ENGINE[package]}, which the suite's "
+                f"engines ({', '.join(sweep.engines)}) do not list.",
+            )
     return data, sweep
 
 
@@ -210,18 +226,22 @@ def parse_watch(data: object, *, base_dir: Path | str | None = None, check_folde
     """Validate a watch (parsed YAML or the stored JSON). ``base_dir`` anchors a relative suite path and index
     folder; ``check_folders`` (the `add` path) requires the index folder to exist here."""
     if not isinstance(data, dict):
-        raise UserError("watch", "a watch must be a YAML mapping with at least `name`, `packages`, `suite` and `every`.")
+        raise UserError(
+            "watch", "a watch must be a YAML mapping with at least `name`, `packages`, `suite` and `every`."
+        )
     base = Path(base_dir or ".").expanduser().resolve()
     try:
         spec = WatchSpec.model_validate(data)
     except ValidationError as exc:
         raise _user_error(exc, WatchSpec) from None
     if spec.llama_cpp is not None:
-        raise UserError("llama_cpp", "following a llama.cpp source tree is not built yet; follow the "
-                        "llama-cpp-python package instead (packages: [llama-cpp-python]).")
+        raise UserError(
+            "llama_cpp",
+            "following a llama.cpp source tree is not built yet; follow the "
+            "llama-cpp-python package instead (packages: [llama-cpp-python]).",
+        )
     if not spec.packages:
-        raise UserError("packages", "the watch follows nothing: list at least one package.",
-                        list(PACKAGE_ENGINE))
+        raise UserError("packages", "the watch follows nothing: list at least one package.", list(PACKAGE_ENGINE))
     try:
         hosts = None if spec.hosts is None else _check_hosts(spec.hosts)
     except _Invalid as exc:

@@ -59,16 +59,45 @@ def task_message(job_id: str, queue: str, tid: str, *, origin: str, reply_to: st
     task message (JSON, base64 body) in kombu 5.7's Redis transport envelope. Built here because Celery's
     own path (routing, signature options, kombu Message objects) costs most of the time of an enqueue."""
     body = base64.b64encode(json.dumps([[job_id], {}, _EMBED]).encode()).decode()
-    return json.dumps({
-        "body": body, "content-encoding": "utf-8", "content-type": "application/json",
-        "headers": {"lang": "py", "task": TASK_RUN_JOB, "id": tid, "shadow": None, "eta": None, "expires": None,
-                    "group": None, "group_index": None, "retries": 0, "timelimit": [None, None], "root_id": tid,
-                    "parent_id": None, "argsrepr": job_id, "kwargsrepr": "", "origin": origin,
-                    "ignore_result": None, "replaced_task_nesting": 0, "stamped_headers": None, "stamps": {}},
-        "properties": {"correlation_id": tid, "reply_to": reply_to, "argsrepr": job_id, "kwargsrepr": "",
-                       "delivery_mode": 2, "delivery_info": {"exchange": "", "routing_key": queue}, "priority": 0,
-                       "body_encoding": "base64", "delivery_tag": str(uuid.uuid4())},
-    }).encode()
+    return json.dumps(
+        {
+            "body": body,
+            "content-encoding": "utf-8",
+            "content-type": "application/json",
+            "headers": {
+                "lang": "py",
+                "task": TASK_RUN_JOB,
+                "id": tid,
+                "shadow": None,
+                "eta": None,
+                "expires": None,
+                "group": None,
+                "group_index": None,
+                "retries": 0,
+                "timelimit": [None, None],
+                "root_id": tid,
+                "parent_id": None,
+                "argsrepr": job_id,
+                "kwargsrepr": "",
+                "origin": origin,
+                "ignore_result": None,
+                "replaced_task_nesting": 0,
+                "stamped_headers": None,
+                "stamps": {},
+            },
+            "properties": {
+                "correlation_id": tid,
+                "reply_to": reply_to,
+                "argsrepr": job_id,
+                "kwargsrepr": "",
+                "delivery_mode": 2,
+                "delivery_info": {"exchange": "", "routing_key": queue},
+                "priority": 0,
+                "body_encoding": "base64",
+                "delivery_tag": str(uuid.uuid4()),
+            },
+        }
+    ).encode()
 
 
 _EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}

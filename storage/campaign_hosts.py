@@ -17,19 +17,27 @@ from .watch_tables import CAMPAIGN_HOST_STATUSES, CampaignHost
 COLUMNS = ("host", "status", "env_name", "packages", "error", "reported_at")
 
 
-def report_env(session: Session, campaign_id: int, host: str, *, status: str, env_name: str | None = None,
-               packages: dict[str, str] | None = None, error: str | None = None) -> None:
+def report_env(
+    session: Session,
+    campaign_id: int,
+    host: str,
+    *,
+    status: str,
+    env_name: str | None = None,
+    packages: dict[str, str] | None = None,
+    error: str | None = None,
+) -> None:
     """Record ``host``'s environment for the campaign: pending (installing), ready (its name and package
     versions) or failed (why). Every field is set each time, so a later report replaces an earlier one."""
     if status not in CAMPAIGN_HOST_STATUSES:
         raise ValueError(f"status {status!r} is not one of {', '.join(CAMPAIGN_HOST_STATUSES)}")
-    values = dict(status=status, env_name=env_name, packages=dict(packages or {}), error=error,
-                  reported_at=utcnow())
+    values = dict(status=status, env_name=env_name, packages=dict(packages or {}), error=error, reported_at=utcnow())
     table = CampaignHost.__table__
     make = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}.get(session.get_bind().dialect.name)
     if make is None:  # another dialect: update, else insert (a racing second insert fails loudly)
-        hit = session.execute(update(table).where(table.c.campaign_id == campaign_id, table.c.host == host)
-                              .values(**values)).rowcount
+        hit = session.execute(
+            update(table).where(table.c.campaign_id == campaign_id, table.c.host == host).values(**values)
+        ).rowcount
         if not hit:
             session.execute(table.insert().values(campaign_id=campaign_id, host=host, **values))
         return
@@ -41,6 +49,7 @@ def report_env(session: Session, campaign_id: int, host: str, *, status: str, en
 
 def env_reports(session: Session, campaign_id: int) -> dict[str, dict]:
     """host -> its row as a dict (host, status, env_name, packages, error, reported_at), for one campaign."""
-    rows = session.scalars(select(CampaignHost).where(CampaignHost.campaign_id == campaign_id)
-                           .order_by(CampaignHost.host))
+    rows = session.scalars(
+        select(CampaignHost).where(CampaignHost.campaign_id == campaign_id).order_by(CampaignHost.host)
+    )
     return {r.host: {c: getattr(r, c) for c in COLUMNS} for r in rows}

@@ -62,11 +62,15 @@ def make_engine(url: str | URL, *, foreign_keys: bool = True) -> Engine:
         if u.get_backend_name() != "sqlite":
             return create_engine(u, pool_pre_ping=True)
         memory = _in_memory(u)
-        engine = create_engine(u, connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_S},
-                               **({"poolclass": StaticPool} if memory else {}))
+        engine = create_engine(
+            u,
+            connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_S},
+            **({"poolclass": StaticPool} if memory else {}),
+        )
     except (ImportError, exc.NoSuchModuleError) as e:
-        raise UserError(URL_VAR, f"no driver for {shown(u)} ({e}); PostgreSQL needs "
-                        "`pip install 'siliconbench[postgres]'`.") from None
+        raise UserError(
+            URL_VAR, f"no driver for {shown(u)} ({e}); PostgreSQL needs `pip install 'siliconbench[postgres]'`."
+        ) from None
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record):
@@ -119,8 +123,7 @@ def alembic_config(url: str | URL) -> Config:
     # Located, not imported: the migrations import this module (their env.py), never the other way round.
     where = importlib.util.find_spec("migrations").submodule_search_locations
     cfg.set_main_option("script_location", str(Path(list(where)[0])))
-    cfg.set_main_option("sqlalchemy.url",
-                        normalize_url(url).render_as_string(hide_password=False).replace("%", "%%"))
+    cfg.set_main_option("sqlalchemy.url", normalize_url(url).render_as_string(hide_password=False).replace("%", "%%"))
     return cfg
 
 
@@ -199,11 +202,15 @@ def require_current(url: str | URL) -> None:
     else:
         known = {s.revision for s in ScriptDirectory.from_config(alembic_config("sqlite://")).walk_revisions()}
         if current not in known:
-            msg = (f"the database {shown(url)} is at schema revision {current!r}, which this siliconbench does "
-                   "not know (a newer version migrated it); upgrade siliconbench.")
+            msg = (
+                f"the database {shown(url)} is at schema revision {current!r}, which this siliconbench does "
+                "not know (a newer version migrated it); upgrade siliconbench."
+            )
         else:
-            msg = (f"the database {shown(url)} is at schema revision {current!r} but this siliconbench needs "
-                   f"{head!r}; run `siliconbench db upgrade`.")
+            msg = (
+                f"the database {shown(url)} is at schema revision {current!r} but this siliconbench needs "
+                f"{head!r}; run `siliconbench db upgrade`."
+            )
     raise UserError(URL_VAR, msg)
 
 
@@ -215,6 +222,7 @@ _REFUSED = ("authentication failed", "does not exist", "no password supplied", "
 def wait_until_current(url: str | URL, name: str, log: logging.Logger) -> None:
     """``require_current``, but a server that cannot be reached yet is waited for (one log line when the wait
     starts, one when it ends, capped backoff), as a long-running process (a worker, the reconciler) must."""
+
     def probe() -> None:
         try:
             current_revision(url)

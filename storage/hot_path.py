@@ -67,7 +67,9 @@ class HeldConnection:
             except psycopg.Error as orig:
                 dialect = self.conn.dialect
                 lost = dialect.is_disconnect(orig, dbapi, None)
-                exc = DBAPIError.instance(sql, params, orig, psycopg.Error, connection_invalidated=lost, dialect=dialect)
+                exc = DBAPIError.instance(
+                    sql, params, orig, psycopg.Error, connection_invalidated=lost, dialect=dialect
+                )
                 self.close(invalidate=lost or isinstance(exc, OperationalError))
                 if not (retry and reused and (lost or isinstance(exc, OperationalError))):
                     raise exc from orig

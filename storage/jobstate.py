@@ -57,10 +57,19 @@ def _claim_statement():
     claimable = or_(c.status == "queued", and_(c.status == "running", c.lease_expires_at < now))
     mine = or_(c.target_host.is_(None), c.target_host == bindparam("worker"))
     left = and_(c.attempts - c.interruptions < MAX_ATTEMPTS, c.interruptions < MAX_INTERRUPTIONS)
-    return (update(_JOBS).where(c.id == bindparam("job_id"), claimable, mine, left)
-            .values(status="running", worker=bindparam("worker"), host=bindparam("host"), attempts=c.attempts + 1,
-                    started_at=now, lease_expires_at=bindparam("expires", type_=c.lease_expires_at.type))
-            .returning(c.spec, c.attempts, c.interruptions))
+    return (
+        update(_JOBS)
+        .where(c.id == bindparam("job_id"), claimable, mine, left)
+        .values(
+            status="running",
+            worker=bindparam("worker"),
+            host=bindparam("host"),
+            attempts=c.attempts + 1,
+            started_at=now,
+            lease_expires_at=bindparam("expires", type_=c.lease_expires_at.type),
+        )
+        .returning(c.spec, c.attempts, c.interruptions)
+    )
 
 
 _CLAIM = _claim_statement()  # built once: a claim costs its round trip, not statement construction
@@ -88,8 +97,19 @@ def try_claim_async_with(execute, job_id: str, *, worker: str, host: str, lease_
     """try_claim(durable=False) through ``execute(sql, params) -> first row or None``: a Session's connection
     (result_store.session_executor), or the worker's held connection (autocommitted, prepared: storage.hot_path)."""
     now = utcnow()
-    return _claimed(execute(CLAIM_ASYNC_SQL, dict(_CLAIM_ASYNC_LITERALS, job_id=job_id, worker=worker, host=host,
-                                                  now=now, expires=now + timedelta(seconds=lease_s))))
+    return _claimed(
+        execute(
+            CLAIM_ASYNC_SQL,
+            dict(
+                _CLAIM_ASYNC_LITERALS,
+                job_id=job_id,
+                worker=worker,
+                host=host,
+                now=now,
+                expires=now + timedelta(seconds=lease_s),
+            ),
+        )
+    )
 
 
 def _claimed(row) -> Claim | None:
@@ -100,8 +120,9 @@ def _claimed(row) -> Claim | None:
     return Claim(JobSpec.model_validate(spec), attempt=attempts - interruptions)
 
 
-def try_claim(session: Session, job_id: str, *, worker: str, host: str, lease_s: float = LEASE_S,
-              durable: bool = True) -> Claim | None:
+def try_claim(
+    session: Session, job_id: str, *, worker: str, host: str, lease_s: float = LEASE_S, durable: bool = True
+) -> Claim | None:
     """The claim's one statement: the Claim if it took, None if refused (then ``claim`` says why).
 
     A single UPDATE, atomic on its own: a worker may run it outside an explicit transaction (autocommit),
@@ -124,15 +145,23 @@ def try_claim(session: Session, job_id: str, *, worker: str, host: str, lease_s:
     A lost claim only loses its attempt count, and a server crash is not the job's failure.
     """
     if not durable:
-        return try_claim_async_with(result_store.session_executor(session), job_id, worker=worker, host=host, lease_s=lease_s)
+        return try_claim_async_with(
+            result_store.session_executor(session), job_id, worker=worker, host=host, lease_s=lease_s
+        )
     now = utcnow()
-    return _claimed(session.execute(_CLAIM, dict(job_id=job_id, worker=worker, host=host, now=now,
-                                                expires=now + timedelta(seconds=lease_s))).first())
+    return _claimed(
+        session.execute(
+            _CLAIM, dict(job_id=job_id, worker=worker, host=host, now=now, expires=now + timedelta(seconds=lease_s))
+        ).first()
+    )
 
 
 def _refusal(session: Session, job_id: str, *, worker: str, host: str, claimable) -> Claim:
-    row = session.execute(select(Job.status, Job.attempts, Job.interruptions, Job.worker, Job.target_host, Job.error,
-                                 Job.spec).where(Job.id == job_id)).first()
+    row = session.execute(
+        select(Job.status, Job.attempts, Job.interruptions, Job.worker, Job.target_host, Job.error, Job.spec).where(
+            Job.id == job_id
+        )
+    ).first()
     if row is None:
         return Claim(None, refused=f"unknown job {job_id}")
     if row.target_host and row.target_host != worker:
@@ -143,24 +172,33 @@ def _refusal(session: Session, job_id: str, *, worker: str, host: str, claimable
         took = update(Job).where(Job.id == job_id, claimable).values(status="running", worker=worker, host=host)
         if session.execute(took).rowcount == 1:
             reason = gave_up_reason(row.attempts, row.interruptions) + (f"; last: {row.error}" if row.error else "")
-            result_store.save_result(session, JobSpec.model_validate(row.spec), failed(job_id, reason), host=host, worker=worker)
+            result_store.save_result(
+                session, JobSpec.model_validate(row.spec), failed(job_id, reason), host=host, worker=worker
+            )
             return Claim(None, refused=reason)
     return Claim(None, refused=f"job is {row.status}" + (f" on {row.worker}" if row.worker else ""))
 
 
 def renew(session: Session, job_id: str, *, worker: str, lease_s: float = LEASE_S) -> bool:
     """Extend our lease; False if the job is no longer ours (the reconciler took it back)."""
-    res = session.execute(update(Job).where(Job.id == job_id, Job.worker == worker, Job.status == "running")
-                          .values(lease_expires_at=utcnow() + timedelta(seconds=lease_s)))
+    res = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.worker == worker, Job.status == "running")
+        .values(lease_expires_at=utcnow() + timedelta(seconds=lease_s))
+    )
     return res.rowcount == 1
 
 
 def gave_up_reason(attempts: int, interruptions: int) -> str:
     own = attempts - interruptions
     if interruptions >= MAX_INTERRUPTIONS:
-        return (f"gave up: its worker was lost {interruptions} times while running it (a job that takes its "
-                f"worker down?), after {own} attempt(s) of its own")
-    return f"gave up after {own} attempts" + (f" ({interruptions} more interrupted by a lost worker)" if interruptions else "")
+        return (
+            f"gave up: its worker was lost {interruptions} times while running it (a job that takes its "
+            f"worker down?), after {own} attempt(s) of its own"
+        )
+    return f"gave up after {own} attempts" + (
+        f" ({interruptions} more interrupted by a lost worker)" if interruptions else ""
+    )
 
 
 def end_attempt(session: Session, job_id: str, cause: str) -> None:
@@ -169,15 +207,27 @@ def end_attempt(session: Session, job_id: str, cause: str) -> None:
     if row is None or row.attempts == 0:
         return
     if session.get(JobAttempt, (job_id, row.attempts)) is None:
-        session.add(JobAttempt(job_id=job_id, attempt=row.attempts, worker=row.worker, host=row.host,
-                               started_at=row.started_at, ended_at=utcnow(), cause=cause))
+        session.add(
+            JobAttempt(
+                job_id=job_id,
+                attempt=row.attempts,
+                worker=row.worker,
+                host=row.host,
+                started_at=row.started_at,
+                ended_at=utcnow(),
+                cause=cause,
+            )
+        )
         session.flush()
 
 
 def requeue(session: Session, job_id: str, reason: str) -> bool:
     """Put a running job back to queued (a crash worth another attempt); the caller re-enqueues it."""
-    res = session.execute(update(Job).where(Job.id == job_id, Job.status == "running")
-                          .values(status="queued", lease_expires_at=None, error=reason, enqueued_at=utcnow()))
+    res = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status == "running")
+        .values(status="queued", lease_expires_at=None, error=reason, enqueued_at=utcnow())
+    )
     if res.rowcount == 1:
         end_attempt(session, job_id, reason)
     return res.rowcount == 1
@@ -192,8 +242,12 @@ def mark_enqueued(session: Session, job_ids: list[str], queues: dict[str, str]) 
     postgres = session.get_bind().dialect.name == "postgresql"
     for queue, ids in by_queue.items():
         # PostgreSQL: the ids as one array parameter; elsewhere IN lists of bounded length.
-        for chunk in [ids] if postgres else [ids[i:i + result_store.CHUNK] for i in range(0, len(ids), result_store.CHUNK)]:
-            where = _JOBS.c.id == any_(bindparam("ids", chunk, type_=ARRAY(String))) if postgres else _JOBS.c.id.in_(chunk)
+        for chunk in (
+            [ids] if postgres else [ids[i : i + result_store.CHUNK] for i in range(0, len(ids), result_store.CHUNK)]
+        ):
+            where = (
+                _JOBS.c.id == any_(bindparam("ids", chunk, type_=ARRAY(String))) if postgres else _JOBS.c.id.in_(chunk)
+            )
             session.execute(update(_JOBS).where(where).values(queue=queue, enqueued_at=now))
 
 

@@ -36,7 +36,8 @@ def from_broker(err: BaseException) -> bool:
 def is_outage(err: BaseException) -> bool:
     """The broker or the database unreachable (an outage), as opposed to a bug."""
     return isinstance(err, DATABASE_OUTAGES) or any(
-        c.__module__ == "redis.exceptions" and c.__name__ in BROKER_OUTAGES for c in type(err).__mro__)
+        c.__module__ == "redis.exceptions" and c.__name__ in BROKER_OUTAGES for c in type(err).__mro__
+    )
 
 
 def what_is_down(err: BaseException) -> str:
@@ -79,9 +80,17 @@ class Outage:
         return lasted
 
 
-def run_forever(step: Callable[[], object], every_s: float, *, name: str, log: logging.Logger,
-                sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
-                max_backoff_s: float = MAX_BACKOFF_S, stop: Callable[[], bool] = lambda: False) -> None:
+def run_forever(
+    step: Callable[[], object],
+    every_s: float,
+    *,
+    name: str,
+    log: logging.Logger,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    max_backoff_s: float = MAX_BACKOFF_S,
+    stop: Callable[[], bool] = lambda: False,
+) -> None:
     """Call ``step`` every ``every_s`` until ``stop()``; survive outages as the module says."""
     outage = Outage(name, log, clock)
     backoff = every_s
@@ -101,9 +110,17 @@ def run_forever(step: Callable[[], object], every_s: float, *, name: str, log: l
         sleep(every_s)
 
 
-def call_through(fn: Callable[[], T], outage: Outage, *, patience_s: float | None = None,
-                 first_delay_s: float = 0.5, max_backoff_s: float = 5.0, outages: tuple | None = None,
-                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> T:
+def call_through(
+    fn: Callable[[], T],
+    outage: Outage,
+    *,
+    patience_s: float | None = None,
+    first_delay_s: float = 0.5,
+    max_backoff_s: float = 5.0,
+    outages: tuple | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> T:
     """``fn()``, retried with capped backoff while a dependency is unreachable; after ``patience_s`` (None:
     never) the last outage error is raised to the caller, which decides what giving up means. ``outages``: the
     exception classes that count as one (default: ``is_outage``, the broker's or the database's)."""

@@ -68,18 +68,33 @@ def _result_writes(job: JobSpec, result: JobResult, host: str | None, worker: st
         raise ValueError(f"a stored result must be final ({', '.join(RESULT_STATUSES)}), not {status!r}")
     env = result.environment
     values = dict(
-        job_id=job.job_id, status=status, error=result.error, stderr_tail=result.stderr_tail,
-        started_at=result.started_at, finished_at=result.finished_at, wall_s=result.wall_s,
-        load_s=result.load_s, peak_memory_bytes=result.peak_memory_bytes,
-        baseline_memory_bytes=result.baseline_memory_bytes, peak_footprint_bytes=result.peak_footprint_bytes,
-        baseline_footprint_bytes=result.baseline_footprint_bytes, disturbed=result.disturbed,
+        job_id=job.job_id,
+        status=status,
+        error=result.error,
+        stderr_tail=result.stderr_tail,
+        started_at=result.started_at,
+        finished_at=result.finished_at,
+        wall_s=result.wall_s,
+        load_s=result.load_s,
+        peak_memory_bytes=result.peak_memory_bytes,
+        baseline_memory_bytes=result.baseline_memory_bytes,
+        peak_footprint_bytes=result.peak_footprint_bytes,
+        baseline_footprint_bytes=result.baseline_footprint_bytes,
+        disturbed=result.disturbed,
         hostname=env.hostname if env else None,
-        chip=env.chip if env else None, identity_hash=result.identity_hash(job),
-        environment=env.model_dump(mode="json") if env else None, extra=result.extra, created_at=utcnow(),
+        chip=env.chip if env else None,
+        identity_hash=result.identity_hash(job),
+        environment=env.model_dump(mode="json") if env else None,
+        extra=result.extra,
+        created_at=utcnow(),
         engine_version=env.engine_version(job.engine) if env else None,
     )
-    rows = [dict(repetition=s.repetition, warmup=s.warmup, metric=m, value=float(v))
-            for s in result.samples for m, v in s.values.items() if v is not None and math.isfinite(v)]
+    rows = [
+        dict(repetition=s.repetition, warmup=s.warmup, metric=m, value=float(v))
+        for s in result.samples
+        for m, v in s.values.items()
+        if v is not None and math.isfinite(v)
+    ]
     summaries = summary_rows(rows, values)  # of exactly the stored samples, and the row's one-value metrics
     changes = dict(status=status, finished_at=result.finished_at, error=result.error, lease_expires_at=None)
     if result.started_at is not None:
@@ -91,8 +106,9 @@ def _result_writes(job: JobSpec, result: JobResult, host: str | None, worker: st
     return values, rows, summaries, changes
 
 
-def save_result(session: Session, job: JobSpec, result: JobResult, host: str | None = None,
-                worker: str | None = None) -> bool:
+def save_result(
+    session: Session, job: JobSpec, result: JobResult, host: str | None = None, worker: str | None = None
+) -> bool:
     """Write the result, its samples and the job's final status; False (nothing written) if already stored.
 
     Non-finite sample values (NaN, inf) are not stored: SQLite cannot hold NaN in a NOT NULL column.
@@ -113,8 +129,11 @@ def save_result(session: Session, job: JobSpec, result: JobResult, host: str | N
         common = {k: values[k] for k in FROM_RESULT}
         session.execute(insert(ResultSummary.__table__), [common | r for r in summaries])
     if values["status"] == "ok":
-        session.execute(sqlite.insert(ResultIdentity.__table__).values(identity_hash=values["identity_hash"],
-                                                                      job_id=job.job_id).on_conflict_do_nothing())
+        session.execute(
+            sqlite.insert(ResultIdentity.__table__)
+            .values(identity_hash=values["identity_hash"], job_id=job.job_id)
+            .on_conflict_do_nothing()
+        )
     session.execute(update(Job.__table__).where(Job.id == job.job_id).values(**changes))
     return True
 
@@ -127,19 +146,47 @@ def save_result(session: Session, job: JobSpec, result: JobResult, host: str | N
 # statement's insert took (a duplicate or the loser of a race gets no row from ``ins``); a statement is
 # atomic, so all commit together or not at all. Job columns a result leaves unknown (started_at, host,
 # worker: None) keep their value, as on SQLite.
-_RESULT_COLUMNS = ("job_id", "status", "error", "stderr_tail", "started_at", "finished_at", "wall_s", "load_s",
-                   "peak_memory_bytes", "baseline_memory_bytes", "peak_footprint_bytes", "baseline_footprint_bytes",
-                   "disturbed", "hostname", "chip", "identity_hash", "environment", "extra", "created_at",
-                   "engine_version")
+_RESULT_COLUMNS = (
+    "job_id",
+    "status",
+    "error",
+    "stderr_tail",
+    "started_at",
+    "finished_at",
+    "wall_s",
+    "load_s",
+    "peak_memory_bytes",
+    "baseline_memory_bytes",
+    "peak_footprint_bytes",
+    "baseline_footprint_bytes",
+    "disturbed",
+    "hostname",
+    "chip",
+    "identity_hash",
+    "environment",
+    "extra",
+    "created_at",
+    "engine_version",
+)
 
 
 _JSON_COLUMNS = ("environment", "extra")
 
 
-_CASTS = {"environment": "::json", "extra": "::json", "started_at": "::timestamptz", "finished_at": "::timestamptz",
-          "created_at": "::timestamptz", "disturbed": "::boolean", "wall_s": "::float8", "load_s": "::float8",
-          **{k: "::bigint" for k in ("peak_memory_bytes", "baseline_memory_bytes", "peak_footprint_bytes",
-                                     "baseline_footprint_bytes")}}
+_CASTS = {
+    "environment": "::json",
+    "extra": "::json",
+    "started_at": "::timestamptz",
+    "finished_at": "::timestamptz",
+    "created_at": "::timestamptz",
+    "disturbed": "::boolean",
+    "wall_s": "::float8",
+    "load_s": "::float8",
+    **{
+        k: "::bigint"
+        for k in ("peak_memory_bytes", "baseline_memory_bytes", "peak_footprint_bytes", "baseline_footprint_bytes")
+    },
+}
 
 
 assert set(_RESULT_COLUMNS) == {c.name for c in Result.__table__.c}, "save_result's SQL lists every results column"
@@ -177,8 +224,10 @@ SELECT job_id FROM ins"""
 # The same statement committing without waiting for its WAL flush (set_config(..., true): this transaction only),
 # for the result of a job cheaper to rerun than the flush (SILICONBENCH_DURABLE_AFTER_S; why nothing is lost or
 # doubled: jobstate.try_claim, whose claim commits the same way).
-SAVE_SQL_ASYNC = SAVE_SQL.removesuffix("SELECT job_id FROM ins") + \
-    "SELECT job_id, set_config('synchronous_commit', 'off', true) FROM ins"
+SAVE_SQL_ASYNC = (
+    SAVE_SQL.removesuffix("SELECT job_id FROM ins")
+    + "SELECT job_id, set_config('synchronous_commit', 'off', true) FROM ins"
+)
 
 
 def session_executor(session: Session):
@@ -186,8 +235,9 @@ def session_executor(session: Session):
     return lambda sql, params: session.connection().exec_driver_sql(sql, params).first()
 
 
-def save_result_with(execute, job: JobSpec, result: JobResult, host: str | None = None,
-                     worker: str | None = None, durable: bool = True) -> bool:
+def save_result_with(
+    execute, job: JobSpec, result: JobResult, host: str | None = None, worker: str | None = None, durable: bool = True
+) -> bool:
     """PostgreSQL's save_result through ``execute(sql, params) -> first row or None``: a Session's connection
     (session_executor), or the worker's held connection (autocommitted, prepared: storage.hot_path).
     ``durable=False`` (autocommit only): the commit does not wait for its WAL flush (SAVE_SQL_ASYNC).
@@ -225,7 +275,7 @@ def save_params(job: JobSpec, result: JobResult, host: str | None = None, worker
 
 def _chunks(ids: list[str]):
     for i in range(0, len(ids), CHUNK):
-        yield ids[i:i + CHUNK]
+        yield ids[i : i + CHUNK]
 
 
 def load_stored(session: Session, sweep_id: str | None = None, job_ids=None) -> list[StoredResult]:
@@ -250,12 +300,22 @@ def load_stored(session: Session, sweep_id: str | None = None, job_ids=None) -> 
     for r in rows:
         samples = [Sample(repetition=rep, warmup=warm, values=v) for (rep, warm), v in reps[r["job_id"]].items()]
         result = JobResult(
-            job_id=r["job_id"], status=JobStatus(r["status"]), error=r["error"], stderr_tail=r["stderr_tail"],
-            started_at=r["started_at"], finished_at=r["finished_at"], wall_s=r["wall_s"], load_s=r["load_s"],
-            peak_memory_bytes=r["peak_memory_bytes"], baseline_memory_bytes=r["baseline_memory_bytes"],
-            peak_footprint_bytes=r["peak_footprint_bytes"], baseline_footprint_bytes=r["baseline_footprint_bytes"],
-            samples=samples, environment=Environment.model_validate(r["environment"]) if r["environment"] else None,
-            extra=r["extra"] or {})
+            job_id=r["job_id"],
+            status=JobStatus(r["status"]),
+            error=r["error"],
+            stderr_tail=r["stderr_tail"],
+            started_at=r["started_at"],
+            finished_at=r["finished_at"],
+            wall_s=r["wall_s"],
+            load_s=r["load_s"],
+            peak_memory_bytes=r["peak_memory_bytes"],
+            baseline_memory_bytes=r["baseline_memory_bytes"],
+            peak_footprint_bytes=r["peak_footprint_bytes"],
+            baseline_footprint_bytes=r["baseline_footprint_bytes"],
+            samples=samples,
+            environment=Environment.model_validate(r["environment"]) if r["environment"] else None,
+            extra=r["extra"] or {},
+        )
         out.append(StoredResult(JobSpec.model_validate(r["spec"]), result, r["host"], r["worker"], r["created_at"]))
     return out
 

@@ -19,9 +19,13 @@ from .tables import Finding, Job, Result, ResultSummary, SampleRow, utcnow
 
 def evidence():
     """Job ids whose samples a finding rests on: its before and after results and its confirmation sweep's jobs."""
-    return union(select(Finding.before_job_id), select(Finding.after_job_id),
-                 select(Job.id).where(Job.sweep_id.in_(select(Finding.confirm_sweep_id).where(
-                     Finding.confirm_sweep_id.is_not(None)))))
+    return union(
+        select(Finding.before_job_id),
+        select(Finding.after_job_id),
+        select(Job.id).where(
+            Job.sweep_id.in_(select(Finding.confirm_sweep_id).where(Finding.confirm_sweep_id.is_not(None)))
+        ),
+    )
 
 
 def prune_samples(session: Session, keep_days: float, now: datetime | None = None) -> int:
@@ -30,7 +34,10 @@ def prune_samples(session: Session, keep_days: float, now: datetime | None = Non
         raise ValueError(f"keep_days must be >= 0, not {keep_days}")
     cutoff = (now or utcnow()) - timedelta(days=keep_days)
     old = select(Result.job_id).where(Result.created_at < cutoff, Result.job_id.not_in(evidence()))
-    summarized = exists().where(and_(ResultSummary.job_id == SampleRow.job_id, ResultSummary.metric == SampleRow.metric))
-    res = session.execute(delete(SampleRow).where(SampleRow.job_id.in_(old), summarized)
-                          .execution_options(synchronize_session=False))
+    summarized = exists().where(
+        and_(ResultSummary.job_id == SampleRow.job_id, ResultSummary.metric == SampleRow.metric)
+    )
+    res = session.execute(
+        delete(SampleRow).where(SampleRow.job_id.in_(old), summarized).execution_options(synchronize_session=False)
+    )
     return res.rowcount

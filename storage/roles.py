@@ -53,7 +53,9 @@ def _literal(value: str) -> str:
 def _write_login(url: URL, kind: str, role: str, login: str, password: str, host: str | None) -> None:
     with session_scope(url) as s:
         if not _role_exists(s, role):
-            raise UserError("SILICONBENCH_DATABASE_URL", f"role {role} does not exist; run `siliconbench db upgrade` first.")
+            raise UserError(
+                "SILICONBENCH_DATABASE_URL", f"role {role} does not exist; run `siliconbench db upgrade` first."
+            )
         verb = "ALTER" if _role_exists(s, login) else "CREATE"
         s.execute(text(f"{verb} ROLE {login} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD {_literal(password)}"))
         s.execute(text(f"GRANT {role} TO {login}"))
@@ -74,8 +76,15 @@ def _role_exists(session: Session, name: str) -> bool:
     return session.execute(text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": name}).first() is not None
 
 
-def create_login(owner_url: str | URL, kind: str, login: str, *, host: str | None = None,
-                 password: str | None = None, address: str | None = None) -> Login:
+def create_login(
+    owner_url: str | URL,
+    kind: str,
+    login: str,
+    *,
+    host: str | None = None,
+    password: str | None = None,
+    address: str | None = None,
+) -> Login:
     """Create (or re-key) ``login`` as a member of the ``kind`` role; a worker login is bound to ``host``.
 
     Run with the owner's URL (migrations and roles are the owner's business). Returns the URL to give the
@@ -84,14 +93,19 @@ def create_login(owner_url: str | URL, kind: str, login: str, *, host: str | Non
     if kind not in ROLES:
         raise UserError("role", f"unknown role {kind!r}.", list(ROLES))
     if not LOGIN.match(login):
-        raise UserError("--login", f"{login!r} is not a plain PostgreSQL name: lower-case letters, digits and "
-                                   "underscores, at most 63, not starting with a digit.")
+        raise UserError(
+            "--login",
+            f"{login!r} is not a plain PostgreSQL name: lower-case letters, digits and "
+            "underscores, at most 63, not starting with a digit.",
+        )
     if kind == "worker" and not host:
         raise UserError("host", "a worker login is bound to the host it runs as; name it.")
     url = normalize_url(owner_url)
     if url.get_backend_name() != "postgresql":
-        raise UserError("SILICONBENCH_DATABASE_URL", f"logins are PostgreSQL's; {url.get_backend_name()} has none "
-                                                     "(the embedded SQLite file needs no roles).")
+        raise UserError(
+            "SILICONBENCH_DATABASE_URL",
+            f"logins are PostgreSQL's; {url.get_backend_name()} has none (the embedded SQLite file needs no roles).",
+        )
     password = password or secrets.token_urlsafe(24)
     role = ROLES[kind]
     for attempt in range(ROLE_RACE_ATTEMPTS):
@@ -117,12 +131,15 @@ def identity(session: Session) -> Identity | None:
     """Who this session is, as the rules see it; None on SQLite (no logins)."""
     if session.get_bind().dialect.name != "postgresql":
         return None
-    row = session.execute(text(
-        "SELECT current_user AS login, "
-        "EXISTS (SELECT 1 FROM pg_roles r WHERE r.rolname = :role AND pg_has_role(current_user, r.oid, 'MEMBER')) "
-        "AND NOT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) AS worker_role, "
-        "(SELECT host FROM worker_logins WHERE login = current_user) AS host"),
-        {"role": WORKER_ROLE}).one()
+    row = session.execute(
+        text(
+            "SELECT current_user AS login, "
+            "EXISTS (SELECT 1 FROM pg_roles r WHERE r.rolname = :role AND pg_has_role(current_user, r.oid, 'MEMBER')) "
+            "AND NOT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) AS worker_role, "
+            "(SELECT host FROM worker_logins WHERE login = current_user) AS host"
+        ),
+        {"role": WORKER_ROLE},
+    ).one()
     return Identity(row.login, bool(row.worker_role), row.host)
 
 
@@ -132,14 +149,22 @@ def check_worker_name(session: Session, name: str) -> str | None:
     if who is None:
         return None
     if who.worker_role and who.host is None:
-        raise UserError("--database", f"the login {who.login} is a worker login, but no host is bound to it in this "
-                                      "database; on the coordinator run `siliconbench db worker-role HOST`.")
+        raise UserError(
+            "--database",
+            f"the login {who.login} is a worker login, but no host is bound to it in this "
+            "database; on the coordinator run `siliconbench db worker-role HOST`.",
+        )
     if who.host is not None and who.host != name:
-        raise UserError("--name", f"the database login {who.login} may act only as host {who.host!r}, not {name!r}; "
-                                  f"start the worker with --name {who.host}.")
+        raise UserError(
+            "--name",
+            f"the database login {who.login} may act only as host {who.host!r}, not {name!r}; "
+            f"start the worker with --name {who.host}.",
+        )
     if not who.worker_role:
-        return (f"worker {name} connects as {who.login}, which is not a worker login and may change every table; "
-                f"give this machine its own: `siliconbench db worker-role {name}` on the coordinator.")
+        return (
+            f"worker {name} connects as {who.login}, which is not a worker login and may change every table; "
+            f"give this machine its own: `siliconbench db worker-role {name}` on the coordinator."
+        )
     return None
 
 

@@ -31,6 +31,5 @@ def summary_rows(samples: list[dict], result_values: dict | None = None) -> list
     out = []
     for metric, values in measured.items():
         s = summarize(values)
-        out.append(dict(metric=metric, n=s.count, mean=s.mean, median=s.median, var=s.stddev ** 2, min=s.min,
-                        max=s.max))
+        out.append(dict(metric=metric, n=s.count, mean=s.mean, median=s.median, var=s.stddev**2, min=s.min, max=s.max))
     return out

@@ -19,29 +19,56 @@ from storage.tables import JOB_STATUSES, Job, Result, Sweep, utcnow
 
 
 def _job_row(j: JobSpec) -> dict:
-    return dict(id=j.job_id, sweep_id=j.sweep_id, idx=j.index, spec=j.model_dump(mode="json"), model=j.model,
-                engine=j.engine, quant=j.quant, quant_level=j.quant_level, workload=j.workload, n_prompt=j.n_prompt,
-                n_gen=j.n_gen, n_depth=j.n_depth, repetitions=j.repetitions, model_sha256=j.model_sha256,
-                status="queued", attempts=0, target_host=j.host)
+    return dict(
+        id=j.job_id,
+        sweep_id=j.sweep_id,
+        idx=j.index,
+        spec=j.model_dump(mode="json"),
+        model=j.model,
+        engine=j.engine,
+        quant=j.quant,
+        quant_level=j.quant_level,
+        workload=j.workload,
+        n_prompt=j.n_prompt,
+        n_gen=j.n_gen,
+        n_depth=j.n_depth,
+        repetitions=j.repetitions,
+        model_sha256=j.model_sha256,
+        status="queued",
+        attempts=0,
+        target_host=j.host,
+    )
 
 
 def create_sweep(session: Session, sweep_id: str, spec: SweepSpec, jobs: list[JobSpec]) -> None:
     """Store a sweep and its jobs (queued); UserError("sweep") if the id exists already."""
     repeated = [i for i, n in Counter(j.job_id for j in jobs).items() if n > 1]
     if repeated:
-        raise UserError("sweep", f"the matrix lists one configuration more than once (job {repeated[0]}); "
-                        "remove the repeated workload or value.")
+        raise UserError(
+            "sweep",
+            f"the matrix lists one configuration more than once (job {repeated[0]}); "
+            "remove the repeated workload or value.",
+        )
     strangers = sorted({j.sweep_id for j in jobs} - {sweep_id})
     if strangers:
         raise ValueError(f"jobs of sweep {strangers[0]!r} handed to create_sweep({sweep_id!r})")
     try:
         with session.begin_nested():  # a savepoint: a duplicate leaves the caller's transaction usable
-            session.execute(insert(Sweep.__table__).values(
-                id=sweep_id, name=spec.name, spec=spec.model_dump(mode="json", by_alias=True),
-                status="queued", n_jobs=len(jobs)))
+            session.execute(
+                insert(Sweep.__table__).values(
+                    id=sweep_id,
+                    name=spec.name,
+                    spec=spec.model_dump(mode="json", by_alias=True),
+                    status="queued",
+                    n_jobs=len(jobs),
+                )
+            )
     except IntegrityError:
-        raise UserError("sweep", f"sweep {sweep_id!r} exists already (the same spec was submitted before); "
-                        "resume it, or rename the sweep to measure again.") from None
+        raise UserError(
+            "sweep",
+            f"sweep {sweep_id!r} exists already (the same spec was submitted before); "
+            "resume it, or rename the sweep to measure again.",
+        ) from None
     if not jobs:
         return
     if session.get_bind().dialect.name == "postgresql" and not _row_security_on_jobs(session):
@@ -50,8 +77,26 @@ def create_sweep(session: Session, sweep_id: str, spec: SweepSpec, jobs: list[Jo
         session.execute(insert(Job.__table__), [_job_row(j) for j in jobs])
 
 
-_COPY_COLUMNS = ("id", "sweep_id", "idx", "spec", "model", "engine", "quant", "quant_level", "workload", "n_prompt",
-                 "n_gen", "n_depth", "repetitions", "model_sha256", "status", "attempts", "target_host", "created_at")
+_COPY_COLUMNS = (
+    "id",
+    "sweep_id",
+    "idx",
+    "spec",
+    "model",
+    "engine",
+    "quant",
+    "quant_level",
+    "workload",
+    "n_prompt",
+    "n_gen",
+    "n_depth",
+    "repetitions",
+    "model_sha256",
+    "status",
+    "attempts",
+    "target_host",
+    "created_at",
+)
 
 
 def _row_security_on_jobs(session: Session) -> bool:
@@ -70,9 +115,28 @@ def _copy_jobs(session: Session, jobs: list[JobSpec]) -> None:
     now = utcnow()
     with dbapi.cursor() as cur, cur.copy(f"COPY jobs ({', '.join(_COPY_COLUMNS)}) FROM STDIN") as copy:
         for j in jobs:
-            copy.write_row((j.job_id, j.sweep_id, j.index, json.dumps(j.model_dump(mode="json")), j.model, j.engine,
-                            j.quant, j.quant_level, j.workload, j.n_prompt, j.n_gen, j.n_depth, j.repetitions,
-                            j.model_sha256, "queued", 0, j.host, now))
+            copy.write_row(
+                (
+                    j.job_id,
+                    j.sweep_id,
+                    j.index,
+                    json.dumps(j.model_dump(mode="json")),
+                    j.model,
+                    j.engine,
+                    j.quant,
+                    j.quant_level,
+                    j.workload,
+                    j.n_prompt,
+                    j.n_gen,
+                    j.n_depth,
+                    j.repetitions,
+                    j.model_sha256,
+                    "queued",
+                    0,
+                    j.host,
+                    now,
+                )
+            )
 
 
 def set_owner(session: Session, sweep_id: str, owner: str | None) -> None:
@@ -80,27 +144,40 @@ def set_owner(session: Session, sweep_id: str, owner: str | None) -> None:
     session.execute(update(Sweep).where(Sweep.id == sweep_id).values(owner=owner))
 
 
-def mark_running(session: Session, job_id: str, host: str | None, worker: str | None,
-                 lease_s: float | None = None) -> bool:
+def mark_running(
+    session: Session, job_id: str, host: str | None, worker: str | None, lease_s: float | None = None
+) -> bool:
     """Record that ``worker`` on ``host`` started the job; False if the job has a final status already."""
     now = utcnow()
     res = session.execute(
         update(Job.__table__)
         .where(Job.id == job_id, Job.status.in_(("queued", "running")))
-        .values(status="running", host=host, worker=worker, started_at=now, attempts=Job.attempts + 1,
-                lease_expires_at=now + timedelta(seconds=lease_s) if lease_s else None))
+        .values(
+            status="running",
+            host=host,
+            worker=worker,
+            started_at=now,
+            attempts=Job.attempts + 1,
+            lease_expires_at=now + timedelta(seconds=lease_s) if lease_s else None,
+        )
+    )
     if res.rowcount != 1:
         return False
     sweep_of_job = select(Job.sweep_id).where(Job.id == job_id).scalar_subquery()
-    session.execute(update(Sweep.__table__).where(Sweep.id == sweep_of_job, Sweep.status == "queued")
-                    .values(status="running"))
+    session.execute(
+        update(Sweep.__table__).where(Sweep.id == sweep_of_job, Sweep.status == "queued").values(status="running")
+    )
     return True
 
 
 def pending_jobs(session: Session, sweep_id: str) -> list[JobSpec]:
     """The sweep's jobs that have no result yet, in run order (what a resumed sweep still has to run)."""
-    q = (select(Job.spec).outerjoin(Result, Result.job_id == Job.id)
-         .where(Job.sweep_id == sweep_id, Result.job_id.is_(None)).order_by(Job.idx))
+    q = (
+        select(Job.spec)
+        .outerjoin(Result, Result.job_id == Job.id)
+        .where(Job.sweep_id == sweep_id, Result.job_id.is_(None))
+        .order_by(Job.idx)
+    )
     return [JobSpec.model_validate(spec) for spec in session.scalars(q)]
 
 
@@ -127,13 +204,19 @@ def list_sweeps(session: Session, limit: int | None = None) -> list[dict]:
     (a page's list costs the same after a year of history).
     """
     q = select(Sweep.id, Sweep.name, Sweep.status, Sweep.n_jobs, Sweep.created_at).order_by(
-        Sweep.created_at.desc(), Sweep.id.desc())
+        Sweep.created_at.desc(), Sweep.id.desc()
+    )
     if limit is None:
         rows, counts = session.execute(q).mappings().all(), _counts(session)
     else:
         newest = select(Sweep.id).order_by(Sweep.created_at.desc(), Sweep.id.desc()).limit(limit)
-        rows = session.execute(q.where(or_(Sweep.id.in_(newest.scalar_subquery()),
-                                           Sweep.status.in_(("queued", "running"))))).mappings().all()
+        rows = (
+            session.execute(
+                q.where(or_(Sweep.id.in_(newest.scalar_subquery()), Sweep.status.in_(("queued", "running"))))
+            )
+            .mappings()
+            .all()
+        )
         counts = _counts(session, sweep_ids=[r["id"] for r in rows])
     return [dict(r, jobs=counts[r["id"]]) for r in rows]
 

@@ -163,8 +163,13 @@ class Result(Base):
         CheckConstraint(_in("status", RESULT_STATUSES), name="status"),
         Index("ix_results_identity_hash", "identity_hash"),
         # The Compare page's first pass: newest identities among ok results, read from the index alone (0007).
-        Index("ix_results_status_identity_hash_created_at", "status", "identity_hash", "created_at",
-              postgresql_include=["disturbed"]),
+        Index(
+            "ix_results_status_identity_hash_created_at",
+            "status",
+            "identity_hash",
+            "created_at",
+            postgresql_include=["disturbed"],
+        ),
         Index("ix_results_created_at", "created_at"),  # the Result page's picker, newest first
         Index("ix_results_engine_version", "engine_version"),
     )
@@ -181,7 +186,9 @@ class Result(Base):
     baseline_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
     peak_footprint_bytes: Mapped[int | None] = mapped_column(BigInteger)  # Darwin's phys_footprint
     baseline_footprint_bytes: Mapped[int | None] = mapped_column(BigInteger)
-    disturbed: Mapped[bool | None] = mapped_column(Boolean)  # throttled or contended (JobResult.disturbed); None: not recorded
+    disturbed: Mapped[bool | None] = mapped_column(
+        Boolean
+    )  # throttled or contended (JobResult.disturbed); None: not recorded
     hostname: Mapped[str | None] = mapped_column(String)
     chip: Mapped[str | None] = mapped_column(String)
     identity_hash: Mapped[str] = mapped_column(String)
@@ -214,8 +221,13 @@ class ResultSummary(Base):
     __tablename__ = "result_summaries"
     __table_args__ = (
         # A series' summaries side by side in one index, read without the table (PostgreSQL's INCLUDE).
-        Index("ix_result_summaries_identity", "identity_hash", "metric", "status",
-              postgresql_include=["disturbed", "n", "mean", "median", "var", "min", "max"]),
+        Index(
+            "ix_result_summaries_identity",
+            "identity_hash",
+            "metric",
+            "status",
+            postgresql_include=["disturbed", "n", "mean", "median", "var", "min", "max"],
+        ),
     )
 
     job_id: Mapped[str] = mapped_column(ForeignKey("results.job_id", ondelete="CASCADE"), primary_key=True)

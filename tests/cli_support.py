@@ -15,13 +15,21 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def sb(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT, capture_output=True,
-                          text=True, env={**os.environ, **(env or {})}, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+    )
 
 
 def write_sweep(tmp_path: Path, **kw) -> Path:
     data = yaml.safe_load((ROOT / "examples/quickstart.yaml").read_text())
-    data.update(models=[SMALL], workloads=[{"kind": "generate", "prompt_tokens": [64], "gen_tokens": [16], "depth": [0]}])
+    data.update(
+        models=[SMALL], workloads=[{"kind": "generate", "prompt_tokens": [64], "gen_tokens": [16], "depth": [0]}]
+    )
     data.update(kw)
     p = tmp_path / "sweep.yaml"
     p.write_text(yaml.safe_dump(data))

@@ -86,7 +86,11 @@ def isolated_env(tmp_path, models_dir, monkeypatch):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     monkeypatch.delenv("SILICONBENCH_DATABASE_URL", raising=False)
     monkeypatch.delenv("SILICONBENCH_BROKER_URL", raising=False)
-    return {"models_dir": models_dir, "data_home": tmp_path / "xdg", "default_db": tmp_path / "xdg" / "siliconbench" / "siliconbench.sqlite"}
+    return {
+        "models_dir": models_dir,
+        "data_home": tmp_path / "xdg",
+        "default_db": tmp_path / "xdg" / "siliconbench" / "siliconbench.sqlite",
+    }
 
 
 def in_ci() -> bool:
@@ -98,8 +102,15 @@ PG_ADMIN_URL = os.environ.get("SILICONBENCH_TEST_PG_URL", "postgresql://postgres
 
 def _admin_conninfo() -> dict:
     admin = database.normalize_url(PG_ADMIN_URL)
-    return dict(host=admin.host, port=admin.port or 5432, user=admin.username, password=admin.password,
-                dbname=admin.database, connect_timeout=3, autocommit=True)
+    return dict(
+        host=admin.host,
+        port=admin.port or 5432,
+        user=admin.username,
+        password=admin.password,
+        dbname=admin.database,
+        connect_timeout=3,
+        autocommit=True,
+    )
 
 
 _TEMPLATE: dict[str, str] = {}  # the run's migrated template database, made on first use

@@ -25,11 +25,27 @@ LLAMA_VERSION = {"studio": "0.3.36", "mbp": "0.3.35"}
 
 def job(sweep_id: str, index: int, engine: str, n_prompt: int) -> JobSpec:
     gguf = engine == "llama.cpp"
-    j = JobSpec(job_id="", sweep_id=sweep_id, sweep_name=sweep_id.split("-")[0], index=index, model=MODEL,
-                engine=engine, quant="F16" if gguf else "f32", quant_level="full",
-                artifact=f"{MODEL}/{MODEL}-F16.gguf" if gguf else f"{MODEL}/mlx-f32",
-                model_sha256=("ab" if gguf else "cd") * 32, n_prompt=n_prompt, n_gen=32, n_depth=0, repetitions=3,
-                warmup=1, delay_s=0.0, seed=0, timeout_s=900, engine_options={"threads": None})
+    j = JobSpec(
+        job_id="",
+        sweep_id=sweep_id,
+        sweep_name=sweep_id.split("-")[0],
+        index=index,
+        model=MODEL,
+        engine=engine,
+        quant="F16" if gguf else "f32",
+        quant_level="full",
+        artifact=f"{MODEL}/{MODEL}-F16.gguf" if gguf else f"{MODEL}/mlx-f32",
+        model_sha256=("ab" if gguf else "cd") * 32,
+        n_prompt=n_prompt,
+        n_gen=32,
+        n_depth=0,
+        repetitions=3,
+        warmup=1,
+        delay_s=0.0,
+        seed=0,
+        timeout_s=900,
+        engine_options={"threads": None},
+    )
     j.job_id = digest({"sweep": sweep_id, **j.key()})
     return j
 
@@ -43,25 +59,48 @@ def prefill_values(engine: str, host: str, n_prompt: int, run: int) -> list[floa
 def result(j: JobSpec, host: str, run: int, ok: bool = True) -> JobResult:
     hostname, chip, mem_gb = HOSTS[host]
     gguf = j.engine == "llama.cpp"
-    env = Environment(hostname=hostname, os="Darwin", os_version="15.1 (24B83)", chip=chip, cores=12,
-                      memory_bytes=mem_gb * 2**30, machine="arm64", python="3.11.7",
-                      packages={"llama-cpp-python": LLAMA_VERSION[host]} if gguf else
-                      {"mlx": "0.32.4", "mlx-lm": "0.32.2"},
-                      backend="Metal", engine_options={"threads": 12})
+    env = Environment(
+        hostname=hostname,
+        os="Darwin",
+        os_version="15.1 (24B83)",
+        chip=chip,
+        cores=12,
+        memory_bytes=mem_gb * 2**30,
+        machine="arm64",
+        python="3.11.7",
+        packages={"llama-cpp-python": LLAMA_VERSION[host]} if gguf else {"mlx": "0.32.4", "mlx-lm": "0.32.2"},
+        backend="Metal",
+        engine_options={"threads": 12},
+    )
     if not ok:
-        return JobResult(job_id=j.job_id, status=JobStatus.failed, error="engine error: out of memory while loading",
-                         stderr_tail="ggml_metal_init: allocating\nerror: out of memory\n", started_at=T0,
-                         finished_at=T0 + timedelta(seconds=2), environment=env)
+        return JobResult(
+            job_id=j.job_id,
+            status=JobStatus.failed,
+            error="engine error: out of memory while loading",
+            stderr_tail="ggml_metal_init: allocating\nerror: out of memory\n",
+            started_at=T0,
+            finished_at=T0 + timedelta(seconds=2),
+            environment=env,
+        )
     samples = [Sample(repetition=0, warmup=True, values={"prefill_tps": 500.0, "decode_tps": 50.0, "ttft_ms": 90.0})]
     for rep, v in enumerate(prefill_values(j.engine, host, j.n_prompt, run), start=1):
         values = {"prefill_tps": v, "decode_tps": v / 10 + rep, "ttft_ms": 1000 * j.n_prompt / v}
         if not gguf:  # ~5 GiB with a spread of bytes: where sum(v*v) - sum(v)^2/n would cancel to noise
             values["mlx_peak_memory_bytes"] = 5 * 2**30 + rep + run
         samples.append(Sample(repetition=rep, warmup=False, values=values))
-    return JobResult(job_id=j.job_id, status=JobStatus.ok, started_at=T0 + timedelta(minutes=run),
-                     finished_at=T0 + timedelta(minutes=run, seconds=4), wall_s=4.0 + run, load_s=0.25,
-                     peak_memory_bytes=(800 if gguf else 600) * 2**20 + run * 2**20, baseline_memory_bytes=2**26,
-                     samples=samples, environment=env, extra={"n_ctx": 4096})
+    return JobResult(
+        job_id=j.job_id,
+        status=JobStatus.ok,
+        started_at=T0 + timedelta(minutes=run),
+        finished_at=T0 + timedelta(minutes=run, seconds=4),
+        wall_s=4.0 + run,
+        load_s=0.25,
+        peak_memory_bytes=(800 if gguf else 600) * 2**20 + run * 2**20,
+        baseline_memory_bytes=2**26,
+        samples=samples,
+        environment=env,
+        extra={"n_ctx": 4096},
+    )
 
 
 def seed(url: str) -> dict:
@@ -84,15 +123,36 @@ def seed(url: str) -> dict:
         sweeps.append(sid)
     now = datetime.now(timezone.utc)
     with session_scope(url) as s:
-        s.add(Host(name="studio", hostname=HOSTS["studio"][0], chip=HOSTS["studio"][1], memory_bytes=192 * 2**30,
-                   os="Darwin", info={},
-                   engines=[{"name": "llama.cpp", "version": "0.3.36"}, {"name": "mlx", "version": "0.32.2"}],
-                   models=[{"name": MODEL, "artifacts": []}],
-                   online=True, last_heartbeat=now - timedelta(seconds=3), current_job_id=None))
-        s.add(Host(name="mbp", hostname=HOSTS["mbp"][0], chip=HOSTS["mbp"][1], memory_bytes=48 * 2**30, os="Darwin",
-                   info={}, engines=[{"name": "llama.cpp", "version": "0.3.35"}],
-                   models=[{"name": MODEL, "artifacts": []}], online=True,
-                   last_heartbeat=now - timedelta(hours=2), current_job_id=None))
+        s.add(
+            Host(
+                name="studio",
+                hostname=HOSTS["studio"][0],
+                chip=HOSTS["studio"][1],
+                memory_bytes=192 * 2**30,
+                os="Darwin",
+                info={},
+                engines=[{"name": "llama.cpp", "version": "0.3.36"}, {"name": "mlx", "version": "0.32.2"}],
+                models=[{"name": MODEL, "artifacts": []}],
+                online=True,
+                last_heartbeat=now - timedelta(seconds=3),
+                current_job_id=None,
+            )
+        )
+        s.add(
+            Host(
+                name="mbp",
+                hostname=HOSTS["mbp"][0],
+                chip=HOSTS["mbp"][1],
+                memory_bytes=48 * 2**30,
+                os="Darwin",
+                info={},
+                engines=[{"name": "llama.cpp", "version": "0.3.35"}],
+                models=[{"name": MODEL, "artifacts": []}],
+                online=True,
+                last_heartbeat=now - timedelta(hours=2),
+                current_job_id=None,
+            )
+        )
     return {"sweeps": sweeps, "failed_job": failed_id}
 
 
@@ -104,9 +164,12 @@ def seed_results(url: str, prefill: list[list[float]]) -> list[str]:
         sid = f"pooled{run}-studio"
         j = job(sid, 0, "llama.cpp", 128)
         with session_scope(url) as s:
-            sweep_store.create_sweep(s, sid, SweepSpec(name=f"pooled{run}", models=[MODEL], repetitions=len(values)), [j])
+            sweep_store.create_sweep(
+                s, sid, SweepSpec(name=f"pooled{run}", models=[MODEL], repetitions=len(values)), [j]
+            )
         samples = [Sample(repetition=0, warmup=True, values={"prefill_tps": 1e6})] + [
-            Sample(repetition=rep, warmup=False, values={"prefill_tps": v}) for rep, v in enumerate(values, start=1)]
+            Sample(repetition=rep, warmup=False, values={"prefill_tps": v}) for rep, v in enumerate(values, start=1)
+        ]
         r = result(j, "studio", 0).model_copy(update={"samples": samples})
         with session_scope(url) as s:
             sweep_store.mark_running(s, j.job_id, host=HOSTS["studio"][0], worker="studio")

@@ -60,7 +60,7 @@ class FileServer(LoopbackServer):
                 self.end_headers()
                 body = data[start:]
                 if server.cut_after is not None:
-                    body, server.cut_after = body[:server.cut_after], None
+                    body, server.cut_after = body[: server.cut_after], None
                     self.wfile.write(body)
                     self.close_connection = True
                     return

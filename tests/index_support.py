@@ -36,8 +36,23 @@ def wheel_of(version: str) -> Path:
     found = sorted(CACHE.glob(f"mlx_lm-{version}-*.whl"))
     if not found:
         with tempfile.TemporaryDirectory(dir=CACHE) as tmp:  # a download cut short leaves no half file
-            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-                            f"{PACKAGE}=={version}", "-d", tmp], check=True, capture_output=True, timeout=600)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--no-deps",
+                    "--only-binary",
+                    ":all:",
+                    f"{PACKAGE}=={version}",
+                    "-d",
+                    tmp,
+                ],
+                check=True,
+                capture_output=True,
+                timeout=600,
+            )
             for p in Path(tmp).glob("*.whl"):
                 os.replace(p, CACHE / p.name)
         found = sorted(CACHE.glob(f"mlx_lm-{version}-*.whl"))
@@ -97,7 +112,9 @@ class SimpleIndex(LoopbackServer):
                 if parts[:1] == ["files"] and len(parts) == 2 and (index.folder / parts[1]).is_file():
                     return self._send(200, (index.folder / parts[1]).read_bytes(), "application/octet-stream")
                 if parts == ["simple"]:
-                    names = sorted({canonicalize_name(parse_wheel_filename(p.name)[0]) for p in index.folder.glob("*.whl")})
+                    names = sorted(
+                        {canonicalize_name(parse_wheel_filename(p.name)[0]) for p in index.folder.glob("*.whl")}
+                    )
                     links = "".join(f'<a href="{n}/">{n}</a>\n' for n in names)
                     return self._send(200, f"<!DOCTYPE html><html><body>{links}</body></html>".encode(), "text/html")
                 if len(parts) == 2 and parts[0] == "simple" and index.files(parts[1]):
@@ -107,13 +124,20 @@ class SimpleIndex(LoopbackServer):
             def _project(self, project: str) -> None:
                 files = [(p.name, hashlib.sha256(p.read_bytes()).hexdigest()) for p in index.files(project)]
                 if index.json_api and JSON_TYPE in self.headers.get("Accept", ""):
-                    doc = {"meta": {"api-version": "1.0"}, "name": canonicalize_name(project), "files": [
-                        {"filename": n, "url": f"/files/{n}", "hashes": {"sha256": h}, "yanked": n in index.yanked}
-                        for n, h in files]}
+                    doc = {
+                        "meta": {"api-version": "1.0"},
+                        "name": canonicalize_name(project),
+                        "files": [
+                            {"filename": n, "url": f"/files/{n}", "hashes": {"sha256": h}, "yanked": n in index.yanked}
+                            for n, h in files
+                        ],
+                    }
                     return self._send(200, json.dumps(doc).encode(), JSON_TYPE)
                 mark = {n: ' data-yanked=""' if n in index.yanked else "" for n, _ in files}
-                links = "".join(f'<a href="/files/{html.escape(n)}#sha256={h}"{mark[n]}>{html.escape(n)}</a><br/>\n'
-                                for n, h in files)
+                links = "".join(
+                    f'<a href="/files/{html.escape(n)}#sha256={h}"{mark[n]}>{html.escape(n)}</a><br/>\n'
+                    for n, h in files
+                )
                 self._send(200, f"<!DOCTYPE html><html><body>{links}</body></html>".encode(), "text/html")
 
         return Handler

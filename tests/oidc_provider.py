@@ -116,9 +116,15 @@ class Provider(AuthorizationServer):
         class CodeGrant(grants.AuthorizationCodeGrant):
             def save_authorization_code(self, code, request):
                 d = request.payload.data
-                provider.codes[code] = Code(code, request.client.get_client_id(), d.get("redirect_uri"),
-                                            request.scope, d.get("nonce"), d.get("code_challenge"),
-                                            d.get("code_challenge_method"))
+                provider.codes[code] = Code(
+                    code,
+                    request.client.get_client_id(),
+                    d.get("redirect_uri"),
+                    request.scope,
+                    d.get("nonce"),
+                    d.get("code_challenge"),
+                    d.get("code_challenge_method"),
+                )
 
             def query_authorization_code(self, code, client):
                 c = provider.codes.get(code)
@@ -170,21 +176,32 @@ class Provider(AuthorizationServer):
 
     def metadata(self) -> dict:
         i = self.issuer
-        return {"issuer": i, "authorization_endpoint": f"{i}/authorize", "token_endpoint": f"{i}/token",
-                "jwks_uri": f"{i}/jwks", "response_types_supported": ["code"], "subject_types_supported": ["public"],
-                "id_token_signing_alg_values_supported": ["RS256"], "scopes_supported": self.scopes_supported,
-                "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
-                "grant_types_supported": ["authorization_code"], "code_challenge_methods_supported": ["S256"],
-                "claims_supported": ["sub", "name", "email", "iss", "aud", "exp", "iat", "nonce"]}
+        return {
+            "issuer": i,
+            "authorization_endpoint": f"{i}/authorize",
+            "token_endpoint": f"{i}/token",
+            "jwks_uri": f"{i}/jwks",
+            "response_types_supported": ["code"],
+            "subject_types_supported": ["public"],
+            "id_token_signing_alg_values_supported": ["RS256"],
+            "scopes_supported": self.scopes_supported,
+            "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+            "grant_types_supported": ["authorization_code"],
+            "code_challenge_methods_supported": ["S256"],
+            "claims_supported": ["sub", "name", "email", "iss", "aud", "exp", "iat", "nonce"],
+        }
 
 
 def login_page(params: dict, error: str = "") -> str:
-    hidden = "".join(f'<input type="hidden" name="{html.escape(k)}" value="{html.escape(v)}">'
-                     for k, v in params.items())
-    return (f"<!doctype html><title>Test provider: sign in</title><h1>Sign in to the test provider</h1>"
-            f'<p>{html.escape(error)}</p><form method="post" action="/authorize">{hidden}'
-            f'<label>User name <input name="username" autocomplete="off"></label> '
-            f'<button type="submit">Sign in</button></form>')
+    hidden = "".join(
+        f'<input type="hidden" name="{html.escape(k)}" value="{html.escape(v)}">' for k, v in params.items()
+    )
+    return (
+        f"<!doctype html><title>Test provider: sign in</title><h1>Sign in to the test provider</h1>"
+        f'<p>{html.escape(error)}</p><form method="post" action="/authorize">{hidden}'
+        f'<label>User name <input name="username" autocomplete="off"></label> '
+        f'<button type="submit">Sign in</button></form>'
+    )
 
 
 def handler_for(provider: Provider):

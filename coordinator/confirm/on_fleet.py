@@ -50,27 +50,40 @@ def choose_hosts(session, hosts: list[str] | None = None, sku: str | None = None
     """The workers a confirmation runs on: the named ones (each registered and online), or every online
     worker of ``sku``; a UserError naming the option and the valid choices otherwise."""
     if bool(hosts) == bool(sku):
-        raise UserError("--host", "name the workers with --host (repeatable) or choose them with --sku, one of the two.")
+        raise UserError(
+            "--host", "name the workers with --host (repeatable) or choose them with --sku, one of the two."
+        )
     views = fleet.host_views(session)
     online = sorted(h.name for h in views if h.online)
     if sku:
         chosen = sorted(h.name for h in views if h.online and sku_of(h).casefold() == sku.strip().casefold())
         if not chosen:
-            raise UserError("--sku", f"no online worker has SKU {sku!r}.",
-                            sorted({sku_of(h) for h in views if h.online}))
+            raise UserError(
+                "--sku", f"no online worker has SKU {sku!r}.", sorted({sku_of(h) for h in views if h.online})
+            )
         return chosen
     known = {h.name: h for h in views}
     for name in hosts:
         if name not in known:
             raise UserError("--host", f"no registered worker named {name!r}.", sorted(known))
         if not known[name].online:
-            raise UserError("--host", f"worker {name!r} is offline (no heartbeat in the last {ONLINE_S} s); start it "
-                            "or choose another.", online)
+            raise UserError(
+                "--host",
+                f"worker {name!r} is offline (no heartbeat in the last {ONLINE_S} s); start it or choose another.",
+                online,
+            )
     return list(dict.fromkeys(hosts))
 
 
-def submit_confirm(database_url: str, broker_url: str, finding_id: int, hosts: list[str], *,
-                   rounds: int = DEFAULT_ROUNDS, repetitions: int | None = None) -> str:
+def submit_confirm(
+    database_url: str,
+    broker_url: str,
+    finding_id: int,
+    hosts: list[str],
+    *,
+    rounds: int = DEFAULT_ROUNDS,
+    repetitions: int | None = None,
+) -> str:
     """Plan, check and enqueue the confirmation sweep on ``hosts``; its id. Nothing is enqueued on a UserError."""
     check_rounds(rounds)
     with session_scope(database_url) as s:
@@ -89,17 +102,27 @@ def submit_confirm(database_url: str, broker_url: str, finding_id: int, hosts: l
         for job in planned.jobs[:1]:
             differ = identity_differences(before, job)
             if differ:
-                raise UserError("FINDING", f"the fleet would not rerun the finding's series: its jobs differ in "
-                                f"{', '.join(differ)} (a worker's copy of {before.model} or the engine options "
-                                "changed since).")
+                raise UserError(
+                    "FINDING",
+                    f"the fleet would not rerun the finding's series: its jobs differ in "
+                    f"{', '.join(differ)} (a worker's copy of {before.model} or the engine options "
+                    "changed since).",
+                )
     sweep_id, _ = fleet.submit_sweep(spec, database_url=database_url, broker_url=broker_url, sweep_id=sweep_id)
     with session_scope(database_url) as s:
         set_status(s, finding_id, "confirming", confirm_sweep_id=sweep_id)
     return sweep_id
 
 
-def wait_confirm(database_url: str, sweep_id: str, *, broker_url: str | None = None, every_s: float = 2.0,
-                 timeout_s: float | None = None, on_progress: Progress | None = None) -> dict[str, int]:
+def wait_confirm(
+    database_url: str,
+    sweep_id: str,
+    *,
+    broker_url: str | None = None,
+    every_s: float = 2.0,
+    timeout_s: float | None = None,
+    on_progress: Progress | None = None,
+) -> dict[str, int]:
     """Until no job of the sweep is queued or running (reconciling each time when ``broker_url`` is given, as
     `submit --wait` does); the final counts by status. ``on_progress`` sees each change of the counts."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -122,8 +145,14 @@ def wait_confirm(database_url: str, sweep_id: str, *, broker_url: str | None = N
         time.sleep(every_s)
 
 
-def attach_confirm(database_url: str, finding_id: int, sweep_id: str | None = None, *, alpha: float = DEFAULT_ALPHA,
-                   min_effect: float = DEFAULT_MIN_EFFECT) -> dict:
+def attach_confirm(
+    database_url: str,
+    finding_id: int,
+    sweep_id: str | None = None,
+    *,
+    alpha: float = DEFAULT_ALPHA,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+) -> dict:
     """Compare each host's baseline and candidate in the confirmation sweep and attach it; the finding's dict."""
     with session_scope(database_url) as s:
         f = get_finding(s, finding_id)
@@ -140,25 +169,43 @@ def attach_confirm(database_url: str, finding_id: int, sweep_id: str | None = No
             pts = [p for p in points if host_of.get(p.job_id) == host]
             comp = compare_sides(pts, base, cand, f.metric, alpha=alpha, min_effect=min_effect)
             n_jobs = sum(1 for h in host_of.values() if h == host)
-            per_host[host] = side_result(comp, base=base, cand=cand, rounds=rounds, n_jobs=n_jobs, n_points=len(pts),
-                                         sweep_id=sweep_id) | {"host": host}
+            per_host[host] = side_result(
+                comp, base=base, cand=cand, rounds=rounds, n_jobs=n_jobs, n_points=len(pts), sweep_id=sweep_id
+            ) | {"host": host}
         agree = [h for h, r in per_host.items() if r["verdict"] == f.verdict]
         status = "confirmed" if per_host and len(agree) == len(per_host) else "not_confirmed"
         if len(per_host) == 1:
             result = next(iter(per_host.values()))
         else:
             verdicts = {r["verdict"] for r in per_host.values()}
-            result = {"baseline": base, "candidate": cand, "rounds": rounds, "sweep_id": sweep_id,
-                      "verdict": verdicts.pop() if len(verdicts) == 1 else "mixed", "confirmed_hosts": agree,
-                      "failed_jobs": sum(r["failed_jobs"] for r in per_host.values()), "hosts": per_host}
+            result = {
+                "baseline": base,
+                "candidate": cand,
+                "rounds": rounds,
+                "sweep_id": sweep_id,
+                "verdict": verdicts.pop() if len(verdicts) == 1 else "mixed",
+                "confirmed_hosts": agree,
+                "failed_jobs": sum(r["failed_jobs"] for r in per_host.values()),
+                "hosts": per_host,
+            }
         set_status(s, finding_id, status, confirm_sweep_id=sweep_id, confirm_result=result)
         return finding_dict(get_finding(s, finding_id))
 
 
-def confirm_on_fleet(database_url: str, broker_url: str, finding_id: int, hosts: list[str], *,
-                     rounds: int = DEFAULT_ROUNDS, repetitions: int | None = None, wait: bool = True,
-                     alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT,
-                     timeout_s: float | None = None, on_progress: Progress | None = None) -> dict:
+def confirm_on_fleet(
+    database_url: str,
+    broker_url: str,
+    finding_id: int,
+    hosts: list[str],
+    *,
+    rounds: int = DEFAULT_ROUNDS,
+    repetitions: int | None = None,
+    wait: bool = True,
+    alpha: float = DEFAULT_ALPHA,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+    timeout_s: float | None = None,
+    on_progress: Progress | None = None,
+) -> dict:
     """Submit the confirmation on ``hosts``; with ``wait``, follow it and attach its result. The finding's dict
     (with ``wait`` False: still *confirming*, its ``confirm_sweep_id`` set)."""
     sweep_id = submit_confirm(database_url, broker_url, finding_id, hosts, rounds=rounds, repetitions=repetitions)

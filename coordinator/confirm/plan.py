@@ -28,8 +28,11 @@ NOT_IDENTITY = ("host", "engine_version", "process", "repetitions")
 
 def check_rounds(rounds: int) -> None:
     if min_p_value(rounds, rounds) >= DEFAULT_ALPHA:
-        raise UserError("--rounds", f"{rounds} rounds give {rounds} processes a side, too few for any p-value to reach "
-                        f"{DEFAULT_ALPHA}; use at least 4 ({COMPARE_PROCESSES} resolves a 5% change).")
+        raise UserError(
+            "--rounds",
+            f"{rounds} rounds give {rounds} processes a side, too few for any p-value to reach "
+            f"{DEFAULT_ALPHA}; use at least 4 ({COMPARE_PROCESSES} resolves a 5% change).",
+        )
 
 
 def check_confirmable(finding, before: JobSpec) -> None:
@@ -47,26 +50,52 @@ def side_version(engine: str, components: dict[str, str]) -> str:
 
 def same_sides(finding, base: str, cand: str) -> None:
     if base == cand:
-        raise UserError("FINDING", f"baseline and candidate run the same engine version {base} here; what changed "
-                        f"({', '.join(finding.changes) or 'nothing recorded'}) cannot be run side by side.")
+        raise UserError(
+            "FINDING",
+            f"baseline and candidate run the same engine version {base} here; what changed "
+            f"({', '.join(finding.changes) or 'nothing recorded'}) cannot be run side by side.",
+        )
 
 
-def confirm_spec(finding, before: JobSpec, *, rounds: int, repetitions: int | None, base: str, cand: str,
-                 hosts: list[str] | None = None) -> SweepSpec:
+def confirm_spec(
+    finding,
+    before: JobSpec,
+    *,
+    rounds: int,
+    repetitions: int | None,
+    base: str,
+    cand: str,
+    hosts: list[str] | None = None,
+) -> SweepSpec:
     """The confirmation sweep: the series' configuration, both versions, ``rounds`` processes; pinned to
     ``hosts`` (each host runs every job) when given, the fleet's way."""
     opts = dict(before.engine_options or {})
     threads = opts.pop("threads", None)
     data = {
-        "name": f"confirm-{finding.id}", "description": f"confirm finding {finding.id}: {finding.series}",
-        "models": [before.model], "engines": [finding.engine], "quantizations": [before.quant],
-        "workloads": [{"kind": "generate", "prompt_tokens": [before.n_prompt], "gen_tokens": [before.n_gen],
-                       "depth": [before.n_depth]}],
-        "repetitions": repetitions or before.repetitions, "warmup": before.warmup, "seed": before.seed,
-        "delay_s": before.delay_s, "timeout_s": before.timeout_s, "thermal": before.thermal,
-        "thermal_timeout_s": before.thermal_timeout_s, "processes": rounds,
+        "name": f"confirm-{finding.id}",
+        "description": f"confirm finding {finding.id}: {finding.series}",
+        "models": [before.model],
+        "engines": [finding.engine],
+        "quantizations": [before.quant],
+        "workloads": [
+            {
+                "kind": "generate",
+                "prompt_tokens": [before.n_prompt],
+                "gen_tokens": [before.n_gen],
+                "depth": [before.n_depth],
+            }
+        ],
+        "repetitions": repetitions or before.repetitions,
+        "warmup": before.warmup,
+        "seed": before.seed,
+        "delay_s": before.delay_s,
+        "timeout_s": before.timeout_s,
+        "thermal": before.thermal,
+        "thermal_timeout_s": before.thermal_timeout_s,
+        "processes": rounds,
         "engine_options": {"threads": threads, finding.engine: opts},
-        "engine_versions": {finding.engine: [base, cand]}}
+        "engine_versions": {finding.engine: [base, cand]},
+    }
     if hosts is not None:
         data |= {"hosts": list(hosts), "placement": "each"}
     return parse_sweep(data, source=f"finding {finding.id}'s series")
@@ -78,16 +107,30 @@ def identity_differences(before: JobSpec, job: JobSpec) -> list[str]:
     return sorted(k for k in set(a) | set(b) if k not in NOT_IDENTITY and a.get(k) != b.get(k))
 
 
-def compare_sides(points: list[Point], base: str, cand: str, metric: str, *, alpha: float = DEFAULT_ALPHA,
-                  min_effect: float = DEFAULT_MIN_EFFECT) -> Comparison:
+def compare_sides(
+    points: list[Point],
+    base: str,
+    cand: str,
+    metric: str,
+    *,
+    alpha: float = DEFAULT_ALPHA,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+) -> Comparison:
     """Baseline against candidate over a confirmation's points, each process one sample."""
     a = process_samples([p for p in points if p.engine_version == base], metric)
     b = process_samples([p for p in points if p.engine_version == cand], metric)
     return compare_processes(a, b, metric, alpha=alpha, min_effect=min_effect)
 
 
-def side_result(comp: Comparison, *, base: str, cand: str, rounds: int, n_jobs: int, n_points: int,
-                sweep_id: str) -> dict:
+def side_result(
+    comp: Comparison, *, base: str, cand: str, rounds: int, n_jobs: int, n_points: int, sweep_id: str
+) -> dict:
     """What a confirmation attaches to its finding (per host, through the fleet)."""
-    return {**comp.as_dict(), "baseline": base, "candidate": cand, "rounds": rounds,
-            "failed_jobs": n_jobs - n_points, "sweep_id": sweep_id}
+    return {
+        **comp.as_dict(),
+        "baseline": base,
+        "candidate": cand,
+        "rounds": rounds,
+        "failed_jobs": n_jobs - n_points,
+        "sweep_id": sweep_id,
+    }

@@ -43,24 +43,33 @@ ORDER = ("regression", "improvement", "needs_confirmation", "inconsistent", "no_
 
 # ---------------------------------------------------------------------------------------------- SKU
 
+
 def sku_of(host) -> str:
     """The SKU of a Host row, a HostView or a ``list_hosts`` dict, e.g. 'Apple M4 Pro · 14 CPU · 20 GPU ·
     64 GiB · macOS 15'."""
     get = host.get if isinstance(host, dict) else (lambda k, d=None: getattr(host, k, d))
     info = get("info") or {}
     d = get("details") or info.get("host_details") or {}
-    cpu = ((d.get("performance_cores") or 0) + (d.get("efficiency_cores") or 0)) or d.get("physical_cores") \
+    cpu = (
+        ((d.get("performance_cores") or 0) + (d.get("efficiency_cores") or 0))
+        or d.get("physical_cores")
         or info.get("cores")
+    )
     mem = get("memory_bytes")
     m = re.match(r"\s*(\D*?)\s*(\d+)", get("os") or "")
     os_major = f"{m.group(1)} {m.group(2)}".strip() if m else (get("os") or "unknown OS")
-    parts = [get("chip") or "unknown chip", f"{cpu} CPU" if cpu else None,
-             f"{d['gpu_cores']} GPU" if d.get("gpu_cores") else None,
-             f"{round(mem / 2**30)} GiB" if mem else None, os_major]
+    parts = [
+        get("chip") or "unknown chip",
+        f"{cpu} CPU" if cpu else None,
+        f"{d['gpu_cores']} GPU" if d.get("gpu_cores") else None,
+        f"{round(mem / 2**30)} GiB" if mem else None,
+        os_major,
+    ]
     return " · ".join(p for p in parts if p)
 
 
 # ------------------------------------------------------------------------------------ fleet verdict
+
 
 def _verdict(x) -> str:
     """A Comparison's or Decision's verdict as this module's word; undecided or missing: insufficient."""
@@ -89,7 +98,7 @@ def _sku_verdict(verdicts: dict[str, str], per_host: dict, confirmations: dict) 
     if not decided:
         return "insufficient"
     if len(decided) == 1:
-        (h, v), = decided.items()
+        ((h, v),) = decided.items()
         if v == "no_change":
             return v
         return confirmed_verdict(per_host[h], confirmations[h]) if h in confirmations else "needs_confirmation"
@@ -99,8 +108,9 @@ def _sku_verdict(verdicts: dict[str, str], per_host: dict, confirmations: dict) 
     return "inconsistent" if reg or imp else "no_change"
 
 
-def fleet_verdict(per_host: dict, skus: dict[str, str], *, confirmations: dict | None = None,
-                  suspects=()) -> tuple[str, dict]:
+def fleet_verdict(
+    per_host: dict, skus: dict[str, str], *, confirmations: dict | None = None, suspects=()
+) -> tuple[str, dict]:
     """(verdict, detail) of one series and metric over the fleet; the rules are the module's docstring.
 
     detail: {"skus": {sku: {"verdict", "hosts": {host: verdict}}}, "regressed_on": [sku], "improved_on":
@@ -112,20 +122,38 @@ def fleet_verdict(per_host: dict, skus: dict[str, str], *, confirmations: dict |
     for h, x in per_host.items():
         if h not in excluded:
             by_sku.setdefault(skus.get(h) or f"unknown SKU ({h})", {})[h] = _verdict(x)
-    out = {s: {"verdict": _sku_verdict(v, per_host, confirmations), "hosts": dict(sorted(v.items()))}
-           for s, v in sorted(by_sku.items())}
+    out = {
+        s: {"verdict": _sku_verdict(v, per_host, confirmations), "hosts": dict(sorted(v.items()))}
+        for s, v in sorted(by_sku.items())
+    }
     found = [s["verdict"] for s in out.values()]
     verdict = next((w for w in ORDER if w in found), "insufficient")
-    confirm = sorted(h for s in out.values() if s["verdict"] == "needs_confirmation"
-                     for h, v in s["hosts"].items() if v in ("regression", "improvement"))
-    reason = "; ".join(f"{s}: {d['verdict']} (" + ", ".join(f"{h} {v}" for h, v in d["hosts"].items()) + ")"
-                       for s, d in out.items()) or "no host"
-    return verdict, {"skus": out, "regressed_on": [s for s, d in out.items() if d["verdict"] == "regression"],
-                     "improved_on": [s for s, d in out.items() if d["verdict"] == "improvement"],
-                     "confirm": confirm, "excluded": excluded, "reason": reason}
+    confirm = sorted(
+        h
+        for s in out.values()
+        if s["verdict"] == "needs_confirmation"
+        for h, v in s["hosts"].items()
+        if v in ("regression", "improvement")
+    )
+    reason = (
+        "; ".join(
+            f"{s}: {d['verdict']} (" + ", ".join(f"{h} {v}" for h, v in d["hosts"].items()) + ")"
+            for s, d in out.items()
+        )
+        or "no host"
+    )
+    return verdict, {
+        "skus": out,
+        "regressed_on": [s for s, d in out.items() if d["verdict"] == "regression"],
+        "improved_on": [s for s, d in out.items() if d["verdict"] == "improvement"],
+        "confirm": confirm,
+        "excluded": excluded,
+        "reason": reason,
+    }
 
 
 # -------------------------------------------------------------------------------------------- storage
+
 
 def suspect_key(row: PeerTest, campaign_id: int | None) -> str:
     return f"{'campaign ' + str(campaign_id) if campaign_id is not None else 'adhoc'}:{row.host}:{row.series_id}:{row.metric}"
@@ -135,11 +163,23 @@ def save_suspects(session: Session, rows: list[PeerTest], campaign_id: int | Non
     """Store the rows, one per key (campaign, host, series, metric); again: updated, not doubled, and a cleared
     row stays cleared. Returns how many were new."""
     keys = {suspect_key(r, campaign_id): r for r in rows}
-    have = {s.key: s for s in session.scalars(select(SuspectHost).where(SuspectHost.key.in_(list(keys))))} if keys else {}
+    have = (
+        {s.key: s for s in session.scalars(select(SuspectHost).where(SuspectHost.key.in_(list(keys))))} if keys else {}
+    )
     for k, r in keys.items():
-        values = dict(host=r.host, sku=r.sku, campaign_id=campaign_id, series=r.series, metric=r.metric,
-                      ratio=_finite(r.ratio), ci_low=_finite(r.ci_low), ci_high=_finite(r.ci_high),
-                      peers=list(r.peers), job_ids=list(r.job_ids), reason=r.reason)
+        values = dict(
+            host=r.host,
+            sku=r.sku,
+            campaign_id=campaign_id,
+            series=r.series,
+            metric=r.metric,
+            ratio=_finite(r.ratio),
+            ci_low=_finite(r.ci_low),
+            ci_high=_finite(r.ci_high),
+            peers=list(r.peers),
+            job_ids=list(r.job_ids),
+            reason=r.reason,
+        )
         if k in have:
             for name, v in values.items():
                 setattr(have[k], name, v)
@@ -183,5 +223,17 @@ def worker_points(session: Session, sweep_ids) -> list[Point]:
     return out
 
 
-__all__ = ["SUSPECT_ALPHA", "PeerTest", "clear_suspects", "confirmed_verdict", "fleet_verdict", "list_suspects",
-           "peer_tests", "save_suspects", "series_level", "sku_of", "suspect_hosts", "worker_points"]
+__all__ = [
+    "SUSPECT_ALPHA",
+    "PeerTest",
+    "clear_suspects",
+    "confirmed_verdict",
+    "fleet_verdict",
+    "list_suspects",
+    "peer_tests",
+    "save_suspects",
+    "series_level",
+    "sku_of",
+    "suspect_hosts",
+    "worker_points",
+]

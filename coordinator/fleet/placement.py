@@ -49,6 +49,7 @@ class HostView:
 
     def models_text(self) -> str:
         """Each model this host holds with its forms: ``smol (Q4_K_M, 4bit), tiny-llama-30m (F16, f32)``."""
+
         def forms(m: dict) -> str:
             quants = [a.get("quant", "?") for a in m.get("artifacts", [])]
             return f" ({', '.join(quants)})" if quants else ""
@@ -123,10 +124,12 @@ def unfit_reasons(job: JobSpec, host: HostView, manifest: ModelManifest) -> list
         if art is not None and art.origin is not None and art.origin.fetchable:
             pass  # the worker fetches it before the job (JobSpec.fetch)
         elif art is not None and art.origin is not None and art.origin.kind == "path":
-            reasons.append(f"{host.name} lacks {job.model} {job.quant}, whose files are {art.origin.location} on "
-                           f"{art.origin.host} only: run `siliconbench models add {job.model} <the file or folder> "
-                           f"--to-existing` on {host.name}, or add it from a source the fleet can reach "
-                           "(hf:ORG/REPO, https://..., or file:// on a shared folder)")
+            reasons.append(
+                f"{host.name} lacks {job.model} {job.quant}, whose files are {art.origin.location} on "
+                f"{art.origin.host} only: run `siliconbench models add {job.model} <the file or folder> "
+                f"--to-existing` on {host.name}, or add it from a source the fleet can reach "
+                "(hf:ORG/REPO, https://..., or file:// on a shared folder)"
+            )
         elif local is None:
             reasons.append(f"{host.name} lacks model {job.model}")
         else:
@@ -134,8 +137,10 @@ def unfit_reasons(job: JobSpec, host: HostView, manifest: ModelManifest) -> list
     art_size = art.size_bytes if art is not None else 0
     need = art_size + kv_cache_bytes(manifest, job.n_depth + job.n_prompt + job.n_gen) + WORKING_BYTES
     if host.memory_bytes and need > host.memory_bytes * MEMORY_HEADROOM:
-        reasons.append(f"{host.name} has {host.memory_bytes / 2**30:.0f} GiB; the model and its KV cache need "
-                       f"{need / 2**30:.1f} GiB of the {MEMORY_HEADROOM:.0%} it can spare")
+        reasons.append(
+            f"{host.name} has {host.memory_bytes / 2**30:.0f} GiB; the model and its KV cache need "
+            f"{need / 2**30:.1f} GiB of the {MEMORY_HEADROOM:.0%} it can spare"
+        )
     return reasons
 
 
@@ -154,17 +159,29 @@ def fetch_payload(job: JobSpec, manifest: ModelManifest) -> dict | None:
     art = artifact_of(job, manifest)
     if art is None or art.origin is None or not art.origin.fetchable:
         return None
-    return {"manifest": manifest.model_dump(mode="json", exclude={"artifacts"}, exclude_none=True),
-            "artifact": art.model_dump(mode="json", exclude_none=True)}
+    return {
+        "manifest": manifest.model_dump(mode="json", exclude={"artifacts"}, exclude_none=True),
+        "artifact": art.model_dump(mode="json", exclude_none=True),
+    }
 
 
-def place(spec: SweepSpec, jobs: list[JobSpec], hosts: list[HostView], manifests: dict[str, ModelManifest]) -> Placement:
+def place(
+    spec: SweepSpec, jobs: list[JobSpec], hosts: list[HostView], manifests: dict[str, ModelManifest]
+) -> Placement:
     """Pin or route every job; jobs stay in expansion order (model by model, engines alternating)."""
     selected = select_hosts(spec, hosts)
     if not any(h.online for h in selected):
         live = sorted(h.name for h in hosts if h.online)
-        raise UserError("hosts", "the sweep targets no live worker" + (f" (live: {', '.join(live)})" if live else
-                        "; start one with `siliconbench worker --broker URL --database URL`") + ".")
+        raise UserError(
+            "hosts",
+            "the sweep targets no live worker"
+            + (
+                f" (live: {', '.join(live)})"
+                if live
+                else "; start one with `siliconbench worker --broker URL --database URL`"
+            )
+            + ".",
+        )
     placed: list[JobSpec] = []
     queues: dict[str, str] = {}
     unplaceable: list[dict] = []

@@ -30,8 +30,9 @@ MESSAGE_GRACE_S = 15
 RESERVED_GRACE_S = 60
 
 
-def reconcile(database_url: str, broker_url: str, *, grace_s: float = MESSAGE_GRACE_S,
-              reserved_grace_s: float = RESERVED_GRACE_S) -> dict[str, int]:
+def reconcile(
+    database_url: str, broker_url: str, *, grace_s: float = MESSAGE_GRACE_S, reserved_grace_s: float = RESERVED_GRACE_S
+) -> dict[str, int]:
     """One pass; the jobs it puts back are committed as queued before their new messages are sent."""
     with session_scope(database_url) as session:
         counts, to_send = _collect(session, broker_url, grace_s, reserved_grace_s)
@@ -40,20 +41,32 @@ def reconcile(database_url: str, broker_url: str, *, grace_s: float = MESSAGE_GR
     return counts
 
 
-def _collect(session: Session, broker_url: str, grace_s: float,
-             reserved_grace_s: float) -> tuple[dict[str, int], list[tuple[str, str, str]]]:
+def _collect(
+    session: Session, broker_url: str, grace_s: float, reserved_grace_s: float
+) -> tuple[dict[str, int], list[tuple[str, str, str]]]:
     now = utcnow()
     counts = {"lease_expired": 0, "message_lost": 0, "gave_up": 0}
     to_send: list[tuple[str, str, str]] = []
 
-    expired = session.execute(select(Job.id, Job.attempts, Job.interruptions, Job.worker, Job.queue, Job.spec)
-                              .where(Job.status == "running", Job.lease_expires_at < now)).all()
+    expired = session.execute(
+        select(Job.id, Job.attempts, Job.interruptions, Job.worker, Job.queue, Job.spec).where(
+            Job.status == "running", Job.lease_expires_at < now
+        )
+    ).all()
     for job_id, attempts, interruptions, worker, queue, spec in expired:
         # The worker is gone, not the job's fault: an interruption, not one of its attempts (jobstate).
         reason = f"interrupted: lease expired on worker {worker} (it died or lost the database)"
-        res = session.execute(update(Job).where(Job.id == job_id, Job.status == "running", Job.lease_expires_at < now)
-                              .values(status="queued", lease_expires_at=None, error=reason, enqueued_at=now,
-                                      interruptions=Job.interruptions + 1))
+        res = session.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.status == "running", Job.lease_expires_at < now)
+            .values(
+                status="queued",
+                lease_expires_at=None,
+                error=reason,
+                enqueued_at=now,
+                interruptions=Job.interruptions + 1,
+            )
+        )
         if res.rowcount != 1:
             continue  # renewed or finished meanwhile
         jobstate.end_attempt(session, job_id, reason)
@@ -65,8 +78,11 @@ def _collect(session: Session, broker_url: str, grace_s: float,
         to_send.append((job_id, queue, f"r{time.time_ns()}"))
         counts["lease_expired"] += 1
 
-    stale = session.execute(select(Job.id, Job.queue).where(Job.status == "queued", Job.queue.is_not(None),
-                                                            Job.enqueued_at < now - timedelta(seconds=grace_s))).all()
+    stale = session.execute(
+        select(Job.id, Job.queue).where(
+            Job.status == "queued", Job.queue.is_not(None), Job.enqueued_at < now - timedelta(seconds=grace_s)
+        )
+    ).all()
     if stale:
         waiting = broker.waiting_job_ids(broker_url, [q for _, q in stale], reserved_within_s=reserved_grace_s)
         for job_id, queue in stale:

@@ -90,8 +90,14 @@ def group_points(points: list[Point], metric: str) -> dict[tuple[str, str], dict
     return out
 
 
-def peer_tests(data, skus: dict[str, str], metric: str, *, min_effect: float = DEFAULT_MIN_EFFECT,
-               min_processes: int = MIN_PROCESSES) -> list[PeerTest]:
+def peer_tests(
+    data,
+    skus: dict[str, str],
+    metric: str,
+    *,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+    min_processes: int = MIN_PROCESSES,
+) -> list[PeerTest]:
     """Every (host, series) that has SKU peers, tested (``slower`` is left False: ``suspect_hosts`` sets the
     level). ``data``: Points, or {series: {host: [processes' raw samples]}}."""
     if isinstance(data, list):
@@ -124,8 +130,28 @@ def peer_tests(data, skus: dict[str, str], metric: str, *, min_effect: float = D
                         worse = c.ratio != 1 and (c.ratio < 1) == worse_is_lower
                         p1 = c.p_value / 2 if worse else 1 - c.p_value / 2
                     n_host, n_peers, paired = c.n_candidate, c.n_baseline, False
-                tests.append(PeerTest(h, sku, label, sid, metric, ratio, lo, hi, p1, False, 1.0, eff, peers, n_host,
-                                      n_peers, list(hosts[h][1]), hosts_tested=len(members), paired=paired))
+                tests.append(
+                    PeerTest(
+                        h,
+                        sku,
+                        label,
+                        sid,
+                        metric,
+                        ratio,
+                        lo,
+                        hi,
+                        p1,
+                        False,
+                        1.0,
+                        eff,
+                        peers,
+                        n_host,
+                        n_peers,
+                        list(hosts[h][1]),
+                        hosts_tested=len(members),
+                        paired=paired,
+                    )
+                )
     return tests
 
 
@@ -175,8 +201,9 @@ def series_level(k: int, target: float) -> float:
     return lo
 
 
-def suspect_hosts(data, skus: dict[str, str], metric: str = "decode_tps", *, alpha: float = SUSPECT_ALPHA,
-                  **kw) -> list[PeerTest]:
+def suspect_hosts(
+    data, skus: dict[str, str], metric: str = "decode_tps", *, alpha: float = SUSPECT_ALPHA, **kw
+) -> list[PeerTest]:
     """The tests of every flagged host (all its tested series, so all its results are marked), reason filled."""
     by_host: dict[str, list[PeerTest]] = {}
     for t in peer_tests(data, skus, metric, **kw):
@@ -193,9 +220,11 @@ def suspect_hosts(data, skus: dict[str, str], metric: str = "decode_tps", *, alp
         for t in ts:
             ci = f"{t.ci_low:.3f}–{t.ci_high:.3f}" if t.ci_low is not None else "—"
             test = "Wilcoxon signed-rank, paired by round" if t.paired else "Mann-Whitney"
-            t.reason = (f"slower than its {len(t.peers)} SKU peer(s) beyond their noise in {slow} of {len(ts)} "
-                        f"series (one-sided {test} p < {q:.2g} and over {t.min_effect:.1%} slower); "
-                        f"here {metric} ratio {t.ratio:.3f} (95% CI {ci}), p {_p(t.p_value)}")
+            t.reason = (
+                f"slower than its {len(t.peers)} SKU peer(s) beyond their noise in {slow} of {len(ts)} "
+                f"series (one-sided {test} p < {q:.2g} and over {t.min_effect:.1%} slower); "
+                f"here {metric} ratio {t.ratio:.3f} (95% CI {ci}), p {_p(t.p_value)}"
+            )
             out.append(t)
     return out
 

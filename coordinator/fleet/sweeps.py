@@ -37,19 +37,32 @@ def host_views(session: Session) -> list[HostView]:
     """Every registered host; online means a heartbeat within ONLINE_S (a crash sends no goodbye)."""
     now = utcnow()
     tallies: dict[str, dict[str, int]] = defaultdict(dict)
-    for worker, status, n in session.execute(select(Job.worker, Job.status, func.count()).group_by(Job.worker, Job.status)):
+    for worker, status, n in session.execute(
+        select(Job.worker, Job.status, func.count()).group_by(Job.worker, Job.status)
+    ):
         if worker:
             tallies[worker][status] = n
     out = []
     for h in session.scalars(select(Host).order_by(Host.name)):
         fresh = h.last_heartbeat is not None and now - h.last_heartbeat < timedelta(seconds=ONLINE_S)
-        out.append(HostView(
-            name=h.name, hostname=h.hostname, chip=h.chip, memory_bytes=h.memory_bytes, os=h.os,
-            details=(h.info or {}).get("host_details") or {},
-            engines={e["name"]: e["version"] for e in h.engines or []},
-            models={m["name"]: m for m in h.models or []}, online=bool(h.online and fresh),
-            last_heartbeat=h.last_heartbeat, current_job_id=h.current_job_id, activity=h.activity,
-            jobs_done=tallies[h.name].get("ok", 0), jobs_failed=tallies[h.name].get("failed", 0)))
+        out.append(
+            HostView(
+                name=h.name,
+                hostname=h.hostname,
+                chip=h.chip,
+                memory_bytes=h.memory_bytes,
+                os=h.os,
+                details=(h.info or {}).get("host_details") or {},
+                engines={e["name"]: e["version"] for e in h.engines or []},
+                models={m["name"]: m for m in h.models or []},
+                online=bool(h.online and fresh),
+                last_heartbeat=h.last_heartbeat,
+                current_job_id=h.current_job_id,
+                activity=h.activity,
+                jobs_done=tallies[h.name].get("ok", 0),
+                jobs_failed=tallies[h.name].get("failed", 0),
+            )
+        )
     return out
 
 
@@ -71,8 +84,11 @@ def plan(session: Session, spec: SweepSpec, sweep_id: str | None = None) -> Plac
     """Expand and place; UserError if the spec is bad, targets no live worker, or a job fits nowhere."""
     hosts = host_views(session)
     if not any(h.online for h in hosts):
-        raise UserError("hosts", "the sweep targets no live worker; start one on each Mac with "
-                        "`siliconbench worker --broker redis://HOST:6379/0 --database postgresql://USER@HOST/siliconbench`.")
+        raise UserError(
+            "hosts",
+            "the sweep targets no live worker; start one on each Mac with "
+            "`siliconbench worker --broker redis://HOST:6379/0 --database postgresql://USER@HOST/siliconbench`.",
+        )
     catalog = fleet_catalog(hosts)
     # Level `full` picks its weight dtype by the OS of the workers that will run the jobs (F16/f16 on Macs).
     targets = [h for h in select_hosts(spec, hosts) if h.online and h.os]
@@ -92,8 +108,9 @@ def submit(spec: SweepSpec, *, database_url: str, broker_url: str, sweep_id: str
     return submit_sweep(spec, database_url=database_url, broker_url=broker_url, sweep_id=sweep_id)[0]
 
 
-def submit_sweep(spec: SweepSpec, *, database_url: str, broker_url: str,
-                 sweep_id: str | None = None) -> tuple[str, Placement]:
+def submit_sweep(
+    spec: SweepSpec, *, database_url: str, broker_url: str, sweep_id: str | None = None
+) -> tuple[str, Placement]:
     """Store the sweep and its placed jobs, then enqueue them; nothing is stored if any job fits nowhere."""
     sid = sweep_id or f"{spec.name}-{time.strftime('%Y%m%dT%H%M%S')}"
     with session_scope(database_url) as s:
@@ -126,8 +143,11 @@ def cancel(session: Session, sweep_id: str, broker_url: str | None = None) -> in
     if session.get(Sweep, sweep_id) is None:
         raise UserError("SWEEP", f"no sweep {sweep_id!r}.", [s["id"] for s in sweep_store.list_sweeps(session)][:20])
     rows = session.execute(select(Job.id, Job.queue).where(Job.sweep_id == sweep_id, Job.status == "queued")).all()
-    session.execute(update(Job).where(Job.sweep_id == sweep_id, Job.status == "queued")
-                    .values(status="cancelled", finished_at=utcnow(), error="cancelled before it started"))
+    session.execute(
+        update(Job)
+        .where(Job.sweep_id == sweep_id, Job.status == "queued")
+        .values(status="cancelled", finished_at=utcnow(), error="cancelled before it started")
+    )
     session.execute(update(Sweep).where(Sweep.id == sweep_id).values(status="cancelled"))
     if broker_url and rows:  # a message that slips through is refused at claim once this commits
         broker.purge_job_messages(broker_url, [q for _, q in rows if q], {j for j, _ in rows})

@@ -57,6 +57,7 @@ def process_samples(points: list[Point], metric: str) -> list[list[float]]:
 
 # --------------------------------------------------------------------------------------------- rows
 
+
 @dataclass
 class Row:
     series: str
@@ -68,9 +69,16 @@ class Row:
     notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {"series": self.series, "series_id": self.series_id, **self.comparison.as_dict(),
-                "baseline": self.baseline, "candidate": self.candidate, "baseline_results": self.n_results[0],
-                "candidate_results": self.n_results[1], "notes": "; ".join(self.notes)}
+        return {
+            "series": self.series,
+            "series_id": self.series_id,
+            **self.comparison.as_dict(),
+            "baseline": self.baseline,
+            "candidate": self.candidate,
+            "baseline_results": self.n_results[0],
+            "candidate_results": self.n_results[1],
+            "notes": "; ".join(self.notes),
+        }
 
 
 def _differing(bs: list[Point], cs: list[Point]) -> tuple[str, str]:
@@ -87,12 +95,22 @@ def _differing(bs: list[Point], cs: list[Point]) -> tuple[str, str]:
 
 def _across(b: Selector, c: Selector) -> tuple[str, ...]:
     """Dimensions both selectors set, to different values: series pair across them (host A vs host B)."""
-    return tuple(k for k in ("host", "engine", "model", "quant")
-                 if b.value(k) is not None and c.value(k) is not None and b.value(k) != c.value(k))
+    return tuple(
+        k
+        for k in ("host", "engine", "model", "quant")
+        if b.value(k) is not None and c.value(k) is not None and b.value(k) != c.value(k)
+    )
 
 
-def compare_points(points: list[Point], baseline: Selector, candidate: Selector, *, metrics=HEADLINE,
-                   alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT) -> list[Row]:
+def compare_points(
+    points: list[Point],
+    baseline: Selector,
+    candidate: Selector,
+    *,
+    metrics=HEADLINE,
+    alpha: float = DEFAULT_ALPHA,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+) -> list[Row]:
     """One row per (series, metric) measured on both sides, in series order."""
     _need_scipy()
     check_keys([("--baseline", baseline), ("--candidate", candidate)], points)
@@ -133,12 +151,16 @@ def compare_points(points: list[Point], baseline: Selector, candidate: Selector,
                 if s is not None and s.unstable:
                     notes.append(f"{name} unstable (stddev of its processes {s.cv:.0%} of mean)")
             if min_p_value(comp.n_baseline, comp.n_candidate) >= alpha:
-                notes.append(f"{comp.n_baseline} vs {comp.n_candidate} processes cannot reach p < {alpha}: run "
-                             f"more (a sweep's `processes:`; {COMPARE_PROCESSES} a side resolves 5%) or "
-                             "`siliconbench confirm`")
+                notes.append(
+                    f"{comp.n_baseline} vs {comp.n_candidate} processes cannot reach p < {alpha}: run "
+                    f"more (a sweep's `processes:`; {COMPARE_PROCESSES} a side resolves 5%) or "
+                    "`siliconbench confirm`"
+                )
             elif min(comp.n_baseline, comp.n_candidate) < COMPARE_PROCESSES:
-                notes.append(f"{min(comp.n_baseline, comp.n_candidate)} processes on a side: a small change may go "
-                             f"unseen ({COMPARE_PROCESSES} a side resolves 5%)")
+                notes.append(
+                    f"{min(comp.n_baseline, comp.n_candidate)} processes on a side: a small change may go "
+                    f"unseen ({COMPARE_PROCESSES} a side resolves 5%)"
+                )
             left, right = _differing(bs, cs)
             rows.append(Row(series_label(bs[0], metric, across), sid, comp, left, right, (len(bs), len(cs)), notes))
     rows.sort(key=lambda r: (r.series, list(METRICS).index(r.comparison.metric)))
@@ -148,8 +170,10 @@ def compare_points(points: list[Point], baseline: Selector, candidate: Selector,
 def compare_db(url: str, baseline: str, candidate: str, include_disturbed: bool = False, **kw) -> list[Row]:
     b, c = parse_selector(baseline, "--baseline"), parse_selector(candidate, "--candidate")
     if not b.terms or not c.terms:
-        raise UserError("--baseline" if not b.terms else "--candidate", "an empty selector matches everything; "
-                        "name at least one key=value (e.g. mlx-lm=0.31.3).")
+        raise UserError(
+            "--baseline" if not b.terms else "--candidate",
+            "an empty selector matches everything; name at least one key=value (e.g. mlx-lm=0.31.3).",
+        )
     with session_scope(url) as s:
         points = load_points(s, include_disturbed=include_disturbed)
     return compare_points(points, b, c, **kw)
@@ -157,8 +181,19 @@ def compare_db(url: str, baseline: str, candidate: str, include_disturbed: bool 
 
 # ---------------------------------------------------------------------------------------- rendering
 
-COLUMNS = ("series", "metric", "baseline", "candidate", "base median", "cand median", "ratio", "95% CI", "p",
-           "verdict", "notes")
+COLUMNS = (
+    "series",
+    "metric",
+    "baseline",
+    "candidate",
+    "base median",
+    "cand median",
+    "ratio",
+    "95% CI",
+    "p",
+    "verdict",
+    "notes",
+)
 
 
 def _num(v: float | None, unit: str = "") -> str:
@@ -175,9 +210,19 @@ def cells(r: Row) -> list[str]:
     p = "—" if c.p_value is None else (f"{c.p_value:.2g}" if c.p_value >= 1e-4 else f"{c.p_value:.1e}")
     ratio = "—" if c.ratio is None else f"{c.ratio:.3f}"
     arrow = "↑" if c.better == "higher" else "↓"
-    return [r.series, f"{c.metric} ({c.unit}, {arrow} better)", r.baseline or "—", r.candidate or "—",
-            _num(c.baseline_median, c.unit), _num(c.candidate_median, c.unit), ratio, ci, p, c.verdict.value,
-            "; ".join(r.notes)]
+    return [
+        r.series,
+        f"{c.metric} ({c.unit}, {arrow} better)",
+        r.baseline or "—",
+        r.candidate or "—",
+        _num(c.baseline_median, c.unit),
+        _num(c.candidate_median, c.unit),
+        ratio,
+        ci,
+        p,
+        c.verdict.value,
+        "; ".join(r.notes),
+    ]
 
 
 def render(rows: list[Row], fmt: str, title: str = "") -> str:
@@ -223,5 +268,15 @@ def counts(rows: list[Row]) -> dict[str, int]:
     return out
 
 
-__all__ = ["Comparison", "Row", "Verdict", "compare_processes", "compare_points", "compare_db", "render",
-           "rich_table", "series_key", "parse_selector"]
+__all__ = [
+    "Comparison",
+    "Row",
+    "Verdict",
+    "compare_processes",
+    "compare_points",
+    "compare_db",
+    "render",
+    "rich_table",
+    "series_key",
+    "parse_selector",
+]

@@ -16,8 +16,11 @@ def load_points(session: Session, sweep_id: str | None = None, include_disturbed
     (storage.retention) keeps its place through its summaries: each metric's median, as a reported value.
     Results that ran disturbed (thermally throttled, or contended: JobResult.disturbed) are left out unless
     ``include_disturbed``: a verdict never pools them with clean ones."""
-    points = [to_point(s.job, s.result, s.host, s.created_at) for s in load_stored(session, sweep_id)
-              if s.result.status == "ok" and (include_disturbed or not s.result.disturbed)]
+    points = [
+        to_point(s.job, s.result, s.host, s.created_at)
+        for s in load_stored(session, sweep_id)
+        if s.result.status == "ok" and (include_disturbed or not s.result.disturbed)
+    ]
     rs = ResultSummary
     q = select(rs.job_id, rs.metric, rs.median).where(~exists().where(SampleRow.job_id == rs.job_id))
     if sweep_id is not None:

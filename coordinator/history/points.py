@@ -26,10 +26,15 @@ from siliconbench.results import JobResult
 
 PREFILL_LIKE = ("prefill_tps", "engine_prefill_tps", "ttft_ms")
 DECODE_LIKE = ("decode_tps", "engine_decode_tps")
-JOB_VALUE_FIELDS = ("load_s", "peak_memory_bytes", "baseline_memory_bytes", "peak_footprint_bytes", "baseline_footprint_bytes")
+JOB_VALUE_FIELDS = (
+    "load_s",
+    "peak_memory_bytes",
+    "baseline_memory_bytes",
+    "peak_footprint_bytes",
+    "baseline_footprint_bytes",
+)
 # Dimensions a selector can vary on purpose: compare pairs series across them instead of within them.
-ACROSS = {"host": ("host",), "engine": ("engine", "quant", "options"), "model": ("model_sha256",),
-          "quant": ("quant",)}
+ACROSS = {"host": ("host",), "engine": ("engine", "quant", "options"), "model": ("model_sha256",), "quant": ("quant",)}
 
 
 @dataclass
@@ -106,18 +111,32 @@ def to_point(job: JobSpec, result: JobResult, host: str | None = None, created_a
     lb = result.extra.get("llama_bench") or {}
     env = result.environment
     return Point(
-        job_id=job.job_id, sweep_id=job.sweep_id, sweep_name=job.sweep_name,
-        host=(env.hostname if env else None) or host or "", engine=job.engine, model=job.model, quant=job.quant,
-        quant_level=job.quant_level, workload=job.workload, n_prompt=job.n_prompt, n_gen=job.n_gen,
-        n_depth=job.n_depth, model_sha256=job.model_sha256, options=_options(job, result),
-        params=dict(getattr(job, "params", {}) or {}), components=components(result),
-        when=result.started_at or result.finished_at or created_at, samples={k: v for k, v in samples.items() if v},
-        source=result.extra.get("source", "siliconbench"), engine_version=job.engine_version,
+        job_id=job.job_id,
+        sweep_id=job.sweep_id,
+        sweep_name=job.sweep_name,
+        host=(env.hostname if env else None) or host or "",
+        engine=job.engine,
+        model=job.model,
+        quant=job.quant,
+        quant_level=job.quant_level,
+        workload=job.workload,
+        n_prompt=job.n_prompt,
+        n_gen=job.n_gen,
+        n_depth=job.n_depth,
+        model_sha256=job.model_sha256,
+        options=_options(job, result),
+        params=dict(getattr(job, "params", {}) or {}),
+        components=components(result),
+        when=result.started_at or result.finished_at or created_at,
+        samples={k: v for k, v in samples.items() if v},
+        source=result.extra.get("source", "siliconbench"),
+        engine_version=job.engine_version,
         reported={k: float(v) for k, v in (lb.get("reported") or {}).items()},
     )
 
 
 # -------------------------------------------------------------------------------------------- series
+
 
 def lengths(p: Point, metric: str) -> dict:
     if p.workload == "generate" and metric in PREFILL_LIKE:
@@ -138,9 +157,17 @@ def lengths_label(p: Point, metric: str) -> str:
 
 def series_key(p: Point, metric: str, across: tuple[str, ...] = ()) -> dict:
     """What a series is; ``across`` drops dimensions a comparison varies on purpose (host, engine ...)."""
-    key = {"host": p.host, "engine": p.engine, "model_sha256": p.model_sha256, "quant": p.quant,
-           "quant_level": p.quant_level, "workload": p.workload, "lengths": lengths(p, metric),
-           "options": p.options, "params": p.params}
+    key = {
+        "host": p.host,
+        "engine": p.engine,
+        "model_sha256": p.model_sha256,
+        "quant": p.quant,
+        "quant_level": p.quant_level,
+        "workload": p.workload,
+        "lengths": lengths(p, metric),
+        "options": p.options,
+        "params": p.params,
+    }
     for dim in across:
         for f in ACROSS.get(dim, ()):
             key.pop(f, None)
@@ -156,11 +183,14 @@ def series_label(p: Point, metric: str, across: tuple[str, ...] = ()) -> str:
     quant = p.quant_level if "engine" in across else p.quant
     host = "" if "host" in across else f" on {p.host}"
     params = "".join(f" {k}={v}" for k, v in sorted(p.params.items()) if not isinstance(v, (dict, list)))
-    return f"{engine} {p.model} {quant} {p.workload if p.workload != 'generate' else ''}{lengths_label(p, metric)}" \
-           f"{params}{host}".replace("  ", " ")
+    return (
+        f"{engine} {p.model} {quant} {p.workload if p.workload != 'generate' else ''}{lengths_label(p, metric)}"
+        f"{params}{host}".replace("  ", " ")
+    )
 
 
 # ------------------------------------------------------------------------------------------ ordering
+
 
 def _version_tuple(v: str | None) -> tuple | None:
     if not v:
@@ -193,8 +223,11 @@ def ordered(points: list[Point]) -> tuple[list[Point], str]:
 
 def changed_components(before: Point, after: Point) -> dict[str, list[str | None]]:
     keys = sorted(set(before.components) | set(after.components))
-    return {k: [before.components.get(k), after.components.get(k)] for k in keys
-            if before.components.get(k) != after.components.get(k)}
+    return {
+        k: [before.components.get(k), after.components.get(k)]
+        for k in keys
+        if before.components.get(k) != after.components.get(k)
+    }
 
 
 def describe_changes(changes: dict[str, list]) -> str:

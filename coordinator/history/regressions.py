@@ -65,7 +65,7 @@ def change_points(values: list[float]) -> list[int]:
     d = np.diff(y[:, 0])
     mad = float(np.median(np.abs(d - np.median(d)))) if n > 2 else 0.0
     sigma = max(1.4826 * mad / math.sqrt(2), NOISE_FLOOR)
-    pen = PENALTY * sigma ** 2 * math.log(max(n, 2))
+    pen = PENALTY * sigma**2 * math.log(max(n, 2))
     ends = rpt.Pelt(model="l2", min_size=1, jump=1).fit(y).predict(pen=pen)
     return [e for e in ends if e < n]
 
@@ -86,16 +86,25 @@ class Step:
 
     @property
     def key(self) -> str:
-        return digest({"series": self.series_id, "metric": self.metric, "before": self.before.job_id,
-                       "after": self.after.job_id})
+        return digest(
+            {"series": self.series_id, "metric": self.metric, "before": self.before.job_id, "after": self.after.job_id}
+        )
 
     def as_dict(self) -> dict:
-        return {"finding_id": self.finding_id, "series": self.series, "series_id": self.series_id,
-                "metric": self.metric, "index": self.index, "n_points": self.n_points, "order": self.order,
-                "before_job": self.before.job_id, "after_job": self.after.job_id,
-                "when": self.after.when.isoformat() if self.after.when else None,
-                "changes": describe_changes(self.changes), **{k: v for k, v in self.comparison.as_dict().items()
-                                                              if k not in ("metric",)}}
+        return {
+            "finding_id": self.finding_id,
+            "series": self.series,
+            "series_id": self.series_id,
+            "metric": self.metric,
+            "index": self.index,
+            "n_points": self.n_points,
+            "order": self.order,
+            "before_job": self.before.job_id,
+            "after_job": self.after.job_id,
+            "when": self.after.when.isoformat() if self.after.when else None,
+            "changes": describe_changes(self.changes),
+            **{k: v for k, v in self.comparison.as_dict().items() if k not in ("metric",)},
+        }
 
 
 def series_history(points: list[Point], metric: str) -> dict[str, list[Point]]:
@@ -107,8 +116,14 @@ def series_history(points: list[Point], metric: str) -> dict[str, list[Point]]:
     return {sid: ordered(pts)[0] for sid, pts in groups.items()}
 
 
-def steps_of(pts: list[Point], metric: str, *, alpha: float = DEFAULT_ALPHA,
-             min_effect: float = DEFAULT_MIN_EFFECT, keep_all: bool = False) -> list[Step]:
+def steps_of(
+    pts: list[Point],
+    metric: str,
+    *,
+    alpha: float = DEFAULT_ALPHA,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+    keep_all: bool = False,
+) -> list[Step]:
     """The steps of one series' ordered history that pass compare's test (all proposals if keep_all)."""
     pts, order = ordered(pts)
     values = [p.center(metric) for p in pts]
@@ -116,18 +131,37 @@ def steps_of(pts: list[Point], metric: str, *, alpha: float = DEFAULT_ALPHA,
     edges = [0, *bounds, len(pts)]
     out = []
     for j, b in enumerate(bounds):
-        left, right = pts[edges[j]:b], pts[b:edges[j + 2]]
-        comp = compare_processes(process_samples(left, metric), process_samples(right, metric), metric,
-                                 alpha=alpha, min_effect=min_effect)
+        left, right = pts[edges[j] : b], pts[b : edges[j + 2]]
+        comp = compare_processes(
+            process_samples(left, metric), process_samples(right, metric), metric, alpha=alpha, min_effect=min_effect
+        )
         if keep_all or comp.verdict in (Verdict.regression, Verdict.improvement):
-            out.append(Step(series_id(pts[0], metric), series_label(pts[0], metric), metric, b, len(pts), order,
-                            pts[b - 1], pts[b], comp, changed_components(pts[b - 1], pts[b])))
+            out.append(
+                Step(
+                    series_id(pts[0], metric),
+                    series_label(pts[0], metric),
+                    metric,
+                    b,
+                    len(pts),
+                    order,
+                    pts[b - 1],
+                    pts[b],
+                    comp,
+                    changed_components(pts[b - 1], pts[b]),
+                )
+            )
     return out
 
 
-def find_steps(points: list[Point], *, metrics=HEADLINE, selector: Selector | None = None,
-               alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT,
-               keep_all: bool = False) -> list[Step]:
+def find_steps(
+    points: list[Point],
+    *,
+    metrics=HEADLINE,
+    selector: Selector | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+    keep_all: bool = False,
+) -> list[Step]:
     """Every kept step of every series (every proposed one if keep_all), regressions first, then by series."""
     _need_ruptures()
     if selector is not None:
@@ -143,6 +177,7 @@ def find_steps(points: list[Point], *, metrics=HEADLINE, selector: Selector | No
 
 # ------------------------------------------------------------------------------------------ findings
 
+
 def save_findings(session: Session, steps: list[Step]) -> list[Step]:
     """Store each step as a finding (once: a step seen again keeps its finding and status)."""
     existing = {f.key: f for f in session.scalars(select(Finding).where(Finding.key.in_([s.key for s in steps])))}
@@ -150,12 +185,26 @@ def save_findings(session: Session, steps: list[Step]) -> list[Step]:
         f = existing.get(s.key)
         if f is None:
             c = s.comparison
-            f = Finding(key=s.key, series_id=s.series_id, series=s.series,
-                        series_key=series_key(s.after, s.metric), metric=s.metric, verdict=c.verdict.value,
-                        host=s.after.host, engine=s.after.engine, model=s.after.model,
-                        before_job_id=s.before.job_id, after_job_id=s.after.job_id,
-                        before=s.before.components, after=s.after.components, changes=s.changes,
-                        ratio=c.ratio, p_value=c.p_value, comparison=c.as_dict(), status="open")
+            f = Finding(
+                key=s.key,
+                series_id=s.series_id,
+                series=s.series,
+                series_key=series_key(s.after, s.metric),
+                metric=s.metric,
+                verdict=c.verdict.value,
+                host=s.after.host,
+                engine=s.after.engine,
+                model=s.after.model,
+                before_job_id=s.before.job_id,
+                after_job_id=s.after.job_id,
+                before=s.before.components,
+                after=s.after.components,
+                changes=s.changes,
+                ratio=c.ratio,
+                p_value=c.p_value,
+                comparison=c.as_dict(),
+                status="open",
+            )
             session.add(f)
             session.flush()
             existing[s.key] = f
@@ -164,13 +213,27 @@ def save_findings(session: Session, steps: list[Step]) -> list[Step]:
 
 
 def finding_dict(f: Finding) -> dict:
-    return {"id": f.id, "series": f.series, "series_id": f.series_id, "metric": f.metric, "verdict": f.verdict,
-            "host": f.host, "engine": f.engine, "model": f.model, "status": f.status,
-            "changes": describe_changes(f.changes or {}), "ratio": f.ratio, "p_value": f.p_value,
-            "comparison": f.comparison, "before_job_id": f.before_job_id, "after_job_id": f.after_job_id,
-            "confirm_sweep_id": f.confirm_sweep_id, "confirm_result": f.confirm_result,
-            "created_at": f.created_at.isoformat() if f.created_at else None,
-            "updated_at": f.updated_at.isoformat() if f.updated_at else None}
+    return {
+        "id": f.id,
+        "series": f.series,
+        "series_id": f.series_id,
+        "metric": f.metric,
+        "verdict": f.verdict,
+        "host": f.host,
+        "engine": f.engine,
+        "model": f.model,
+        "status": f.status,
+        "changes": describe_changes(f.changes or {}),
+        "ratio": f.ratio,
+        "p_value": f.p_value,
+        "comparison": f.comparison,
+        "before_job_id": f.before_job_id,
+        "after_job_id": f.after_job_id,
+        "confirm_sweep_id": f.confirm_sweep_id,
+        "confirm_result": f.confirm_result,
+        "created_at": f.created_at.isoformat() if f.created_at else None,
+        "updated_at": f.updated_at.isoformat() if f.updated_at else None,
+    }
 
 
 def list_findings(session: Session, status: str | None = None) -> list[dict]:
@@ -204,10 +267,17 @@ def history_points(points: list[Point], sid: str, metric: str) -> list[dict]:
     rows = []
     for i, p in enumerate(pts):
         s = starts.get(i)
-        rows.append({"index": i, "value": p.center(metric), "when": p.when, "job_id": p.job_id,
-                     "sweep": p.sweep_name, "source": p.source,
-                     "versions": ", ".join(f"{k} {v}" for k, v in sorted(p.components.items())
-                                           if k in VERSION_COMPONENTS),
-                     "step": s.comparison.verdict.value if s else "",
-                     "changes": describe_changes(s.changes) if s else ""})
+        rows.append(
+            {
+                "index": i,
+                "value": p.center(metric),
+                "when": p.when,
+                "job_id": p.job_id,
+                "sweep": p.sweep_name,
+                "source": p.source,
+                "versions": ", ".join(f"{k} {v}" for k, v in sorted(p.components.items()) if k in VERSION_COMPONENTS),
+                "step": s.comparison.verdict.value if s else "",
+                "changes": describe_changes(s.changes) if s else "",
+            }
+        )
     return rows

@@ -37,8 +37,10 @@ def parse_selector(text: str | None, field: str = "selector") -> Selector:
             continue
         k, sep, v = part.partition("=")
         if not sep or not k.strip() or not v.strip():
-            raise UserError(field, f"{part!r} is not key=value; e.g. mlx-lm=0.31.3, host=mac-mini-1, "
-                            "sweep=nightly-*, since=2026-11-01.")
+            raise UserError(
+                field,
+                f"{part!r} is not key=value; e.g. mlx-lm=0.31.3, host=mac-mini-1, sweep=nightly-*, since=2026-11-01.",
+            )
         terms.append((k.strip().lower(), v.strip()))
     return Selector(text or "", tuple(terms))
 
@@ -72,8 +74,9 @@ def matches(sel: Selector, p: Point, field: str = "selector") -> bool:
         if k == "sweep":
             ok = _match(v, p.sweep_id) or _match(v, p.sweep_name)
         elif k in ("host", "engine", "model", "quant", "source"):
-            ok = _match(v, {"host": p.host, "engine": p.engine, "model": p.model, "quant": p.quant,
-                            "source": p.source}[k])
+            ok = _match(
+                v, {"host": p.host, "engine": p.engine, "model": p.model, "quant": p.quant, "source": p.source}[k]
+            )
         elif k == "job":
             ok = p.job_id.startswith(v)
         elif k in ("since", "until", "date"):
@@ -88,8 +91,12 @@ def matches(sel: Selector, p: Point, field: str = "selector") -> bool:
                 ok = start <= p.when < end
         elif k == "version":
             build = p.components.get("build")
-            ok = (_match(v, p.engine_package_version) or _match(v, p.engine_version)
-                  or _match(v, p.components.get("llama.cpp"), prefix=True) or (build is not None and v == f"b{build}"))
+            ok = (
+                _match(v, p.engine_package_version)
+                or _match(v, p.engine_version)
+                or _match(v, p.components.get("llama.cpp"), prefix=True)
+                or (build is not None and v == f"b{build}")
+            )
         else:
             ok = _match(v, p.components.get(k), prefix=k == "llama.cpp")
         if not ok:

@@ -27,18 +27,25 @@ def _durations(session: Session, keys: tuple[str, ...], jobs) -> dict[tuple, flo
     wanted = sorted({tuple(getattr(j, k) for k in keys) for j in jobs})
 
     def newest(match):  # the configuration's newest ok results, read backwards from ix_jobs_duration_key
-        return (select(per_rep.label("s")).select_from(Job).join(Result, Result.job_id == Job.id)
-                .where(*match, Result.status == "ok", Result.wall_s.is_not(None))
-                .order_by(Job.created_at.desc()).limit(RECENT))
+        return (
+            select(per_rep.label("s"))
+            .select_from(Job)
+            .join(Result, Result.job_id == Job.id)
+            .where(*match, Result.status == "ok", Result.wall_s.is_not(None))
+            .order_by(Job.created_at.desc())
+            .limit(RECENT)
+        )
 
     if session.get_bind().dialect.name == "postgresql":  # one short statement: LATERAL over the plan's keys
         k = values(*(column(name, c.type) for name, c in zip(keys, cols)), name="k").data(wanted)
         x = newest([c == k.c[name] for name, c in zip(keys, cols)]).lateral("x")
         q = select(*k.c, func.avg(x.c.s)).select_from(k).join(x, true()).group_by(*k.c)
         return {tuple(r[:-1]): r[-1] for r in session.execute(q)}
-    parts = [select(*(literal(v).label(name) for name, v in zip(keys, key)), n.c.s)
-             for i, key in enumerate(wanted)
-             for n in [newest([c == v for c, v in zip(cols, key)]).subquery(f"k{i}")]]
+    parts = [
+        select(*(literal(v).label(name) for name, v in zip(keys, key)), n.c.s)
+        for i, key in enumerate(wanted)
+        for n in [newest([c == v for c, v in zip(cols, key)]).subquery(f"k{i}")]
+    ]
     sums: dict[tuple, list[float]] = {}
     for r in session.execute(union_all(*parts)) if parts else ():
         sums.setdefault(tuple(r[:-1]), []).append(r[-1])

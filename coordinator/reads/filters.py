@@ -52,11 +52,27 @@ def host_detail(key: str, as_int: bool = False):
     return path.as_integer() if as_int else path.as_string()
 
 
-COLUMNS = {"sweeps": Job.sweep_id, "hosts": Result.hostname, "chips": Result.chip, "models": Job.model,
-           "engines": Job.engine, "workloads": Job.workload, "n_prompt": Job.n_prompt, "n_gen": Job.n_gen,
-           "n_depth": Job.n_depth}
-JOB_FILTERS = ("sweeps", "models", "quants", "engines", "workloads", "n_prompt", "n_gen",
-               "n_depth")  # the filters on jobs columns; hosts, chips and engine versions are on results
+COLUMNS = {
+    "sweeps": Job.sweep_id,
+    "hosts": Result.hostname,
+    "chips": Result.chip,
+    "models": Job.model,
+    "engines": Job.engine,
+    "workloads": Job.workload,
+    "n_prompt": Job.n_prompt,
+    "n_gen": Job.n_gen,
+    "n_depth": Job.n_depth,
+}
+JOB_FILTERS = (
+    "sweeps",
+    "models",
+    "quants",
+    "engines",
+    "workloads",
+    "n_prompt",
+    "n_gen",
+    "n_depth",
+)  # the filters on jobs columns; hosts, chips and engine versions are on results
 
 
 def conditions(f: Filters, result_level: bool = True) -> list:
@@ -78,8 +94,11 @@ def conditions(f: Filters, result_level: bool = True) -> list:
 
 def ok_results(f: Filters, identities=None):
     """job_id and identity (k) of the ok results matching ``f`` (and among ``identities`` if given)."""
-    q = (select(Result.job_id, Result.identity_hash.label("k")).join(Job, Job.id == Result.job_id)
-         .where(Result.status == "ok", *conditions(f)))
+    q = (
+        select(Result.job_id, Result.identity_hash.label("k"))
+        .join(Job, Job.id == Result.job_id)
+        .where(Result.status == "ok", *conditions(f))
+    )
     return q if identities is None else q.where(Result.identity_hash.in_(identities))
 
 
@@ -92,6 +111,8 @@ def left_out_note(counts: dict[str, int], included: bool, show: str = "tick “I
     why = ", ".join(f"{counts[k]} {k}" for k in ("throttled", "contended") if counts.get(k))
     if included:
         return f"Includes {n} disturbed result{'s' if n != 1 else ''} ({why})."
-    return (f"{n} disturbed result{'s' if n != 1 else ''} left out ({why}: the host was hot or busy while "
-            f"{'they' if n != 1 else 'it'} ran); {show} to show "
-            f"{'them' if n != 1 else 'it'}.")
+    return (
+        f"{n} disturbed result{'s' if n != 1 else ''} left out ({why}: the host was hot or busy while "
+        f"{'they' if n != 1 else 'it'} ran); {show} to show "
+        f"{'them' if n != 1 else 'it'}."
+    )

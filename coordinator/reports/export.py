@@ -23,10 +23,40 @@ HOST_FIELDS = ("hostname", "os", "chip", "cores", "memory_bytes")
 SUMMARY_FIELDS = ("mean", "median", "stddev", "min", "max")
 
 RECORD_KEYS = (
-    "job_id", "sweep", "sweep_id", "status", "error", "engine", "engine_version", "backend", "model", "quant",
-    "quant_level", "workload", "n_prompt", "n_gen", "n_depth", "repetitions", "process", "prefill_tps", "decode_tps", "ttft_ms", "load_s",
-    "peak_memory_bytes", "host", "created_at", "worker", "warmup_samples", "environment", "identity_hash",
-    "engine_counters", "unstable", "stderr_tail", "params", "metrics", "extra",
+    "job_id",
+    "sweep",
+    "sweep_id",
+    "status",
+    "error",
+    "engine",
+    "engine_version",
+    "backend",
+    "model",
+    "quant",
+    "quant_level",
+    "workload",
+    "n_prompt",
+    "n_gen",
+    "n_depth",
+    "repetitions",
+    "process",
+    "prefill_tps",
+    "decode_tps",
+    "ttft_ms",
+    "load_s",
+    "peak_memory_bytes",
+    "host",
+    "created_at",
+    "worker",
+    "warmup_samples",
+    "environment",
+    "identity_hash",
+    "engine_counters",
+    "unstable",
+    "stderr_tail",
+    "params",
+    "metrics",
+    "extra",
 )
 
 
@@ -41,8 +71,14 @@ def metric_summary(s: Summary) -> dict:
     """A summary in ``metrics``: the summary_dict fields, the 90th/99th percentiles, the count, and the total where
     the metric is a count (siliconbench.metrics.Metric.kind)."""
     total = {"total": s.total} if s.total is not None else {}
-    return {**{f: getattr(s, f) for f in SUMMARY_FIELDS}, "p90": s.p90, "p99": s.p99, **total, "count": s.count,
-            "samples": list(s.samples)}
+    return {
+        **{f: getattr(s, f) for f in SUMMARY_FIELDS},
+        "p90": s.p90,
+        "p99": s.p99,
+        **total,
+        "count": s.count,
+        "samples": list(s.samples),
+    }
 
 
 def workload_metrics(result: JobResult) -> dict[str, dict]:
@@ -52,8 +88,9 @@ def workload_metrics(result: JobResult) -> dict[str, dict]:
     return {m: metric_summary(result.summary(m)) for m in names}
 
 
-def result_record(job: JobSpec, result: JobResult, *, worker: str | None = None,
-                  created_at: datetime | None = None) -> dict:
+def result_record(
+    job: JobSpec, result: JobResult, *, worker: str | None = None, created_at: datetime | None = None
+) -> dict:
     """The export record of one result. ``created_at`` defaults to the result's finish time.
 
     ``metrics`` holds every metric of the result (the workload's own included); the top-level metric keys
@@ -63,8 +100,11 @@ def result_record(job: JobSpec, result: JobResult, *, worker: str | None = None,
     summaries = {m: summarize(result.measured(m)) for m in HEADLINE + COUNTER_METRICS}
     metrics = workload_metrics(result)
     if job.workload != "generate":  # stability of each repetition-level figure (not per request, gap, or count)
-        stable = {m: summarize(result.measured(m)) for m in metrics if m in METRICS
-                  and METRICS[m].scope == "repetition" and METRICS[m].unit not in ("requests", "fraction")}
+        stable = {
+            m: summarize(result.measured(m))
+            for m in metrics
+            if m in METRICS and METRICS[m].scope == "repetition" and METRICS[m].unit not in ("requests", "fraction")
+        }
     else:
         stable = summaries
     when = created_at or result.finished_at
@@ -106,12 +146,30 @@ def result_record(job: JobSpec, result: JobResult, *, worker: str | None = None,
 
 def load_records(session: Session, sweep_id: str | None = None, job_ids=None) -> list[dict]:
     """Export records of stored results, with the worker that ran each and when it was stored."""
-    return [result_record(s.job, s.result, worker=s.worker, created_at=s.created_at)
-            for s in load_stored(session, sweep_id, job_ids)]
+    return [
+        result_record(s.job, s.result, worker=s.worker, created_at=s.created_at)
+        for s in load_stored(session, sweep_id, job_ids)
+    ]
 
 
-CSV_SCALARS = ("job_id", "sweep", "sweep_id", "status", "engine", "engine_version", "backend", "model", "quant",
-               "quant_level", "workload", "n_prompt", "n_gen", "n_depth", "repetitions", "process")
+CSV_SCALARS = (
+    "job_id",
+    "sweep",
+    "sweep_id",
+    "status",
+    "engine",
+    "engine_version",
+    "backend",
+    "model",
+    "quant",
+    "quant_level",
+    "workload",
+    "n_prompt",
+    "n_gen",
+    "n_depth",
+    "repetitions",
+    "process",
+)
 CSV_STATS = ("mean", "median", "stddev", "n")
 
 
@@ -127,7 +185,12 @@ def to_csv_rows(records: list[dict]) -> list[dict]:
                 row[f"{m}_{stat}"] = (len(s["samples"]) if stat == "n" else s[stat]) if s else None
         row |= {"load_s": r["load_s"], "peak_memory_bytes": r["peak_memory_bytes"]}
         row |= {f"host_{f}": r["host"][f] for f in HOST_FIELDS}
-        row |= {"worker": r["worker"], "created_at": r["created_at"], "identity_hash": r["identity_hash"],
-                "unstable": "; ".join(r["unstable"]), "error": r["error"]}
+        row |= {
+            "worker": r["worker"],
+            "created_at": r["created_at"],
+            "identity_hash": r["identity_hash"],
+            "unstable": "; ".join(r["unstable"]),
+            "error": r["error"],
+        }
         rows.append(row)
     return rows

@@ -39,15 +39,41 @@ from siliconbench.spec import LlamaCppOptions, parse_sweep
 from storage import result_store, sweep_store
 from storage.database import session_scope
 
-FIELDS = ("build_commit", "build_number", "cpu_info", "gpu_info", "backends", "model_filename", "model_type",
-          "model_size", "model_n_params", "n_batch", "n_ubatch", "n_threads", "type_k", "type_v", "n_gpu_layers",
-          "flash_attn", "use_mmap", "n_prompt", "n_gen", "n_depth", "test_time", "avg_ns", "stddev_ns", "avg_ts",
-          "stddev_ts", "samples_ns", "samples_ts")
+FIELDS = (
+    "build_commit",
+    "build_number",
+    "cpu_info",
+    "gpu_info",
+    "backends",
+    "model_filename",
+    "model_type",
+    "model_size",
+    "model_n_params",
+    "n_batch",
+    "n_ubatch",
+    "n_threads",
+    "type_k",
+    "type_v",
+    "n_gpu_layers",
+    "flash_attn",
+    "use_mmap",
+    "n_prompt",
+    "n_gen",
+    "n_depth",
+    "test_time",
+    "avg_ns",
+    "stddev_ns",
+    "avg_ts",
+    "stddev_ts",
+    "samples_ns",
+    "samples_ts",
+)
 SQL_TABLES = ("llama_bench", "test")  # current and older llama-bench
 _KQUANT = {"small": "S", "medium": "M", "large": "L"}
 
 
 # ------------------------------------------------------------------------------------------- parsing
+
 
 def parse(text: str, source: str = "llama-bench output") -> list[dict]:
     """llama-bench records from its JSON, JSONL, CSV or SQL output (detected from the text)."""
@@ -139,8 +165,11 @@ def _time(v) -> datetime | None:
 
 def _options(r: dict) -> dict:
     opts = LlamaCppOptions().model_dump()  # the same option names a siliconbench job records
-    opts.update(n_batch=_int(r.get("n_batch"), opts["n_batch"]), n_ubatch=_int(r.get("n_ubatch"), opts["n_ubatch"]),
-                n_gpu_layers=_int(r.get("n_gpu_layers"), opts["n_gpu_layers"]))
+    opts.update(
+        n_batch=_int(r.get("n_batch"), opts["n_batch"]),
+        n_ubatch=_int(r.get("n_ubatch"), opts["n_ubatch"]),
+        n_gpu_layers=_int(r.get("n_gpu_layers"), opts["n_gpu_layers"]),
+    )
     if "use_mmap" in r:
         opts["use_mmap"] = _bool(r["use_mmap"])
     fa = r.get("flash_attn")
@@ -154,8 +183,10 @@ def _options(r: dict) -> dict:
 
 # ------------------------------------------------------------------------------------------- import
 
-def to_results(records: list[dict], *, sweep_id: str, host: str, catalog: ModelCatalog | None = None,
-               model: str | None = None) -> tuple[list[tuple[JobSpec, JobResult]], list[str]]:
+
+def to_results(
+    records: list[dict], *, sweep_id: str, host: str, catalog: ModelCatalog | None = None, model: str | None = None
+) -> tuple[list[tuple[JobSpec, JobResult]], list[str]]:
     """(job, result) pairs for the store, and a reason for each record skipped."""
     manifest = catalog.get(model, field="--model") if (catalog and model) else None
     pairs, skipped = [], []
@@ -175,53 +206,119 @@ def to_results(records: list[dict], *, sweep_id: str, host: str, catalog: ModelC
         filename = str(r.get("model_filename", ""))
         if manifest is not None:
             arts = [a for a in manifest.artifacts if a.format == "gguf"]
-            art = next((a for a in arts if Path(a.path).name == Path(filename).name), None) or \
-                next((a for a in arts if a.quant.upper() == quant), None)
+            art = next((a for a in arts if Path(a.path).name == Path(filename).name), None) or next(
+                (a for a in arts if a.quant.upper() == quant), None
+            )
             if art is None:
-                raise UserError("--model", f"model {model!r} has no GGUF artifact of quantization {quant} "
-                                f"(record {i}: {r.get('model_type')!r}).", [a.quant for a in arts])
-            name, quant, level, artifact, sha = manifest.name, art.quant, art.level, f"{manifest.name}/{art.path}", art.sha256
+                raise UserError(
+                    "--model",
+                    f"model {model!r} has no GGUF artifact of quantization {quant} "
+                    f"(record {i}: {r.get('model_type')!r}).",
+                    [a.quant for a in arts],
+                )
+            name, quant, level, artifact, sha = (
+                manifest.name,
+                art.quant,
+                art.level,
+                f"{manifest.name}/{art.path}",
+                art.sha256,
+            )
         else:
             name = Path(filename).stem or str(r.get("model_type"))
             level, artifact = import_level(quant), filename
-            sha = "llama-bench:" + digest({"file": Path(filename).name, "size": _int(r.get("model_size")),
-                                           "params": _int(r.get("model_n_params"))})
+            sha = "llama-bench:" + digest(
+                {
+                    "file": Path(filename).name,
+                    "size": _int(r.get("model_size")),
+                    "params": _int(r.get("model_n_params")),
+                }
+            )
         ts = _samples(r.get("samples_ts"))
         opts = _options(r)
-        job = JobSpec(job_id="", sweep_id=sweep_id, sweep_name="llama-bench", index=len(pairs), model=name,
-                      engine="llama.cpp", quant=quant, quant_level=level, artifact=artifact, model_sha256=sha,
-                      n_prompt=n_prompt, n_gen=n_gen, n_depth=n_depth, repetitions=len(ts), warmup=0, delay_s=0.0,
-                      seed=0, timeout_s=1, engine_options=opts)
+        job = JobSpec(
+            job_id="",
+            sweep_id=sweep_id,
+            sweep_name="llama-bench",
+            index=len(pairs),
+            model=name,
+            engine="llama.cpp",
+            quant=quant,
+            quant_level=level,
+            artifact=artifact,
+            model_sha256=sha,
+            n_prompt=n_prompt,
+            n_gen=n_gen,
+            n_depth=n_depth,
+            repetitions=len(ts),
+            warmup=0,
+            delay_s=0.0,
+            seed=0,
+            timeout_s=1,
+            engine_options=opts,
+        )
         job.job_id = digest({"sweep": sweep_id, "record": i, **job.key()})
         when = _time(r.get("test_time"))
-        build = {"commit": str(r.get("build_commit", "")), "gpu_info": str(r.get("gpu_info", "")),
-                 "source": "llama-bench"}
+        build = {
+            "commit": str(r.get("build_commit", "")),
+            "gpu_info": str(r.get("gpu_info", "")),
+            "source": "llama-bench",
+        }
         if _int(r.get("build_number")) > 0:
             build["build_number"] = str(_int(r.get("build_number")))
-        env = Environment(hostname=host, os="", os_version="", chip=str(r.get("cpu_info", "")), cores=0,
-                          memory_bytes=0, machine="", python="", packages={}, engine_build=build,
-                          backend=str(r.get("backends", "")), blas="", engine_options=opts)
+        env = Environment(
+            hostname=host,
+            os="",
+            os_version="",
+            chip=str(r.get("cpu_info", "")),
+            cores=0,
+            memory_bytes=0,
+            machine="",
+            python="",
+            packages={},
+            engine_build=build,
+            backend=str(r.get("backends", "")),
+            blas="",
+            engine_options=opts,
+        )
         reported = {metric: float(r["avg_ts"])} if r.get("avg_ts") not in (None, "") else {}
-        result = JobResult(job_id=job.job_id, status=JobStatus.ok, started_at=when,
-                           finished_at=when or datetime.now(timezone.utc),
-                           samples=[Sample(repetition=k, values={metric: v}) for k, v in enumerate(ts)],
-                           environment=env, extra={"source": "llama-bench",
-                                                   "llama_bench": {"reported": reported, "record": r}})
+        result = JobResult(
+            job_id=job.job_id,
+            status=JobStatus.ok,
+            started_at=when,
+            finished_at=when or datetime.now(timezone.utc),
+            samples=[Sample(repetition=k, values={metric: v}) for k, v in enumerate(ts)],
+            environment=env,
+            extra={"source": "llama-bench", "llama_bench": {"reported": reported, "record": r}},
+        )
         pairs.append((job, result))
     return pairs, skipped
 
 
-def import_records(session: Session, records: list[dict], *, sweep_id: str, host: str, source: str,
-                   catalog: ModelCatalog | None = None, model: str | None = None) -> dict:
+def import_records(
+    session: Session,
+    records: list[dict],
+    *,
+    sweep_id: str,
+    host: str,
+    source: str,
+    catalog: ModelCatalog | None = None,
+    model: str | None = None,
+) -> dict:
     """Store llama-bench records as one sweep; UserError if this sweep (the same file) was imported before."""
     pairs, skipped = to_results(records, sweep_id=sweep_id, host=host, catalog=catalog, model=model)
     if not pairs:
         raise UserError(source, "holds no test siliconbench can import: " + "; ".join(skipped))
     jobs = [j for j, _ in pairs]
-    spec = parse_sweep({"name": "llama-bench", "description": f"imported from {source}",
-                        "models": sorted({j.model for j in jobs}), "engines": ["llama.cpp"],
-                        "quantizations": sorted({j.quant for j in jobs}),
-                        "repetitions": max(1, max(j.repetitions for j in jobs))})
+    spec = parse_sweep(
+        {
+            "name": "llama-bench",
+            "description": f"imported from {source}",
+            "models": sorted({j.model for j in jobs}),
+            "engines": ["llama.cpp"],
+            "quantizations": sorted({j.quant for j in jobs}),
+            "repetitions": max(1, max(j.repetitions for j in jobs)),
+        }
+    )
     try:
         sweep_store.create_sweep(session, sweep_id, spec, jobs)
     except UserError:
@@ -229,8 +326,12 @@ def import_records(session: Session, records: list[dict], *, sweep_id: str, host
     for job, result in pairs:
         result_store.save_result(session, job, result, host=host, worker="llama-bench")
     sweep_store.refresh_sweep_status(session, sweep_id)
-    return {"sweep_id": sweep_id, "imported": len(pairs), "skipped": skipped,
-            "raw_samples": sum(bool(r.samples) for _, r in pairs)}
+    return {
+        "sweep_id": sweep_id,
+        "imported": len(pairs),
+        "skipped": skipped,
+        "raw_samples": sum(bool(r.samples) for _, r in pairs),
+    }
 
 
 def import_file(url: str, path: Path, *, host: str, models_dir: Path | None = None, model: str | None = None) -> dict:
@@ -246,6 +347,7 @@ def import_file(url: str, path: Path, *, host: str, models_dir: Path | None = No
 
 
 # ------------------------------------------------------------------------------------------- export
+
 
 def _flash_attn_field(value) -> int:
     """llama-bench writes the requested llama_flash_attn_type: -1 auto, 0 off, 1 on."""
@@ -269,21 +371,34 @@ def _record(job: JobSpec, result: JobResult, *, n_prompt: int, n_gen: int, n_dep
         backends = f"MLX ({env.backend})" if env and env.backend else "MLX"
     when = result.started_at or result.finished_at
     return {
-        "build_commit": commit, "build_number": _int(build.get("build_number")),
-        "cpu_info": env.chip if env else "", "gpu_info": build.get("gpu_info", ""), "backends": backends,
-        "model_filename": job.artifact, "model_type": f"{job.model} {job.quant}", "model_size": 0,
-        "model_n_params": 0, "n_batch": _int(opts.get("n_batch")), "n_ubatch": _int(opts.get("n_ubatch")),
+        "build_commit": commit,
+        "build_number": _int(build.get("build_number")),
+        "cpu_info": env.chip if env else "",
+        "gpu_info": build.get("gpu_info", ""),
+        "backends": backends,
+        "model_filename": job.artifact,
+        "model_type": f"{job.model} {job.quant}",
+        "model_size": 0,
+        "model_n_params": 0,
+        "n_batch": _int(opts.get("n_batch")),
+        "n_ubatch": _int(opts.get("n_ubatch")),
         # a pp test runs on the batch threads, a tg test on the decode threads (equal unless a user split them)
-        "n_threads": _int(opts.get("threads_batch") if n_prompt else opts.get("threads"))
-        or _int(opts.get("threads")), "type_k": opts.get("type_k", "f16"),
+        "n_threads": _int(opts.get("threads_batch") if n_prompt else opts.get("threads")) or _int(opts.get("threads")),
+        "type_k": opts.get("type_k", "f16"),
         "type_v": opts.get("type_v", "f16"),
         "n_gpu_layers": _int(opts.get("n_gpu_layers"), 99) if opts.get("n_gpu_layers") != "all" else 99,
         "flash_attn": _flash_attn_field(opts.get("flash_attn")),
-        "use_mmap": _bool(opts.get("use_mmap", True)), "n_prompt": n_prompt, "n_gen": n_gen, "n_depth": n_depth,
+        "use_mmap": _bool(opts.get("use_mmap", True)),
+        "n_prompt": n_prompt,
+        "n_gen": n_gen,
+        "n_depth": n_depth,
         "test_time": when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if when else "",
-        "avg_ns": round(s_ns.mean) if s_ns else 0, "stddev_ns": round(s_ns.stddev) if s_ns else 0,
-        "avg_ts": s_ts.mean if s_ts else 0.0, "stddev_ts": s_ts.stddev if s_ts else 0.0,
-        "samples_ns": [round(x) for x in ns], "samples_ts": list(ts),
+        "avg_ns": round(s_ns.mean) if s_ns else 0,
+        "stddev_ns": round(s_ns.stddev) if s_ns else 0,
+        "avg_ts": s_ts.mean if s_ts else 0.0,
+        "stddev_ts": s_ts.stddev if s_ts else 0.0,
+        "samples_ns": [round(x) for x in ns],
+        "samples_ts": list(ts),
     }
 
 

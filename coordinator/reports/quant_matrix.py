@@ -53,8 +53,16 @@ def matrix_rows(records: list[dict]) -> dict[str, list[MatrixRow]]:
         if r["status"] != "ok" or r["workload"] not in ("perplexity", "generate"):
             continue
         key = (r["model"], r["engine"], r["quant"])
-        row = rows.setdefault(key, MatrixRow(r["model"], r["engine"], r["quant"], r["quant_level"],
-                                             f"{r['quant']} ({ENGINE_LABEL.get(r['engine'], r['engine'])})"))
+        row = rows.setdefault(
+            key,
+            MatrixRow(
+                r["model"],
+                r["engine"],
+                r["quant"],
+                r["quant_level"],
+                f"{r['quant']} ({ENGINE_LABEL.get(r['engine'], r['engine'])})",
+            ),
+        )
         extra = r.get("extra") or {}
         if r["workload"] == "perplexity":
             row.format = extra.get("format") or row.format
@@ -74,8 +82,9 @@ def matrix_rows(records: list[dict]) -> dict[str, list[MatrixRow]]:
             row.decode_tps = row.decode_tps or _mean(r, "decode_tps")
             row.peak_memory_bytes = row.peak_memory_bytes or r.get("peak_memory_bytes")
     out: dict[str, list[MatrixRow]] = {}
-    for row in sorted(rows.values(), key=lambda x: (x.model, _level_rank(x.level), -(x.bits_per_weight or 0),
-                                                   x.engine)):
+    for row in sorted(
+        rows.values(), key=lambda x: (x.model, _level_rank(x.level), -(x.bits_per_weight or 0), x.engine)
+    ):
         out.setdefault(row.model, []).append(row)
     for model, model_rows in out.items():
         mark_frontier(model_rows, reference_engine(model_rows))
@@ -99,31 +108,54 @@ def mark_frontier(rows: list[MatrixRow], engine: str | None) -> None:
     far from the original, and better on one of the two."""
     ranked = [r for r in rows if engine in r.kld and r.size_bytes]
     for r in ranked:
-        r.frontier = not any(o is not r and o.size_bytes <= r.size_bytes and o.kld[engine] <= r.kld[engine]
-                             and (o.size_bytes < r.size_bytes or o.kld[engine] < r.kld[engine]) for o in ranked)
+        r.frontier = not any(
+            o is not r
+            and o.size_bytes <= r.size_bytes
+            and o.kld[engine] <= r.kld[engine]
+            and (o.size_bytes < r.size_bytes or o.kld[engine] < r.kld[engine])
+            for o in ranked
+        )
 
 
 def matrix_table(model: str, rows: list[MatrixRow]) -> Table:
     engines = [e for e in ("llama.cpp", "mlx") if any(e in r.kld for r in rows)]
     base_names = {e: next((r.quant for r in rows if r.engine == e and r.level == "full"), e) for e in engines}
-    t = Table(title=f"{model}: every format, by speed, size and closeness to full precision "
-                    "(◆ = on the size/KLD frontier)", title_justify="left")
+    t = Table(
+        title=f"{model}: every format, by speed, size and closeness to full precision (◆ = on the size/KLD frontier)",
+        title_justify="left",
+    )
     cols = [("Format", "left"), ("engine", "left"), ("bits/w", "right"), ("size", "right"), ("PPL", "right")]
     cols += [(f"KLD vs {base_names[e]} ({ENGINE_LABEL[e]})", "right") for e in engines]
-    cols += [("KLD p99", "right"), ("same top", "right"), ("prefill tok/s", "right"), ("decode tok/s", "right"),
-             ("peak mem", "right"), ("", "left")]
+    cols += [
+        ("KLD p99", "right"),
+        ("same top", "right"),
+        ("prefill tok/s", "right"),
+        ("decode tok/s", "right"),
+        ("peak mem", "right"),
+        ("", "left"),
+    ]
     for name, just in cols:
         t.add_column(name, justify=just)
     for r in rows:
-        t.add_row(r.format, r.engine, _f(r.bits_per_weight, "{:.2f}"),
-                  _f(r.size_bytes and r.size_bytes / 2**20, "{:,.1f} MiB"), _f(r.perplexity, "{:,.3f}"),
-                  *[_f(r.kld.get(e), "{:.5f}") for e in engines], _f(r.kld_p99, "{:.4f}"),
-                  _f(r.same_top_pct.get(r.engine), "{:.2f} %"), _f(r.prefill_tps, "{:,.0f}"),
-                  _f(r.decode_tps, "{:,.1f}"), _f(r.peak_memory_bytes and r.peak_memory_bytes / 2**20, "{:,.0f} MiB"),
-                  "◆" if r.frontier else "")
-    t.caption = ("KLD: mean KL-divergence of next-token distributions against each engine's full-precision form, "
-                 "on the same token ids (llama-perplexity --kl-divergence's definitions); same top: the share of "
-                 "positions where the format's most likely token is its own engine's base's.")
+        t.add_row(
+            r.format,
+            r.engine,
+            _f(r.bits_per_weight, "{:.2f}"),
+            _f(r.size_bytes and r.size_bytes / 2**20, "{:,.1f} MiB"),
+            _f(r.perplexity, "{:,.3f}"),
+            *[_f(r.kld.get(e), "{:.5f}") for e in engines],
+            _f(r.kld_p99, "{:.4f}"),
+            _f(r.same_top_pct.get(r.engine), "{:.2f} %"),
+            _f(r.prefill_tps, "{:,.0f}"),
+            _f(r.decode_tps, "{:,.1f}"),
+            _f(r.peak_memory_bytes and r.peak_memory_bytes / 2**20, "{:,.0f} MiB"),
+            "◆" if r.frontier else "",
+        )
+    t.caption = (
+        "KLD: mean KL-divergence of next-token distributions against each engine's full-precision form, "
+        "on the same token ids (llama-perplexity --kl-divergence's definitions); same top: the share of "
+        "positions where the format's most likely token is its own engine's base's."
+    )
     t.caption_justify = "left"
     return t
 

@@ -53,8 +53,9 @@ def by_configuration(records: list[dict]) -> list[dict]:
         if len(group) > 1:
             for m in HEADLINE:
                 first[m] = summary_dict(summarize([v for r in group for v in (r.get(m) or {}).get("samples", [])]))
-            first["peak_memory_bytes"] = max((r["peak_memory_bytes"] for r in group if r["peak_memory_bytes"]),
-                                             default=None)
+            first["peak_memory_bytes"] = max(
+                (r["peak_memory_bytes"] for r in group if r["peak_memory_bytes"]), default=None
+            )
             loads = [r["load_s"] for r in group if r["load_s"] is not None]
             first["load_s"] = summarize(loads).median if loads else None
             first["unstable"] = [w for r in group for w in r["unstable"]]
@@ -77,26 +78,72 @@ def results_table(records: list[dict], title: str = "") -> Table:
         t.add_column("version")
     if many_procs:
         t.add_column("procs", justify="right")
-    for col, just in [("model", "left"), ("quant", "left"), ("prompt", "right"),
-                      ("gen", "right"), ("depth", "right"), ("prefill tok/s", "right"), ("decode tok/s", "right"),
-                      ("% bw", "right"), ("TTFT ms", "right"), ("peak mem", "right"),
-                      *([("device mem", "right"), ("J/token", "right")] if device else []),
-                      ("load s", "right"), ("", "left")]:
+    for col, just in [
+        ("model", "left"),
+        ("quant", "left"),
+        ("prompt", "right"),
+        ("gen", "right"),
+        ("depth", "right"),
+        ("prefill tok/s", "right"),
+        ("decode tok/s", "right"),
+        ("% bw", "right"),
+        ("TTFT ms", "right"),
+        ("peak mem", "right"),
+        *([("device mem", "right"), ("J/token", "right")] if device else []),
+        ("load s", "right"),
+        ("", "left"),
+    ]:
         t.add_column(col, justify=just)
     for r in records:
-        lead = ([host_of(r)] if many_hosts else []) + [r["engine"]] + ([r.get("engine_version") or "—"] if versions else []) \
+        lead = (
+            ([host_of(r)] if many_hosts else [])
+            + [r["engine"]]
+            + ([r.get("engine_version") or "—"] if versions else [])
             + ([str(r["processes"])] if many_procs else [])
+        )
         if r["status"] != "ok":
-            t.add_row(*lead, r["model"], r["quant"], str(r["n_prompt"]), str(r["n_gen"]), str(r["n_depth"]),
-                      "[red]failed[/]", "", "", "", "", *([""] * (2 if device else 0)), "", (r["error"] or "")[:60])
+            t.add_row(
+                *lead,
+                r["model"],
+                r["quant"],
+                str(r["n_prompt"]),
+                str(r["n_gen"]),
+                str(r["n_depth"]),
+                "[red]failed[/]",
+                "",
+                "",
+                "",
+                "",
+                *([""] * (2 if device else 0)),
+                "",
+                (r["error"] or "")[:60],
+            )
             continue
-        warn = " ".join(w for w in ("[yellow]⚠ unstable[/]" if r["unstable"] else "",
-                                    "[red]🌡 throttled[/]" if _throttled(r) else "",
-                                    "[red]⚠ contended[/]" if _contended(r) else "") if w)
-        t.add_row(*lead, r["model"], r["quant"], str(r["n_prompt"]), str(r["n_gen"]), str(r["n_depth"]),
-                  _pm(r["prefill_tps"]), _pm(r["decode_tps"]), _pct(r), _pm(r["ttft_ms"]), _mib(r["peak_memory_bytes"]),
-                  *([_mib(_device_peak(r)), _joules(r)] if device else []),
-                  f"{r['load_s']:.3f}" if r["load_s"] is not None else "—", warn)
+        warn = " ".join(
+            w
+            for w in (
+                "[yellow]⚠ unstable[/]" if r["unstable"] else "",
+                "[red]🌡 throttled[/]" if _throttled(r) else "",
+                "[red]⚠ contended[/]" if _contended(r) else "",
+            )
+            if w
+        )
+        t.add_row(
+            *lead,
+            r["model"],
+            r["quant"],
+            str(r["n_prompt"]),
+            str(r["n_gen"]),
+            str(r["n_depth"]),
+            _pm(r["prefill_tps"]),
+            _pm(r["decode_tps"]),
+            _pct(r),
+            _pm(r["ttft_ms"]),
+            _mib(r["peak_memory_bytes"]),
+            *([_mib(_device_peak(r)), _joules(r)] if device else []),
+            f"{r['load_s']:.3f}" if r["load_s"] is not None else "—",
+            warn,
+        )
     return t
 
 
@@ -152,10 +199,26 @@ def ratio_table(records: list[dict]) -> Table | None:
     if not pairs:
         return None
     versions = any(len(v.get(e, [])) > 1 for v in cells.values() for e in ("llama.cpp", "mlx"))
-    t = Table(title="llama.cpp ÷ MLX, ratio of means (tok/s: >1 = llama.cpp faster; TTFT and memory: <1 = llama.cpp lower)", title_justify="left")
+    t = Table(
+        title="llama.cpp ÷ MLX, ratio of means (tok/s: >1 = llama.cpp faster; TTFT and memory: <1 = llama.cpp lower)",
+        title_justify="left",
+    )
     left = ("host", "model", "level", "paired", "weights", "versions")
-    for col in ("host", "model", "level", "paired", "weights", *(("versions",) if versions else ()), "prompt", "gen", "depth",
-                "prefill", "decode", "TTFT", "peak mem"):
+    for col in (
+        "host",
+        "model",
+        "level",
+        "paired",
+        "weights",
+        *(("versions",) if versions else ()),
+        "prompt",
+        "gen",
+        "depth",
+        "prefill",
+        "decode",
+        "TTFT",
+        "peak mem",
+    ):
         t.add_column(col, justify="right" if col not in left else "left")
     mixed = 0
     for (host, model, level, p, g, d), a, b in pairs:
@@ -165,19 +228,28 @@ def ratio_table(records: list[dict]) -> Table | None:
         else:
             mixed += 1
             weights = f"[bold red]⚠ {wa} ≠ {wb}[/]"
+
         def ratio(m):
             return f"{a[m]['mean'] / b[m]['mean']:.2f}×" if a.get(m) and b.get(m) else "—"
 
-        mem = f"{a['peak_memory_bytes'] / b['peak_memory_bytes']:.2f}×" if a["peak_memory_bytes"] and b["peak_memory_bytes"] else "—"
+        mem = (
+            f"{a['peak_memory_bytes'] / b['peak_memory_bytes']:.2f}×"
+            if a["peak_memory_bytes"] and b["peak_memory_bytes"]
+            else "—"
+        )
         label = (f"{a.get('engine_version') or '—'} ÷ {b.get('engine_version') or '—'}",) if versions else ()
         cells = [ratio("prefill_tps"), ratio("decode_tps"), ratio("ttft_ms"), mem]
         if wa != wb:
             cells = [f"[red]{c}[/]" if c != "—" else c for c in cells]
-        t.add_row(host, model, str(level), f"{a['quant']} ÷ {b['quant']}", weights, *label, str(p), str(g), str(d), *cells)
+        t.add_row(
+            host, model, str(level), f"{a['quant']} ÷ {b['quant']}", weights, *label, str(p), str(g), str(d), *cells
+        )
     if mixed:
-        t.caption = (f"[bold red]⚠[/] {mixed} row(s) pair different weight dtypes: their ratios mix the engines "
-                     "with the bytes each reads per token. For a matched pair rerun level full on a model made "
-                     "with every dtype (`siliconbench models make-tiny --force`), or name exact quants of one dtype.")
+        t.caption = (
+            f"[bold red]⚠[/] {mixed} row(s) pair different weight dtypes: their ratios mix the engines "
+            "with the bytes each reads per token. For a matched pair rerun level full on a model made "
+            "with every dtype (`siliconbench models make-tiny --force`), or name exact quants of one dtype."
+        )
         t.caption_justify = "left"
     return t
 
@@ -191,9 +263,13 @@ def print_sweep_table(url: str, sweep_id: str | None, console: Console | None = 
     generate = [r for r in records if r["workload"] == "generate"]
     if generate:
         procs = max(r["process"] for r in generate) + 1
-        console.print(results_table(generate, title=f"sweep {generate[0]['sweep_id']} — mean ± stddev over "
-                                                    f"{generate[0]['repetitions']} repetitions"
-                                                    + (f" × {procs} processes" if procs > 1 else "")))
+        console.print(
+            results_table(
+                generate,
+                title=f"sweep {generate[0]['sweep_id']} — mean ± stddev over "
+                f"{generate[0]['repetitions']} repetitions" + (f" × {procs} processes" if procs > 1 else ""),
+            )
+        )
         ratios = ratio_table(generate)
         if ratios is not None:
             console.print(ratios)
@@ -206,7 +282,18 @@ def print_sweep_table(url: str, sweep_id: str | None, console: Console | None = 
             console.print(matrix_table(model, rows))
     unstable = [r for r in records if r["unstable"]]
     for r in unstable:
-        what = "" if r["workload"] == "generate" else " " + " ".join([r["workload"]] + [
-            f"{k}={v}" for k, v in r["params"].items() if k in ("clients", "depth", "processes", "cache", "mmap")])
+        what = (
+            ""
+            if r["workload"] == "generate"
+            else " "
+            + " ".join(
+                [r["workload"]]
+                + [
+                    f"{k}={v}"
+                    for k, v in r["params"].items()
+                    if k in ("clients", "depth", "processes", "cache", "mmap")
+                ]
+            )
+        )
         console.print(f"[yellow]⚠[/] {r['engine']} {r['model']} {r['quant']}{what}: " + "; ".join(r["unstable"]))
     return records

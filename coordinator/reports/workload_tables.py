@@ -21,17 +21,21 @@ def _m(r: dict, name: str) -> dict | None:
 
 def pm(name: str, fmt: str = "{:,.1f}", scale: float = 1.0) -> Cell:
     """mean ± stddev of a metric."""
+
     def cell(r: dict) -> str:
         s = _m(r, name)
         return f"{fmt.format(s['mean'] * scale)} ± {fmt.format(s['stddev'] * scale)}" if s else "—"
+
     return cell
 
 
 def pct(name: str, fmt: str = "{:,.0f}") -> Cell:
     """p50 / p90 / p99 of a metric."""
+
     def cell(r: dict) -> str:
         s = _m(r, name)
         return " / ".join(fmt.format(s[k]) for k in ("median", "p90", "p99")) if s else "—"
+
     return cell
 
 
@@ -39,6 +43,7 @@ def stat(name: str, key: str, fmt: str = "{:,.0f}") -> Cell:
     def cell(r: dict) -> str:
         s = _m(r, name)
         return fmt.format(s[key]) if s else "—"
+
     return cell
 
 
@@ -46,6 +51,7 @@ def mib(name: str, key: str = "max") -> Cell:
     def cell(r: dict) -> str:
         s = _m(r, name)
         return f"{s[key] / 2**20:,.1f} MiB" if s and s[key] else "—"
+
     return cell
 
 
@@ -54,6 +60,7 @@ def field(path: str, fmt: str = "{}") -> Cell:
         where, _, key = path.partition(".")
         v = (r.get(where) or {}).get(key) if key else r.get(where)
         return fmt.format(v) if v is not None else "—"
+
     return cell
 
 
@@ -75,8 +82,11 @@ def streams_at_once(r: dict) -> str:
     seen, batch = extra.get("observed") or {}, extra.get("batching") or {}
     if "max_streams_in_flight" not in seen:
         return "—"
-    limit = "one at a time" if batch.get("batches") is False else (
-        f"batch ≤ {batch['decode_concurrency']}" if batch.get("decode_concurrency") else "batches")
+    limit = (
+        "one at a time"
+        if batch.get("batches") is False
+        else (f"batch ≤ {batch['decode_concurrency']}" if batch.get("decode_concurrency") else "batches")
+    )
     return f"{seen['max_streams_in_flight']} ({limit})"
 
 
@@ -87,67 +97,111 @@ def _failures(r: dict, count: int) -> list[str]:
 KEY = [("engine", "left", backend), ("model", "left", field("model"))]
 
 TABLES: dict[str, tuple[str, list[tuple[str, str, Cell]]]] = {
-    "swap": ("model swap: unload A → load B → first token of B (mean ± stddev)", KEY + [
-        ("to", "left", lambda r: f"{r['params'].get('to_quant')}" + (f" of {r['params']['to_model']}"
-                                                                     if r["params"].get("to_model") != r["model"] else "")),
-        ("cache", "left", cache_state),
-        ("mmap", "left", lambda r: {True: "on", False: "off", None: "—"}[r["params"].get("mmap")]),
-        ("unload ms", "right", pm("swap_unload_s", scale=1000)),
-        ("load B ms", "right", pm("swap_load_s", scale=1000)),
-        ("first token ms", "right", pm("swap_first_token_ms")),
-        ("total ms", "right", pm("swap_total_s", scale=1000)),
-        ("RSS after unload", "right", mib("swap_rss_after_unload_bytes", "mean")),
-    ]),
-    "restart": ("server restart: process start → ready → first streamed token (p50 / p90 / p99)", KEY + [
-        ("quant", "left", field("quant")),
-        ("ready s", "right", pct("restart_ready_s", "{:.2f}")),
-        ("first token s", "right", pct("restart_first_token_s", "{:.2f}")),
-        ("warm TTFT ms", "right", pct("restart_warm_ttft_ms")),
-        ("stop s", "right", pct("restart_stop_s", "{:.2f}")),
-        ("failed / sent during restarts", "right",
-         lambda r: f"{stat('restart_failed_requests', 'total')(r)} / {stat('restart_requests', 'total')(r)}"),
-        ("unclean stops", "right", field("extra.unclean_stops")),
-    ]),
-    "concurrent": ("concurrent streaming clients (latencies p50 / p90 / p99)", KEY + [
-        ("quant", "left", field("quant")),
-        ("clients", "right", field("params.clients")),
-        ("streams at once", "right", streams_at_once),
-        ("aggregate tok/s", "right", pm("aggregate_output_tps")),
-        ("TTFT ms", "right", pct("request_ttft_ms")),
-        ("ITL ms", "right", pct("request_itl_ms", "{:,.1f}")),
-        ("e2e ms", "right", pct("request_e2e_ms")),
-        ("errors", "right", stat("request_errors", "total")),
-        ("server peak mem", "right", mib("server_peak_rss_bytes")),
-        ("kernel peak (VmHWM)", "right", mib("server_hwm_rss_bytes")),
-    ]),
-    "long_context": ("long context: full prompt prefill at depth, and KV-cache memory", KEY + [
-        ("depth", "right", field("params.depth")),
-        ("prefill tok/s", "right", pm("prefill_tps")),
-        ("decode tok/s", "right", pm("decode_tps")),
-        ("KV cache memory", "right", lambda r: mib("kv_cache_bytes", "mean")(r)
-         + (f" ({'F' if r['engine'] == 'llama.cpp' else 'FP'}{int(8 * r['extra']['kv_dtype_bytes'])} KV)"
-            if (r.get("extra") or {}).get("kv_dtype_bytes") else "")),
-        ("KV from shape", "right", mib("kv_cache_computed_bytes", "mean")),
-    ]),
-    "perplexity": ("perplexity on the shipped corpus, by format", [
-        ("model", "left", field("model")),
-        ("Format", "left", field("extra.format")),
-        # Records from before modes existed have no params.mode: they scored all tokens.
-        ("mode", "left", lambda r: (r.get("params") or {}).get("mode") or "all-tokens"),
-        ("Perplexity", "right", stat("perplexity", "mean", "{:,.3f}")),
-        ("File size", "right", lambda r: (f"{_m(r, 'file_size_bytes')['mean'] / 1e6:,.1f} MB"
-                                          if _m(r, "file_size_bytes") else "—")),
-        ("KLD", "right", stat("kld_mean", "mean", "{:.5f}")),
-        ("same top", "right", stat("same_top_pct", "mean", "{:.2f} %")),
-        ("tokens scored", "right", field("extra.scored_tokens")),
-    ]),
-    "multiprocess": ("several engine processes decoding at once", KEY + [
-        ("processes", "right", field("params.processes")),
-        ("aggregate decode tok/s", "right", pm("mp_aggregate_decode_tps")),
-        ("per-process decode tok/s", "right", pm("mp_process_decode_tps")),
-        ("total RSS", "right", mib("mp_total_rss_bytes")),
-        ("total PSS", "right", mib("mp_total_pss_bytes")),
-    ]),
+    "swap": (
+        "model swap: unload A → load B → first token of B (mean ± stddev)",
+        KEY
+        + [
+            (
+                "to",
+                "left",
+                lambda r: (
+                    f"{r['params'].get('to_quant')}"
+                    + (f" of {r['params']['to_model']}" if r["params"].get("to_model") != r["model"] else "")
+                ),
+            ),
+            ("cache", "left", cache_state),
+            ("mmap", "left", lambda r: {True: "on", False: "off", None: "—"}[r["params"].get("mmap")]),
+            ("unload ms", "right", pm("swap_unload_s", scale=1000)),
+            ("load B ms", "right", pm("swap_load_s", scale=1000)),
+            ("first token ms", "right", pm("swap_first_token_ms")),
+            ("total ms", "right", pm("swap_total_s", scale=1000)),
+            ("RSS after unload", "right", mib("swap_rss_after_unload_bytes", "mean")),
+        ],
+    ),
+    "restart": (
+        "server restart: process start → ready → first streamed token (p50 / p90 / p99)",
+        KEY
+        + [
+            ("quant", "left", field("quant")),
+            ("ready s", "right", pct("restart_ready_s", "{:.2f}")),
+            ("first token s", "right", pct("restart_first_token_s", "{:.2f}")),
+            ("warm TTFT ms", "right", pct("restart_warm_ttft_ms")),
+            ("stop s", "right", pct("restart_stop_s", "{:.2f}")),
+            (
+                "failed / sent during restarts",
+                "right",
+                lambda r: f"{stat('restart_failed_requests', 'total')(r)} / {stat('restart_requests', 'total')(r)}",
+            ),
+            ("unclean stops", "right", field("extra.unclean_stops")),
+        ],
+    ),
+    "concurrent": (
+        "concurrent streaming clients (latencies p50 / p90 / p99)",
+        KEY
+        + [
+            ("quant", "left", field("quant")),
+            ("clients", "right", field("params.clients")),
+            ("streams at once", "right", streams_at_once),
+            ("aggregate tok/s", "right", pm("aggregate_output_tps")),
+            ("TTFT ms", "right", pct("request_ttft_ms")),
+            ("ITL ms", "right", pct("request_itl_ms", "{:,.1f}")),
+            ("e2e ms", "right", pct("request_e2e_ms")),
+            ("errors", "right", stat("request_errors", "total")),
+            ("server peak mem", "right", mib("server_peak_rss_bytes")),
+            ("kernel peak (VmHWM)", "right", mib("server_hwm_rss_bytes")),
+        ],
+    ),
+    "long_context": (
+        "long context: full prompt prefill at depth, and KV-cache memory",
+        KEY
+        + [
+            ("depth", "right", field("params.depth")),
+            ("prefill tok/s", "right", pm("prefill_tps")),
+            ("decode tok/s", "right", pm("decode_tps")),
+            (
+                "KV cache memory",
+                "right",
+                lambda r: (
+                    mib("kv_cache_bytes", "mean")(r)
+                    + (
+                        f" ({'F' if r['engine'] == 'llama.cpp' else 'FP'}{int(8 * r['extra']['kv_dtype_bytes'])} KV)"
+                        if (r.get("extra") or {}).get("kv_dtype_bytes")
+                        else ""
+                    )
+                ),
+            ),
+            ("KV from shape", "right", mib("kv_cache_computed_bytes", "mean")),
+        ],
+    ),
+    "perplexity": (
+        "perplexity on the shipped corpus, by format",
+        [
+            ("model", "left", field("model")),
+            ("Format", "left", field("extra.format")),
+            # Records from before modes existed have no params.mode: they scored all tokens.
+            ("mode", "left", lambda r: (r.get("params") or {}).get("mode") or "all-tokens"),
+            ("Perplexity", "right", stat("perplexity", "mean", "{:,.3f}")),
+            (
+                "File size",
+                "right",
+                lambda r: f"{_m(r, 'file_size_bytes')['mean'] / 1e6:,.1f} MB" if _m(r, "file_size_bytes") else "—",
+            ),
+            ("KLD", "right", stat("kld_mean", "mean", "{:.5f}")),
+            ("same top", "right", stat("same_top_pct", "mean", "{:.2f} %")),
+            ("tokens scored", "right", field("extra.scored_tokens")),
+        ],
+    ),
+    "multiprocess": (
+        "several engine processes decoding at once",
+        KEY
+        + [
+            ("processes", "right", field("params.processes")),
+            ("aggregate decode tok/s", "right", pm("mp_aggregate_decode_tps")),
+            ("per-process decode tok/s", "right", pm("mp_process_decode_tps")),
+            ("total RSS", "right", mib("mp_total_rss_bytes")),
+            ("total PSS", "right", mib("mp_total_pss_bytes")),
+        ],
+    ),
 }
 
 # The perplexity table lists formats in the reference's order: full precision, then 8-bit ... 2-bit.
@@ -160,8 +214,15 @@ def workload_table(kind: str, records: list[dict]) -> Table:
     for name, just, _ in columns:
         t.add_column(name, justify=just)
     if kind == "perplexity":
-        records = sorted(records, key=lambda r: (r["model"], (r.get("params") or {}).get("mode") or "all-tokens",
-                                                 LEVEL_ORDER.get(r["quant_level"], 9), r["engine"]))
+        records = sorted(
+            records,
+            key=lambda r: (
+                r["model"],
+                (r.get("params") or {}).get("mode") or "all-tokens",
+                LEVEL_ORDER.get(r["quant_level"], 9),
+                r["engine"],
+            ),
+        )
     n_key = 2 if kind != "perplexity" else 1
     for r in records:
         if r["status"] != "ok":

@@ -67,8 +67,9 @@ def spent_alpha(t: float, alpha: float = DEFAULT_ALPHA, rho: float = SPENDING_RH
     return alpha * min(max(t, 0.0), 1.0) ** rho
 
 
-def boundaries(looks: Sequence[int] = LOOKS, alpha: float = DEFAULT_ALPHA, rho: float = SPENDING_RHO,
-               grid: int = GRID) -> list[float]:
+def boundaries(
+    looks: Sequence[int] = LOOKS, alpha: float = DEFAULT_ALPHA, rho: float = SPENDING_RHO, grid: int = GRID
+) -> list[float]:
     """Each look's two-sided z bound c_k: under no change, P(first |Z| >= c at look k) = the spending increment."""
     return list(_boundaries(tuple(looks), float(alpha), float(rho), int(grid)))
 
@@ -99,8 +100,11 @@ def _boundaries(looks: tuple[int, ...], alpha: float, rho: float, grid: int) -> 
         x = np.linspace(-b, b, grid)
         w = np.full(grid, x[1] - x[0])
         w[0] = w[-1] = w[0] / 2
-        dens = norm.pdf(x / sd) / sd if xs is None else \
-            (ws[None, :] * norm.pdf((x[:, None] - xs[None, :]) / sd)).sum(axis=1) / sd
+        dens = (
+            norm.pdf(x / sd) / sd
+            if xs is None
+            else (ws[None, :] * norm.pdf((x[:, None] - xs[None, :]) / sd)).sum(axis=1) / sd
+        )
         xs, ws = x, dens * w
     return tuple(out)
 
@@ -128,9 +132,15 @@ class Decision:
     comparison: Comparison | None
 
 
-def decide(baseline: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]], metric: str, *,
-           looks: Sequence[int] = LOOKS, alpha: float = DEFAULT_ALPHA,
-           min_effect: float = DEFAULT_MIN_EFFECT) -> Decision:
+def decide(
+    baseline: Sequence[Sequence[float]],
+    candidate: Sequence[Sequence[float]],
+    metric: str,
+    *,
+    looks: Sequence[int] = LOOKS,
+    alpha: float = DEFAULT_ALPHA,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+) -> Decision:
     """Run the looks the processes given allow (in their order: the interleaved protocol's) and say where it
     stopped. With fewer processes than the next look needs, ``decided`` is False: run more."""
     n = min(len(baseline), len(candidate))

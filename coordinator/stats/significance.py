@@ -103,16 +103,36 @@ def verdict(ratio: float | None, p: float | None, better: str, alpha: float, min
     return Verdict.regression if worse else Verdict.improvement
 
 
-def compare_processes(baseline: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]], metric: str, *,
-                      alpha: float = DEFAULT_ALPHA, min_effect: float = DEFAULT_MIN_EFFECT) -> Comparison:
+def compare_processes(
+    baseline: Sequence[Sequence[float]],
+    candidate: Sequence[Sequence[float]],
+    metric: str,
+    *,
+    alpha: float = DEFAULT_ALPHA,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+) -> Comparison:
     """The statistics and verdict of one metric; each side is a list of processes, each its raw samples."""
     from scipy.stats import mannwhitneyu  # optional ([analysis] extra): only a comparison needs it
 
     m = get_metric(metric)
     b, c = process_values(baseline), process_values(candidate)
-    out = Comparison(metric, m.unit, m.better, len(b), len(c), sum(len(p) for p in baseline),
-                     sum(len(p) for p in candidate), summarize(b).median if b else None,
-                     summarize(c).median if c else None, None, None, None, None, Verdict.insufficient, None)
+    out = Comparison(
+        metric,
+        m.unit,
+        m.better,
+        len(b),
+        len(c),
+        sum(len(p) for p in baseline),
+        sum(len(p) for p in candidate),
+        summarize(b).median if b else None,
+        summarize(c).median if c else None,
+        None,
+        None,
+        None,
+        None,
+        Verdict.insufficient,
+        None,
+    )
     if not b or not c:
         return out
     if all(v > 0 for v in b + c):

@@ -48,19 +48,30 @@ def message(payload: dict, kind: str | None = None) -> str:
     and the command that reproduces it."""
     p, kind = payload, kind or infer_kind(payload)
     versions = f"{p.get('package', '?')} {p.get('baseline', '?')} → {p.get('candidate', '?')}"
-    where = f"watch {p['watch']}, campaign {p.get('campaign_id', '?')}" if p.get("watch") else \
-        f"campaign {p.get('campaign_id', '?')}"
+    where = (
+        f"watch {p['watch']}, campaign {p.get('campaign_id', '?')}"
+        if p.get("watch")
+        else f"campaign {p.get('campaign_id', '?')}"
+    )
     if kind == "finding":
-        text = (f"{str(p.get('verdict', 'change')).capitalize()} in {versions}"
-                + (f" ({p['engine']})" if p.get("engine") else "") + f", {where}: {p.get('metric', '?')} of "
-                f"{p.get('series', '?')} is {_num(p.get('ratio'))}× the baseline ({_ci(p)}"
-                + (f", p {_num(p['p_value'], '.2g')}" if p.get("p_value") is not None else "")
-                + f") on {_hosts(p.get('hosts'))}" + (f" ({p['sku']})" if p.get("sku") else "") + ".")
+        text = (
+            f"{str(p.get('verdict', 'change')).capitalize()} in {versions}"
+            + (f" ({p['engine']})" if p.get("engine") else "")
+            + f", {where}: {p.get('metric', '?')} of "
+            f"{p.get('series', '?')} is {_num(p.get('ratio'))}× the baseline ({_ci(p)}"
+            + (f", p {_num(p['p_value'], '.2g')}" if p.get("p_value") is not None else "")
+            + f") on {_hosts(p.get('hosts'))}"
+            + (f" ({p['sku']})" if p.get("sku") else "")
+            + "."
+        )
     elif kind == "suspect_host":
         peers = p.get("peers") or []
-        text = (f"Suspect host {p.get('host', '?')}" + (f" ({p['sku']})" if p.get("sku") else "")
-                + f": {p.get('metric', '?')} of {p.get('series', '?')} is {_num(p.get('ratio'))}× its "
-                f"{len(peers)} SKU peers' ({_ci(p)}; peers {_hosts(peers)}), campaign {p.get('campaign_id', '?')}.")
+        text = (
+            f"Suspect host {p.get('host', '?')}"
+            + (f" ({p['sku']})" if p.get("sku") else "")
+            + f": {p.get('metric', '?')} of {p.get('series', '?')} is {_num(p.get('ratio'))}× its "
+            f"{len(peers)} SKU peers' ({_ci(p)}; peers {_hosts(peers)}), campaign {p.get('campaign_id', '?')}."
+        )
     else:
         text = f"Campaign failed: {versions}, {where}: {p.get('error') or 'no reason recorded'}."
     return text + (f" Reproduce: {p['command']}" if p.get("command") else "")
@@ -75,8 +86,11 @@ def parse_since(text: str, now: datetime | None = None, field: str = "--since") 
     try:
         t = datetime.fromisoformat(text.strip())
     except (ValueError, AttributeError):
-        raise UserError(field, f"{text!r} is neither a duration (30m, 24h, 7d, 2w) nor an ISO date or date-time "
-                               "(2026-12-01, 2026-12-01T08:00, 2026-12-01T08:00+01:00).") from None
+        raise UserError(
+            field,
+            f"{text!r} is neither a duration (30m, 24h, 7d, 2w) nor an ISO date or date-time "
+            "(2026-12-01, 2026-12-01T08:00, 2026-12-01T08:00+01:00).",
+        ) from None
     return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t  # a bare date is its midnight
 
 
@@ -90,24 +104,53 @@ def delivery(n: Notification) -> str:
 
 def notification_dict(n: Notification) -> dict:
     p = n.payload or {}
-    return {"source": "notification", "id": n.id, "kind": n.kind, "key": n.key,
-            "created_at": n.created_at.isoformat() if n.created_at else None, "message": message(p, n.kind),
-            "campaign_id": p.get("campaign_id"), "series": p.get("series"), "metric": p.get("metric"),
-            "ratio": p.get("ratio"), "delivery": delivery(n), "url": n.url, "attempts": n.attempts,
-            "next_attempt_at": n.next_attempt_at.isoformat() if n.next_attempt_at else None,
-            "delivered_at": n.delivered_at.isoformat() if n.delivered_at else None,
-            "last_error": n.last_error, "payload": p}
+    return {
+        "source": "notification",
+        "id": n.id,
+        "kind": n.kind,
+        "key": n.key,
+        "created_at": n.created_at.isoformat() if n.created_at else None,
+        "message": message(p, n.kind),
+        "campaign_id": p.get("campaign_id"),
+        "series": p.get("series"),
+        "metric": p.get("metric"),
+        "ratio": p.get("ratio"),
+        "delivery": delivery(n),
+        "url": n.url,
+        "attempts": n.attempts,
+        "next_attempt_at": n.next_attempt_at.isoformat() if n.next_attempt_at else None,
+        "delivered_at": n.delivered_at.isoformat() if n.delivered_at else None,
+        "last_error": n.last_error,
+        "payload": p,
+    }
 
 
 def _finding_row(f: Finding) -> dict:
     d = finding_dict(f)
-    text = (f"{d['verdict'].capitalize()} step in {d['series']}: {d['metric']} ratio {_num(d['ratio'])}"
-            + (f", p {_num(d['p_value'], '.2g')}" if d["p_value"] is not None else "")
-            + f", what changed: {d['changes'] or 'nothing recorded'}. Confirm: siliconbench confirm {d['id']}")
-    return {"source": "finding", "id": d["id"], "kind": d["verdict"], "key": f.key, "created_at": d["created_at"],
-            "message": text, "campaign_id": None, "series": d["series"], "metric": d["metric"], "ratio": d["ratio"],
-            "delivery": d["status"], "url": None, "attempts": None, "next_attempt_at": None, "delivered_at": None,
-            "last_error": None, "payload": d}
+    text = (
+        f"{d['verdict'].capitalize()} step in {d['series']}: {d['metric']} ratio {_num(d['ratio'])}"
+        + (f", p {_num(d['p_value'], '.2g')}" if d["p_value"] is not None else "")
+        + f", what changed: {d['changes'] or 'nothing recorded'}. Confirm: siliconbench confirm {d['id']}"
+    )
+    return {
+        "source": "finding",
+        "id": d["id"],
+        "kind": d["verdict"],
+        "key": f.key,
+        "created_at": d["created_at"],
+        "message": text,
+        "campaign_id": None,
+        "series": d["series"],
+        "metric": d["metric"],
+        "ratio": d["ratio"],
+        "delivery": d["status"],
+        "url": None,
+        "attempts": None,
+        "next_attempt_at": None,
+        "delivered_at": None,
+        "last_error": None,
+        "payload": d,
+    }
 
 
 def notifications(session: Session, *, since: datetime | None = None, limit: int | None = SHOWN) -> list[dict]:

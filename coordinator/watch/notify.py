@@ -50,17 +50,21 @@ ERROR_CHARS = 500  # of a receiver's answer kept in last_error
 NO_SECRET = f"{SECRET_VAR} is not set: not sent (webhooks are always signed)"
 
 
-def queue_notification(session: Session, *, kind: str, key: str, payload: dict,
-                       url: str | None = None) -> Notification | None:
+def queue_notification(
+    session: Session, *, kind: str, key: str, payload: dict, url: str | None = None
+) -> Notification | None:
     """Queue a verdict once: the new row, or None when ``key`` was queued already (by anyone, concurrently too)."""
     if kind not in NOTIFICATION_KINDS:
         raise ValueError(f"notification kind {kind!r} is not one of {', '.join(NOTIFICATION_KINDS)}")
     json.dumps(payload)  # refuse what could never be sent, here rather than at delivery
     dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
     # ON CONFLICT DO NOTHING: a racing second writer neither fails nor aborts the caller's transaction.
-    stmt = (dialect.insert(Notification)
-            .values(kind=kind, key=key, payload=payload, url=url, created_at=utcnow(), attempts=0)
-            .on_conflict_do_nothing(index_elements=["key"]).returning(Notification.id))
+    stmt = (
+        dialect.insert(Notification)
+        .values(kind=kind, key=key, payload=payload, url=url, created_at=utcnow(), attempts=0)
+        .on_conflict_do_nothing(index_elements=["key"])
+        .returning(Notification.id)
+    )
     new_id = session.scalar(stmt)
     return session.get(Notification, new_id) if new_id is not None else None
 
@@ -107,14 +111,18 @@ def post(url: str, body: bytes, headers: dict, timeout_s: float) -> str | None:
 
 
 def _due(now: datetime):
-    return (select(Notification)
-            .where(Notification.delivered_at.is_(None), Notification.url.is_not(None),
-                   or_(Notification.next_attempt_at.is_(None), Notification.next_attempt_at <= now))
-            .order_by(Notification.id))
+    return (
+        select(Notification)
+        .where(
+            Notification.delivered_at.is_(None),
+            Notification.url.is_not(None),
+            or_(Notification.next_attempt_at.is_(None), Notification.next_attempt_at <= now),
+        )
+        .order_by(Notification.id)
+    )
 
 
-def deliver_due(database_url: str, *, now: datetime | None = None, timeout_s: float = 10.0,
-                limit: int = 50) -> dict:
+def deliver_due(database_url: str, *, now: datetime | None = None, timeout_s: float = 10.0, limit: int = 50) -> dict:
     """Send up to ``limit`` due notifications; returns counts (delivered, failed, refused) and the ids sent."""
     now = now or utcnow()
     secret = (env_setting("webhook_secret") or SecretStr("")).get_secret_value()
@@ -134,9 +142,17 @@ def deliver_due(database_url: str, *, now: datetime | None = None, timeout_s: fl
             if n is None:
                 break
             body = body_of(n)
-            error = post(n.url, body, {"Content-Type": "application/json", "X-Siliconbench-Delivery": str(n.id),
-                                       "X-Siliconbench-Signature": sign(secret, body),
-                                       "User-Agent": "siliconbench-notify"}, timeout_s)
+            error = post(
+                n.url,
+                body,
+                {
+                    "Content-Type": "application/json",
+                    "X-Siliconbench-Delivery": str(n.id),
+                    "X-Siliconbench-Signature": sign(secret, body),
+                    "User-Agent": "siliconbench-notify",
+                },
+                timeout_s,
+            )
             n.attempts += 1
             n.last_error = error
             if error is None:

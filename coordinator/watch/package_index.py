@@ -126,8 +126,9 @@ def _http_files(index: str, package: str, timeout_s: float) -> list[tuple[str, b
         raise PackageIndexError(f"package index {index}: {url} is not a simple-index page ({exc}).") from exc
 
 
-def versions(package: str, index: str, *, pre: bool = False, yanked: bool = False,
-             timeout_s: float = TIMEOUT_S) -> list[str]:
+def versions(
+    package: str, index: str, *, pre: bool = False, yanked: bool = False, timeout_s: float = TIMEOUT_S
+) -> list[str]:
     """The package's versions on the index (a URL or a folder), oldest first by packaging.version."""
     if is_url(index):
         files = _http_files(index, package, timeout_s)

@@ -93,6 +93,11 @@ def tick(database_url: str, broker_url: str, *, checker: str) -> dict:
         out = {"status": "ran", "checker": checker, "checks": run_checks(database_url, checker=checker)}
         out["campaigns"] = campaigns.advance_all(database_url, broker_url)
         out["notifications"] = notify.deliver_due(database_url)
-    log.info("tick by %s: checks %s, campaigns %s, notifications %s", checker, out["checks"], out["campaigns"],
-             {k: v for k, v in out["notifications"].items() if not k.endswith("_ids")})
+    log.info(
+        "tick by %s: checks %s, campaigns %s, notifications %s",
+        checker,
+        out["checks"],
+        out["campaigns"],
+        {k: v for k, v in out["notifications"].items() if not k.endswith("_ids")},
+    )
     return out

@@ -45,8 +45,11 @@ def add(session: Session, spec: WatchSpec, *, replace: bool = False) -> str:
     if row.spec == stored:
         return "unchanged"
     if not replace:
-        raise UserError("name", f"a watch named {spec.name!r} exists with a different spec; pass --replace to "
-                        "replace it (its versions seen and campaigns are kept).")
+        raise UserError(
+            "name",
+            f"a watch named {spec.name!r} exists with a different spec; pass --replace to "
+            "replace it (its versions seen and campaigns are kept).",
+        )
     row.spec = stored
     return "replaced"
 
@@ -54,7 +57,9 @@ def add(session: Session, spec: WatchSpec, *, replace: bool = False) -> str:
 def get(session: Session, name: str) -> WatchSpec:
     row = session.get(Watch, name)
     if row is None:
-        raise UserError("NAME", f"no watch named {name!r}.", session.scalars(select(Watch.name).order_by(Watch.name)).all())
+        raise UserError(
+            "NAME", f"no watch named {name!r}.", session.scalars(select(Watch.name).order_by(Watch.name)).all()
+        )
     return parse_watch(row.spec, check_folders=False)
 
 
@@ -75,10 +80,19 @@ def list_watches(session: Session) -> list[dict]:
     out = []
     for row in session.scalars(select(Watch).order_by(Watch.name)):
         spec = parse_watch(row.spec, check_folders=False)
-        out.append(dict(name=row.name, packages=list(spec.packages), every=spec.every, every_s=spec.every_s,
-                        hosts=selector_of(spec), index=resolved_index(spec),
-                        notify=spec.notify.webhook if spec.notify else None, last_checked_at=row.last_checked_at,
-                        campaigns=counts.get(row.name, 0)))
+        out.append(
+            dict(
+                name=row.name,
+                packages=list(spec.packages),
+                every=spec.every,
+                every_s=spec.every_s,
+                hosts=selector_of(spec),
+                index=resolved_index(spec),
+                notify=spec.notify.webhook if spec.notify else None,
+                last_checked_at=row.last_checked_at,
+                campaigns=counts.get(row.name, 0),
+            )
+        )
     return out
 
 
@@ -118,13 +132,18 @@ def _insert_ignoring_conflict(session: Session, table, index_elements: list[str]
 
 
 def _record_package(session: Session, name: str, spec: WatchSpec, package: str, offered: list[str]) -> list[int]:
-    seen = list(session.scalars(select(WatchVersion.version).where(WatchVersion.watch == name,
-                                                                    WatchVersion.package == package)))
+    seen = list(
+        session.scalars(select(WatchVersion.version).where(WatchVersion.watch == name, WatchVersion.package == package))
+    )
     first = not seen
     for v in offered:
         if v not in seen:
-            _insert_ignoring_conflict(session, WatchVersion.__table__, ["watch", "package", "version"],
-                                      dict(watch=name, package=package, version=v))
+            _insert_ignoring_conflict(
+                session,
+                WatchVersion.__table__,
+                ["watch", "package", "version"],
+                dict(watch=name, package=package, version=v),
+            )
     if first:
         return []
     newest = max(map(Version, seen))
@@ -134,23 +153,45 @@ def _record_package(session: Session, name: str, spec: WatchSpec, package: str, 
     hosts = target_hosts(session, spec, engine) if new else []
     for cand in new:
         baseline, reason = choose_baseline(session, engine, package, cand, seen + [cand])
-        error = None if hosts else (f"no online worker offering {engine} matches the watch's hosts "
-                                    f"({selector_of(spec)}) when {package} {cand} appeared")
-        row = _insert_ignoring_conflict(session, Campaign.__table__, ["watch", "package", "candidate"], dict(
-            watch=name, package=package, engine=engine, baseline=baseline, candidate=cand, hosts=hosts,
-            status="failed" if error else "preparing", error=error, sweep_ids=[], verdicts={BASELINE_REASON: reason},
-            updated_at=utcnow()))
+        error = (
+            None
+            if hosts
+            else (
+                f"no online worker offering {engine} matches the watch's hosts "
+                f"({selector_of(spec)}) when {package} {cand} appeared"
+            )
+        )
+        row = _insert_ignoring_conflict(
+            session,
+            Campaign.__table__,
+            ["watch", "package", "candidate"],
+            dict(
+                watch=name,
+                package=package,
+                engine=engine,
+                baseline=baseline,
+                candidate=cand,
+                hosts=hosts,
+                status="failed" if error else "preparing",
+                error=error,
+                sweep_ids=[],
+                verdicts={BASELINE_REASON: reason},
+                updated_at=utcnow(),
+            ),
+        )
         seen.append(cand)  # a second new version's baseline may be this one
         if row is None:
             continue  # another check made it first
-        session.execute(update(WatchVersion).where(WatchVersion.watch == name, WatchVersion.package == package,
-                                                   WatchVersion.version == cand).values(campaign_id=row[0]))
+        session.execute(
+            update(WatchVersion)
+            .where(WatchVersion.watch == name, WatchVersion.package == package, WatchVersion.version == cand)
+            .values(campaign_id=row[0])
+        )
         made.append(row[0])
     return made
 
 
-def _check(session: Session, name: str, checker: str,
-           index_versions: dict[str, list[str]] | None = None) -> WatchCheck:
+def _check(session: Session, name: str, checker: str, index_versions: dict[str, list[str]] | None = None) -> WatchCheck:
     spec = get(session, name)
     started = utcnow()
     if index_versions is None:
@@ -162,16 +203,24 @@ def _check(session: Session, name: str, checker: str,
     for package in spec.packages:
         if package in offered:
             made += _record_package(session, name, spec, package, offered[package])
-    check = WatchCheck(watch=name, checker=checker, started_at=started, finished_at=utcnow(), versions=offered,
-                       new_campaigns=made, error="; ".join(errors.values()) or None)
+    check = WatchCheck(
+        watch=name,
+        checker=checker,
+        started_at=started,
+        finished_at=utcnow(),
+        versions=offered,
+        new_campaigns=made,
+        error="; ".join(errors.values()) or None,
+    )
     session.add(check)
     session.execute(update(Watch).where(Watch.name == name).values(last_checked_at=started))
     session.flush()
     return check
 
 
-def check_watch(session: Session, name: str, *, checker: str,
-                index_versions: dict[str, list[str]] | None = None) -> list[int]:
+def check_watch(
+    session: Session, name: str, *, checker: str, index_versions: dict[str, list[str]] | None = None
+) -> list[int]:
     """Look at the index for watch ``name`` (or take ``index_versions``, package -> versions, as its answer) and
     record the check; returns the ids of the campaigns it created. An unreadable index is the check's
     ``error``, not an exception; an unknown name is a UserError."""
@@ -182,15 +231,17 @@ def this_checker(prefix: str = "cli") -> str:
     return f"{prefix} {socket.gethostname()} pid {os.getpid()}"
 
 
-def run_check(database_url: str, name: str, *, checker: str | None = None,
-              index_versions: dict[str, list[str]] | None = None) -> dict:
+def run_check(
+    database_url: str, name: str, *, checker: str | None = None, index_versions: dict[str, list[str]] | None = None
+) -> dict:
     """One check in its own transaction (``watch run-now``): its id, versions, new campaign ids (and those
     campaigns as ``campaigns`` dicts) and error."""
     with session_scope(database_url) as s:
         c = _check(s, name, checker or this_checker(), index_versions)
         made = [x for x in campaigns(s, name) if x["id"] in c.new_campaigns]
-        return dict(id=c.id, watch=name, versions=c.versions, new_campaigns=list(c.new_campaigns), campaigns=made,
-                    error=c.error)
+        return dict(
+            id=c.id, watch=name, versions=c.versions, new_campaigns=list(c.new_campaigns), campaigns=made, error=c.error
+        )
 
 
 def verdict_summary(verdicts: dict) -> str:
@@ -215,9 +266,24 @@ def campaigns(session: Session, watch: str | None = None, limit: int = 200) -> l
     q = select(Campaign).order_by(Campaign.created_at.desc(), Campaign.id.desc()).limit(limit)
     if watch:
         q = q.where(Campaign.watch == watch)
-    return [dict(id=c.id, watch=c.watch, package=c.package, engine=c.engine, baseline=c.baseline,
-                 candidate=c.candidate, status=c.status, hosts=list(c.hosts or []), look=c.look,
-                 sweep_ids=list(c.sweep_ids or []), verdicts=dict(c.verdicts or {}),
-                 baseline_reason=(c.verdicts or {}).get(BASELINE_REASON), summary=verdict_summary(c.verdicts),
-                 error=c.error, created_at=c.created_at,
-                 updated_at=c.updated_at) for c in session.scalars(q)]
+    return [
+        dict(
+            id=c.id,
+            watch=c.watch,
+            package=c.package,
+            engine=c.engine,
+            baseline=c.baseline,
+            candidate=c.candidate,
+            status=c.status,
+            hosts=list(c.hosts or []),
+            look=c.look,
+            sweep_ids=list(c.sweep_ids or []),
+            verdicts=dict(c.verdicts or {}),
+            baseline_reason=(c.verdicts or {}).get(BASELINE_REASON),
+            summary=verdict_summary(c.verdicts),
+            error=c.error,
+            created_at=c.created_at,
+            updated_at=c.updated_at,
+        )
+        for c in session.scalars(q)
+    ]

@@ -26,10 +26,12 @@ from embedded.confirm import DEFAULT_ROUNDS, start_background
 from storage.database import session_scope
 
 st.title("Regressions")
-st.caption("Steps found by change-point detection (ruptures PELT) in each series, ordered by engine version then "
-           "time, kept only where the results either side, each process one sample (the median of its "
-           "repetitions), pass a Mann-Whitney U test and move by at least the minimum effect: at least 4 processes a "
-           "side. Confirm one before alarming: an interleaved A/B/A/B sweep on the same host.")
+st.caption(
+    "Steps found by change-point detection (ruptures PELT) in each series, ordered by engine version then "
+    "time, kept only where the results either side, each process one sample (the median of its "
+    "repetitions), pass a Mann-Whitney U test and move by at least the minimum effect: at least 4 processes a "
+    "side. Confirm one before alarming: an interleaved A/B/A/B sweep on the same host."
+)
 
 with data.user_errors():
     url = data.database_url()
@@ -43,16 +45,24 @@ def _points(url: str, version: tuple, include_disturbed: bool):
 
 def _scan(metrics: list[str], min_effect: float, alpha: float, include_disturbed: bool) -> int:
     with session_scope(url) as s:
-        steps = find_steps(load_points(s, include_disturbed=include_disturbed), metrics=tuple(metrics), alpha=alpha,
-                           min_effect=min_effect)
+        steps = find_steps(
+            load_points(s, include_disturbed=include_disturbed),
+            metrics=tuple(metrics),
+            alpha=alpha,
+            min_effect=min_effect,
+        )
         save_findings(s, steps)
     return len(steps)
 
 
 can_write = access.may_write()  # scanning records findings, confirming runs a sweep
-include_disturbed = st.checkbox("Include disturbed results", value=False, key="rg_disturbed",
-                                help="Results that ran throttled (thermal gate) or contended (busy gate) measure the "
-                                     "machine's other work: histories and verdicts leave them out by default.")
+include_disturbed = st.checkbox(
+    "Include disturbed results",
+    value=False,
+    key="rg_disturbed",
+    help="Results that ran throttled (thermal gate) or contended (busy gate) measure the "
+    "machine's other work: histories and verdicts leave them out by default.",
+)
 hidden = left_out_note(data.disturbed_results(url, data.version(url), Filters()), include_disturbed)
 if hidden:
     st.caption(hidden)
@@ -74,20 +84,52 @@ with data.user_errors():
 if not watch_rows:
     st.caption("No watch yet: `siliconbench watch add examples/watch.yaml` follows new engine releases.")
 else:
-    st.dataframe(pd.DataFrame([{
-        "watch": w["name"], "packages": ", ".join(w["packages"]), "every": w["every"], "hosts": str(w["hosts"]),
-        "last checked": w["last_checked_at"].strftime("%Y-%m-%d %H:%M") if w["last_checked_at"] else "never",
-        "campaigns": w["campaigns"],
-    } for w in watch_rows]), hide_index=True, width="stretch", key="rg_watches")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "watch": w["name"],
+                    "packages": ", ".join(w["packages"]),
+                    "every": w["every"],
+                    "hosts": str(w["hosts"]),
+                    "last checked": w["last_checked_at"].strftime("%Y-%m-%d %H:%M")
+                    if w["last_checked_at"]
+                    else "never",
+                    "campaigns": w["campaigns"],
+                }
+                for w in watch_rows
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+        key="rg_watches",
+    )
     if campaign_rows:
-        st.dataframe(pd.DataFrame([{
-            "campaign": c["id"], "watch": c["watch"], "status": c["status"],
-            "versions": f"{c['package']} {c['baseline']} → {c['candidate']}", "hosts": ", ".join(c["hosts"]),
-            "verdicts": c["summary"], "baseline": c["baseline_reason"] or "", "error": c["error"] or "",
-        } for c in campaign_rows]), hide_index=True, width="stretch", key="rg_campaigns")
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "campaign": c["id"],
+                        "watch": c["watch"],
+                        "status": c["status"],
+                        "versions": f"{c['package']} {c['baseline']} → {c['candidate']}",
+                        "hosts": ", ".join(c["hosts"]),
+                        "verdicts": c["summary"],
+                        "baseline": c["baseline_reason"] or "",
+                        "error": c["error"] or "",
+                    }
+                    for c in campaign_rows
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+            key="rg_campaigns",
+        )
     else:
-        st.caption("No campaign yet: a watch's first look records the releases already out; the next release "
-                   "becomes a campaign.")
+        st.caption(
+            "No campaign yet: a watch's first look records the releases already out; the next release "
+            "becomes a campaign."
+        )
 
 st.subheader("Campaign verdicts")
 with data.user_errors(), session_scope(url) as s:
@@ -95,14 +137,35 @@ with data.user_errors(), session_scope(url) as s:
 if not sent:
     st.caption("No campaign has reached a verdict yet (`siliconbench regressions --since 7d` lists them too).")
 else:
-    st.dataframe(pd.DataFrame([{
-        "when": (n["created_at"] or "")[:19], "kind": n["kind"], "campaign": n["campaign_id"],
-        "webhook": n["delivery"] + (f" after {n['attempts']} tries" if n["delivery"] == "delivered" else
-                                    f", {n['attempts']} tries" if n["delivery"] == "pending" else ""),
-        "last error": n["last_error"] or "", "message": n["message"],
-    } for n in sent]), hide_index=True, width="stretch", key="rg_notifications")
-    st.caption("Pending webhooks are retried with backoff (5 s doubling, at most an hour apart) until the "
-               "receiver answers 2xx; none is dropped.")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "when": (n["created_at"] or "")[:19],
+                    "kind": n["kind"],
+                    "campaign": n["campaign_id"],
+                    "webhook": n["delivery"]
+                    + (
+                        f" after {n['attempts']} tries"
+                        if n["delivery"] == "delivered"
+                        else f", {n['attempts']} tries"
+                        if n["delivery"] == "pending"
+                        else ""
+                    ),
+                    "last error": n["last_error"] or "",
+                    "message": n["message"],
+                }
+                for n in sent
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+        key="rg_notifications",
+    )
+    st.caption(
+        "Pending webhooks are retried with backoff (5 s doubling, at most an hour apart) until the "
+        "receiver answers 2xx; none is dropped."
+    )
 
 st.subheader("Findings in series histories")
 with data.user_errors(), session_scope(url) as s:
@@ -112,17 +175,37 @@ if not findings:
     st.info("No findings yet. Scan the history above, or run `siliconbench regressions`.")
     st.stop()
 
-table = pd.DataFrame([{
-    "finding": f["id"], "status": f["status"], "verdict": f["verdict"], "series": f["series"], "metric": f["metric"],
-    "ratio": f["ratio"], "p": f["p_value"], "what changed": f["changes"],
-    "confirmation": (f"{f['confirm_result']['verdict']} (ratio {f['confirm_result']['ratio']:.3f})"
-                     if f["confirm_result"] and f["confirm_result"].get("ratio") is not None else ""),
-} for f in findings])
+table = pd.DataFrame(
+    [
+        {
+            "finding": f["id"],
+            "status": f["status"],
+            "verdict": f["verdict"],
+            "series": f["series"],
+            "metric": f["metric"],
+            "ratio": f["ratio"],
+            "p": f["p_value"],
+            "what changed": f["changes"],
+            "confirmation": (
+                f"{f['confirm_result']['verdict']} (ratio {f['confirm_result']['ratio']:.3f})"
+                if f["confirm_result"] and f["confirm_result"].get("ratio") is not None
+                else ""
+            ),
+        }
+        for f in findings
+    ]
+)
 st.dataframe(table, hide_index=True, width="stretch", key="rg_findings")
 
 ids = [f["id"] for f in findings]
-chosen = st.selectbox("Finding", ids, format_func=lambda i: next(
-    f"#{f['id']} {f['verdict']} — {f['series']} {f['metric']}" for f in findings if f["id"] == i), key="rg_finding")
+chosen = st.selectbox(
+    "Finding",
+    ids,
+    format_func=lambda i: next(
+        f"#{f['id']} {f['verdict']} — {f['series']} {f['metric']}" for f in findings if f["id"] == i
+    ),
+    key="rg_finding",
+)
 f = next(x for x in findings if x["id"] == chosen)
 metric = METRICS[f["metric"]]
 
@@ -132,13 +215,19 @@ if hist:
     df = pd.DataFrame(hist)
     base = alt.Chart(df).encode(
         x=alt.X("index:Q", title="history (by version, then time)"),
-        y=alt.Y("value:Q", title=f"{metric.name} ({metric.unit}, {metric.better} is better)", scale=alt.Scale(zero=False)),
-        tooltip=["index", "value", "versions", "sweep", "source", "when", "job_id"])
+        y=alt.Y(
+            "value:Q", title=f"{metric.name} ({metric.unit}, {metric.better} is better)", scale=alt.Scale(zero=False)
+        ),
+        tooltip=["index", "value", "versions", "sweep", "source", "when", "job_id"],
+    )
     chart = base.mark_line(point=True)
     steps = df[df["step"] != ""]
     if not steps.empty:
-        rules = alt.Chart(steps).mark_rule(strokeDash=[4, 3], color="#d62728").encode(
-            x=alt.X("index:Q"), tooltip=["step", "changes", "versions"])
+        rules = (
+            alt.Chart(steps)
+            .mark_rule(strokeDash=[4, 3], color="#d62728")
+            .encode(x=alt.X("index:Q"), tooltip=["step", "changes", "versions"])
+        )
         chart = chart + rules
     st.altair_chart(chart, width="stretch")
     st.caption("Dashed lines: steps that passed the test, with the components that changed there.")
@@ -148,16 +237,20 @@ with c1:
     st.markdown(f"**What changed**: {f['changes']}")
     comp = f["comparison"] or {}
     if comp.get("ratio") is not None:
-        st.markdown(f"**Found**: median {comp['baseline_median']:,.1f} → {comp['candidate_median']:,.1f} "
-                    f"({metric.unit}), ratio {comp['ratio']:.3f}"
-                    + (f", 95% CI {comp['ci_low']:.3f}–{comp['ci_high']:.3f}" if comp.get("ci_low") else "")
-                    + f", p {comp['p_value']:.2g}")
+        st.markdown(
+            f"**Found**: median {comp['baseline_median']:,.1f} → {comp['candidate_median']:,.1f} "
+            f"({metric.unit}), ratio {comp['ratio']:.3f}"
+            + (f", 95% CI {comp['ci_low']:.3f}–{comp['ci_high']:.3f}" if comp.get("ci_low") else "")
+            + f", p {comp['p_value']:.2g}"
+        )
 with c2:
     r = f["confirm_result"]
     if r:
-        st.markdown(f"**Confirmation** ({r['rounds']} rounds, sweep `{r['sweep_id']}`): {r['baseline']} → "
-                    f"{r['candidate']}: {r['verdict']}"
-                    + (f", ratio {r['ratio']:.3f}, p {r['p_value']:.2g}" if r.get("p_value") is not None else ""))
+        st.markdown(
+            f"**Confirmation** ({r['rounds']} rounds, sweep `{r['sweep_id']}`): {r['baseline']} → "
+            f"{r['candidate']}: {r['verdict']}"
+            + (f", ratio {r['ratio']:.3f}, p {r['p_value']:.2g}" if r.get("p_value") is not None else "")
+        )
     here = platform.node()
     if f["status"] == "confirming":
         st.info("A confirmation sweep is running; reload to see its result.")

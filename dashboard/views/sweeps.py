@@ -19,19 +19,40 @@ with data.user_errors():
     url = data.database_url()
     hosts = data.hosts(url) if settings.broker_url else []
 fleet_mode = bool(settings.broker_url)
-st.caption("Fleet mode: jobs go to the workers through the broker." if fleet_mode else
-           "No broker configured (SILICONBENCH_BROKER_URL): a submitted sweep runs here, one job at a time, "
-           "in fresh child processes, as `siliconbench run` does.")
+st.caption(
+    "Fleet mode: jobs go to the workers through the broker."
+    if fleet_mode
+    else "No broker configured (SILICONBENCH_BROKER_URL): a submitted sweep runs here, one job at a time, "
+    "in fresh child processes, as `siliconbench run` does."
+)
 model_names, quant_names = sf.choices(settings, hosts)
 if not model_names:
-    st.warning("No models to offer: " + ("no worker has registered any." if fleet_mode else
-               f"the models folder {settings.resolved_models_dir} holds none (run `siliconbench models make-tiny`, "
-               "or set SILICONBENCH_MODELS_DIR)."))
+    st.warning(
+        "No models to offer: "
+        + (
+            "no worker has registered any."
+            if fleet_mode
+            else f"the models folder {settings.resolved_models_dir} holds none (run `siliconbench models make-tiny`, "
+            "or set SILICONBENCH_MODELS_DIR)."
+        )
+    )
 
-for key, value in {"sw_name": "sweep", "sw_models": model_names[:1], "sw_engines": list(ENGINE_NAMES),
-                   "sw_quants": ["full"], "sw_prompt_tokens": "512", "sw_gen_tokens": "128", "sw_depth": "0",
-                   "sw_reps": 5, "sw_procs": 1, "sw_warmup": 1, "sw_hosts": [], "sw_placement": "any", "sw_yaml": "",
-                   "sw_on_interrupt": "fail"}.items():
+for key, value in {
+    "sw_name": "sweep",
+    "sw_models": model_names[:1],
+    "sw_engines": list(ENGINE_NAMES),
+    "sw_quants": ["full"],
+    "sw_prompt_tokens": "512",
+    "sw_gen_tokens": "128",
+    "sw_depth": "0",
+    "sw_reps": 5,
+    "sw_procs": 1,
+    "sw_warmup": 1,
+    "sw_hosts": [],
+    "sw_placement": "any",
+    "sw_yaml": "",
+    "sw_on_interrupt": "fail",
+}.items():
     ss.setdefault(key, value)
 
 
@@ -45,10 +66,17 @@ def _set_preview(make_spec) -> None:
 
 def _preview_form() -> None:
     values = {n: ss[f"sw_{n}"] for n in sf.LENGTHS} | {
-        "name": ss.sw_name, "models": ss.sw_models, "engines": ss.sw_engines, "quantizations": ss.sw_quants,
-        "repetitions": ss.sw_reps, "processes": ss.sw_procs, "warmup": ss.sw_warmup,
-        "hosts": ss.sw_hosts if fleet_mode else [], "placement": ss.sw_placement if fleet_mode else None,
-        "on_interrupt": None if fleet_mode else ss.sw_on_interrupt}
+        "name": ss.sw_name,
+        "models": ss.sw_models,
+        "engines": ss.sw_engines,
+        "quantizations": ss.sw_quants,
+        "repetitions": ss.sw_reps,
+        "processes": ss.sw_procs,
+        "warmup": ss.sw_warmup,
+        "hosts": ss.sw_hosts if fleet_mode else [],
+        "placement": ss.sw_placement if fleet_mode else None,
+        "on_interrupt": None if fleet_mode else ss.sw_on_interrupt,
+    }
     ss.sw_source = "form"
     _set_preview(lambda: sf.parse_sweep(sf.data_from_form(values)))
 
@@ -95,7 +123,9 @@ if access.may_write():  # no form, preview or submit button to a session that ma
             st.multiselect("Engines", list(ENGINE_NAMES), key="sw_engines")
             error_at("engines")
         with c3:
-            st.multiselect("Quantizations", quant_names, key="sw_quants", help="A level (full, q8, q4) or an exact name")
+            st.multiselect(
+                "Quantizations", quant_names, key="sw_quants", help="A level (full, q8, q4) or an exact name"
+            )
             error_at("quantizations")
         c1, c2, c3, c4, c5, c6 = st.columns(6)
         lengths = (("prompt_tokens", "Prompt lengths"), ("gen_tokens", "Generated tokens"), ("depth", "Depths"))
@@ -107,9 +137,14 @@ if access.may_write():  # no form, preview or submit button to a session that ma
             st.number_input("Repetitions", min_value=1, step=1, key="sw_reps")
             error_at("repetitions")
         with c5:
-            st.number_input("Processes", min_value=1, step=1, key="sw_procs",
-                            help=f"Fresh processes per configuration. compare counts processes, not repetitions, as "
-                            f"samples: {COMPARE_PROCESSES} a side resolves a 5% change")
+            st.number_input(
+                "Processes",
+                min_value=1,
+                step=1,
+                key="sw_procs",
+                help=f"Fresh processes per configuration. compare counts processes, not repetitions, as "
+                f"samples: {COMPARE_PROCESSES} a side resolves a 5% change",
+            )
             error_at("processes")
         with c6:
             st.number_input("Warmup runs", min_value=0, step=1, key="sw_warmup")
@@ -119,16 +154,30 @@ if access.may_write():  # no form, preview or submit button to a session that ma
             st.multiselect("Hosts (empty: all)", [h["name"] for h in hosts], key="sw_hosts", disabled=not fleet_mode)
             error_at("hosts")
         with c2:
-            st.radio("Placement", ["any", "each"], key="sw_placement", horizontal=True, disabled=not fleet_mode,
-                     help="any: once, on any fitting host; each: on every selected host")
+            st.radio(
+                "Placement",
+                ["any", "each"],
+                key="sw_placement",
+                horizontal=True,
+                disabled=not fleet_mode,
+                help="any: once, on any fitting host; each: on every selected host",
+            )
             error_at("placement")
-        st.radio("If the dashboard stops mid-sweep", ["fail", "rerun"], key="sw_on_interrupt", horizontal=True,
-                 disabled=fleet_mode, help="At its next start, the unfinished jobs are failed with that reason, or run "
-                 "again (embedded sweeps only: the fleet's workers hand a lost job on by themselves)")
+        st.radio(
+            "If the dashboard stops mid-sweep",
+            ["fail", "rerun"],
+            key="sw_on_interrupt",
+            horizontal=True,
+            disabled=fleet_mode,
+            help="At its next start, the unfinished jobs are failed with that reason, or run "
+            "again (embedded sweeps only: the fleet's workers hand a lost job on by themselves)",
+        )
         st.form_submit_button("Preview", type="primary", on_click=_preview_form)
 
     with yaml_tab:
-        st.text_area("Sweep YAML", key="sw_yaml", height=220, placeholder="name: my-sweep\nmodels: [tiny-llama-30m]\n...")
+        st.text_area(
+            "Sweep YAML", key="sw_yaml", height=220, placeholder="name: my-sweep\nmodels: [tiny-llama-30m]\n..."
+        )
         st.file_uploader("…or upload a YAML file", type=["yaml", "yml"], key="sw_upload")
         error_at("yaml")
         st.button("Preview YAML", on_click=_preview_yaml, key="sw_preview_yaml")
@@ -147,20 +196,40 @@ if access.may_write():  # no form, preview or submit button to a session that ma
         value = sf.duration(est["total_s"]) if known else "unknown"
         if known and est["unknown_jobs"]:
             value = f"over {value}"  # the jobs without history are not in the sum
-        c3.metric("Estimated duration", value, help="From earlier results of the same configurations (else the same "
-                  f"model and engine, scaled by tokens); {est['unknown_jobs']} job(s) have no history.")
+        c3.metric(
+            "Estimated duration",
+            value,
+            help="From earlier results of the same configurations (else the same "
+            f"model and engine, scaled by tokens); {est['unknown_jobs']} job(s) have no history.",
+        )
         anywhere = "any fitting host" if p["mode"] == "fleet" else "this machine"
-        st.dataframe(pd.DataFrame([{"#": j.index, "job": j.label(), "host": j.host or anywhere,
-                                    "repetitions": j.repetitions} for j in p["jobs"]]), hide_index=True, key="preview_jobs")
-        st.dataframe(pd.DataFrame([{"host / queue": k, "jobs": n} for k, n in p["assignments"].items()]),
-                     hide_index=True, key="preview_hosts")
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {"#": j.index, "job": j.label(), "host": j.host or anywhere, "repetitions": j.repetitions}
+                    for j in p["jobs"]
+                ]
+            ),
+            hide_index=True,
+            key="preview_jobs",
+        )
+        st.dataframe(
+            pd.DataFrame([{"host / queue": k, "jobs": n} for k, n in p["assignments"].items()]),
+            hide_index=True,
+            key="preview_hosts",
+        )
         for u in p["unplaceable"]:
             st.error(f"Fits nowhere: {u['job']} ({'; '.join(sorted(set(u['reasons'])))})")
         if p["mode"] == "embedded" and (p["spec"].hosts != "all" or p["spec"].placement != "any"):
             st.warning("hosts and placement apply to the fleet only; this sweep runs on this machine.")
         verb = "Enqueue" if p["mode"] == "fleet" else "Run on this machine:"
-        st.button(f"{verb} {len(p['jobs'])} jobs", type="primary", on_click=_submit, key="sw_submit",
-                  disabled=bool(p["unplaceable"]))
+        st.button(
+            f"{verb} {len(p['jobs'])} jobs",
+            type="primary",
+            on_click=_submit,
+            key="sw_submit",
+            disabled=bool(p["unplaceable"]),
+        )
     error_at("submit")
 else:
     access.explain("submit a sweep")
@@ -175,11 +244,25 @@ def sweep_list() -> None:
     if not rows:
         st.info("No sweeps yet.")
         return
-    table = [{"sweep": r["id"], "status": r["status"], "progress": (r["jobs"]["ok"] + r["jobs"]["failed"]
-              + r["jobs"]["cancelled"]) / max(r["n_jobs"], 1), **r["jobs"], "jobs": r["n_jobs"],
-              "created": r["created_at"]} for r in rows]
-    st.dataframe(pd.DataFrame(table), hide_index=True, key="sweep_table", column_config={
-        "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent")})
+    table = [
+        {
+            "sweep": r["id"],
+            "status": r["status"],
+            "progress": (r["jobs"]["ok"] + r["jobs"]["failed"] + r["jobs"]["cancelled"]) / max(r["n_jobs"], 1),
+            **r["jobs"],
+            "jobs": r["n_jobs"],
+            "created": r["created_at"],
+        }
+        for r in rows
+    ]
+    st.dataframe(
+        pd.DataFrame(table),
+        hide_index=True,
+        key="sweep_table",
+        column_config={
+            "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent")
+        },
+    )
     run = runner.active()
     if run:
         st.caption(f"Running here: {run.current or 'starting'} ({run.done} of {run.n_jobs} jobs done)")

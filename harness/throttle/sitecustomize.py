@@ -29,8 +29,9 @@ def _targets() -> list:
     package, sep, wanted = _when.partition("==")
     package = package.strip().lower().replace("_", "-")
     if not sep or package not in _ENGINES:
-        raise SystemExit(f"SILICONBENCH_THROTTLE_WHEN={_when!r}: expected PACKAGE==VERSION, PACKAGE one of "
-                         f"{', '.join(_ENGINES)}")
+        raise SystemExit(
+            f"SILICONBENCH_THROTTLE_WHEN={_when!r}: expected PACKAGE==VERSION, PACKAGE one of {', '.join(_ENGINES)}"
+        )
     try:
         installed = version(package)
     except PackageNotFoundError:

@@ -3,6 +3,7 @@
 Revision ID: 0004
 Revises: 0002
 """
+
 from typing import Sequence, Union
 
 import sqlalchemy as sa
@@ -40,11 +41,14 @@ def upgrade() -> None:
         sa.Column("confirm_result", sa.JSON(none_as_null=True), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=True),
-        sa.CheckConstraint("status IN ('open', 'confirming', 'confirmed', 'not_confirmed', 'dismissed')",
-                           name=op.f("ck_findings_status")),
+        sa.CheckConstraint(
+            "status IN ('open', 'confirming', 'confirmed', 'not_confirmed', 'dismissed')",
+            name=op.f("ck_findings_status"),
+        ),
         sa.CheckConstraint("verdict IN ('regression', 'improvement')", name=op.f("ck_findings_verdict")),
-        sa.ForeignKeyConstraint(["confirm_sweep_id"], ["sweeps.id"], name=op.f("fk_findings_confirm_sweep_id_sweeps"),
-                                ondelete="SET NULL"),
+        sa.ForeignKeyConstraint(
+            ["confirm_sweep_id"], ["sweeps.id"], name=op.f("fk_findings_confirm_sweep_id_sweeps"), ondelete="SET NULL"
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_findings")),
     )
     with op.batch_alter_table("findings", schema=None) as batch_op:

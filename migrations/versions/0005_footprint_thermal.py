@@ -5,6 +5,7 @@ sweeps: owner (the process running an embedded sweep)
 Revision ID: 0005
 Revises: 0004
 """
+
 from typing import Sequence, Union
 
 import sqlalchemy as sa

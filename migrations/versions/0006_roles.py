@@ -13,6 +13,7 @@ shared by the whole server, so they are created only if missing and the downgrad
 Revision ID: 0006
 Revises: 0005
 """
+
 from typing import Sequence, Union
 
 import sqlalchemy as sa
@@ -31,9 +32,15 @@ HOLDS = f"EXISTS (SELECT 1 FROM jobs j WHERE j.id = job_id AND j.worker = {ME})"
 # Row-level security per table: (command, USING, WITH CHECK) for the worker; the coordinator sees all.
 WORKER_POLICIES = {
     "hosts": [("SELECT", "true", None), ("INSERT", None, f"name = {ME}"), ("UPDATE", f"name = {ME}", f"name = {ME}")],
-    "jobs": [("SELECT", "true", None),
-             ("UPDATE", f"(target_host IS NULL OR target_host = {ME}) AND "
-                        f"(status = 'queued' OR worker = {ME} OR lease_expires_at < now())", f"worker = {ME}")],
+    "jobs": [
+        ("SELECT", "true", None),
+        (
+            "UPDATE",
+            f"(target_host IS NULL OR target_host = {ME}) AND "
+            f"(status = 'queued' OR worker = {ME} OR lease_expires_at < now())",
+            f"worker = {ME}",
+        ),
+    ],
     "results": [("SELECT", "true", None), ("INSERT", None, HOLDS)],
     "samples": [("SELECT", "true", None), ("INSERT", None, HOLDS)],
     "job_attempts": [("SELECT", "true", None), ("INSERT", None, f"worker = {ME}")],
@@ -48,9 +55,11 @@ WORKER_GRANTS = [
 
 
 def _create_role(name: str) -> None:
-    op.execute(f"DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{name}') THEN "
-               f"CREATE ROLE {name} NOLOGIN; END IF; "
-               f"EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+    op.execute(
+        f"DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{name}') THEN "
+        f"CREATE ROLE {name} NOLOGIN; END IF; "
+        f"EXCEPTION WHEN duplicate_object THEN NULL; END $$"
+    )
 
 
 def upgrade() -> None:
@@ -58,8 +67,9 @@ def upgrade() -> None:
         "worker_logins",
         sa.Column("login", sa.String(), nullable=False),
         sa.Column("host", sa.String(), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.text("(CURRENT_TIMESTAMP)"),
-                  nullable=False),
+        sa.Column(
+            "created_at", sa.DateTime(timezone=True), server_default=sa.text("(CURRENT_TIMESTAMP)"), nullable=False
+        ),
         sa.PrimaryKeyConstraint("login", name=op.f("pk_worker_logins")),
     )
     if op.get_bind().dialect.name != "postgresql":
@@ -67,8 +77,10 @@ def upgrade() -> None:
     _create_role(WORKER)
     _create_role(COORDINATOR)
     op.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
-    op.execute("CREATE FUNCTION siliconbench_worker_host() RETURNS text LANGUAGE sql STABLE "
-               "AS $$ SELECT host FROM worker_logins WHERE login = current_user $$")
+    op.execute(
+        "CREATE FUNCTION siliconbench_worker_host() RETURNS text LANGUAGE sql STABLE "
+        "AS $$ SELECT host FROM worker_logins WHERE login = current_user $$"
+    )
     for grant in WORKER_GRANTS:
         op.execute(f"GRANT {grant} TO {WORKER}")
     op.execute(f"GRANT USAGE ON SEQUENCE samples_id_seq TO {WORKER}")
@@ -76,7 +88,9 @@ def upgrade() -> None:
     op.execute(f"REVOKE INSERT, UPDATE, DELETE ON alembic_version, worker_logins FROM {COORDINATOR}")
     op.execute(f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {COORDINATOR}")
     # Tables of later migrations, made by the same owner, are the coordinator's to use as well.
-    op.execute(f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {COORDINATOR}")
+    op.execute(
+        f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {COORDINATOR}"
+    )
     op.execute(f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT ON SEQUENCES TO {COORDINATOR}")
     for table, policies in WORKER_POLICIES.items():
         op.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")

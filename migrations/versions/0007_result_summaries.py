@@ -11,6 +11,7 @@ break the upgrade of an older database. Workers may insert summaries of jobs the
 Revision ID: 0007
 Revises: 0006
 """
+
 import statistics
 from collections import defaultdict
 from itertools import groupby
@@ -34,9 +35,12 @@ def _engine_version_sql(dialect: str) -> str:
         if dialect == "postgresql":
             return f"(environment::json -> 'packages' ->> '{name}')"
         return f"json_extract(environment, '$.packages.\"{name}\"')"
+
     whens = " ".join(f"WHEN '{e}' THEN {pkg(p)}" for e, p in PACKAGES.items())
-    return (f"UPDATE results SET engine_version = (SELECT CASE jobs.engine {whens} END FROM jobs "
-            f"WHERE jobs.id = results.job_id) WHERE environment IS NOT NULL")
+    return (
+        f"UPDATE results SET engine_version = (SELECT CASE jobs.engine {whens} END FROM jobs "
+        f"WHERE jobs.id = results.job_id) WHERE environment IS NOT NULL"
+    )
 
 
 RESULT_METRICS = ("peak_memory_bytes", "load_s")  # one value per result, on the results row, at 0007
@@ -44,21 +48,30 @@ BATCH = 5_000
 SELECT_SQL = sa.text(
     "SELECT r.job_id, r.identity_hash, r.status, r.throttled, r.peak_memory_bytes, r.load_s, s.metric, s.value "
     "FROM results r LEFT JOIN samples s ON s.job_id = r.job_id AND s.warmup = :f "
-    "WHERE NOT EXISTS (SELECT 1 FROM result_summaries x WHERE x.job_id = r.job_id) ORDER BY r.job_id, s.id")
+    "WHERE NOT EXISTS (SELECT 1 FROM result_summaries x WHERE x.job_id = r.job_id) ORDER BY r.job_id, s.id"
+)
 INSERT_SQL = sa.text(
     "INSERT INTO result_summaries (job_id, metric, identity_hash, status, throttled, n, mean, median, var, min, max) "
-    "VALUES (:job_id, :metric, :identity_hash, :status, :throttled, :n, :mean, :median, :var, :min, :max)")
+    "VALUES (:job_id, :metric, :identity_hash, :status, :throttled, :n, :mean, :median, :var, :min, :max)"
+)
 IDENTITIES_SQL = sa.text(
     "INSERT INTO result_identities (identity_hash, job_id) SELECT r.identity_hash, min(r.job_id) FROM results r "
     "WHERE r.status = 'ok' AND NOT EXISTS (SELECT 1 FROM result_identities i WHERE i.identity_hash = r.identity_hash) "
-    "GROUP BY r.identity_hash")
+    "GROUP BY r.identity_hash"
+)
 
 
 def _summary(values: list[float]) -> dict:
     values = [float(v) for v in values]
     sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return dict(n=len(values), mean=statistics.fmean(values), median=statistics.median(values), var=sd ** 2,
-                min=min(values), max=max(values))
+    return dict(
+        n=len(values),
+        mean=statistics.fmean(values),
+        median=statistics.median(values),
+        var=sd**2,
+        min=min(values),
+        max=max(values),
+    )
 
 
 def backfill(conn) -> int:
@@ -104,32 +117,43 @@ def upgrade() -> None:
         sa.Column("var", sa.Float(), nullable=False),
         sa.Column("min", sa.Float(), nullable=False),
         sa.Column("max", sa.Float(), nullable=False),
-        sa.ForeignKeyConstraint(["job_id"], ["results.job_id"], name=op.f("fk_result_summaries_job_id_results"),
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["job_id"], ["results.job_id"], name=op.f("fk_result_summaries_job_id_results"), ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("job_id", "metric", name=op.f("pk_result_summaries")),
     )
     op.create_table(
         "result_identities",
         sa.Column("identity_hash", sa.String(), nullable=False),
         sa.Column("job_id", sa.String(), nullable=False),
-        sa.ForeignKeyConstraint(["job_id"], ["results.job_id"], name=op.f("fk_result_identities_job_id_results"),
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["job_id"], ["results.job_id"], name=op.f("fk_result_identities_job_id_results"), ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("identity_hash", name=op.f("pk_result_identities")),
     )
     with op.batch_alter_table("results") as batch:
         batch.add_column(sa.Column("engine_version", sa.String(), nullable=True))
     op.execute(_engine_version_sql(dialect))
-    op.create_index("ix_results_status_identity_hash_created_at", "results", ["status", "identity_hash", "created_at"],
-                    postgresql_include=["throttled"])
+    op.create_index(
+        "ix_results_status_identity_hash_created_at",
+        "results",
+        ["status", "identity_hash", "created_at"],
+        postgresql_include=["throttled"],
+    )
     op.create_index("ix_results_created_at", "results", ["created_at"])
     op.create_index("ix_results_engine_version", "results", ["engine_version"])
-    op.create_index("ix_jobs_duration_key", "jobs", ["model", "engine", "quant", "n_prompt", "n_gen", "n_depth",
-                                                     "created_at"])
+    op.create_index(
+        "ix_jobs_duration_key", "jobs", ["model", "engine", "quant", "n_prompt", "n_gen", "n_depth", "created_at"]
+    )
     op.create_index("ix_jobs_model_engine_created_at", "jobs", ["model", "engine", "created_at"])
     backfill(op.get_bind())
     # After the backfill: one sorted build, not 1.7M inserts into a growing index.
-    op.create_index("ix_result_summaries_identity", "result_summaries", ["identity_hash", "metric", "status"],
-                    postgresql_include=["throttled", "n", "mean", "median", "var", "min", "max"])
+    op.create_index(
+        "ix_result_summaries_identity",
+        "result_summaries",
+        ["identity_hash", "metric", "status"],
+        postgresql_include=["throttled", "n", "mean", "median", "var", "min", "max"],
+    )
     if dialect == "postgresql":
         for table in ("result_summaries", "result_identities"):  # as samples: insert for jobs the worker holds
             op.execute(f"GRANT SELECT, INSERT ON {table} TO {WORKER}")

@@ -7,6 +7,7 @@ made for a campaign's candidate); everything else is the coordinator's.
 Revision ID: 0008
 Revises: 0007
 """
+
 from typing import Sequence, Union
 
 import sqlalchemy as sa
@@ -46,8 +47,9 @@ def upgrade() -> None:
         sa.Column("versions", sa.JSON(), nullable=False),
         sa.Column("new_campaigns", sa.JSON(), nullable=False),
         sa.Column("error", sa.Text(), nullable=True),
-        sa.ForeignKeyConstraint(["watch"], ["watches.name"], name=op.f("fk_watch_checks_watch_watches"),
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["watch"], ["watches.name"], name=op.f("fk_watch_checks_watch_watches"), ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_watch_checks")),
     )
     op.create_index("ix_watch_checks_watch_started_at", "watch_checks", ["watch", "started_at"])
@@ -58,8 +60,9 @@ def upgrade() -> None:
         sa.Column("version", sa.String(), nullable=False),
         _ts("first_seen_at", nullable=False, default=True),
         sa.Column("campaign_id", sa.Integer(), nullable=True),
-        sa.ForeignKeyConstraint(["watch"], ["watches.name"], name=op.f("fk_watch_versions_watch_watches"),
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["watch"], ["watches.name"], name=op.f("fk_watch_versions_watch_watches"), ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("watch", "package", "version", name=op.f("pk_watch_versions")),
     )
     op.create_table(
@@ -79,12 +82,12 @@ def upgrade() -> None:
         _ts("created_at", nullable=False, default=True),
         _ts("updated_at"),
         sa.CheckConstraint("status IN ('preparing', 'running', 'done', 'failed')", name=op.f("ck_campaigns_status")),
-        sa.ForeignKeyConstraint(["watch"], ["watches.name"], name=op.f("fk_campaigns_watch_watches"),
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["watch"], ["watches.name"], name=op.f("fk_campaigns_watch_watches"), ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_campaigns")),
     )
-    op.create_index("ix_campaigns_watch_package_candidate", "campaigns", ["watch", "package", "candidate"],
-                    unique=True)
+    op.create_index("ix_campaigns_watch_package_candidate", "campaigns", ["watch", "package", "candidate"], unique=True)
     op.create_index("ix_campaigns_status", "campaigns", ["status"])
     op.create_table(
         "campaign_hosts",
@@ -96,8 +99,9 @@ def upgrade() -> None:
         sa.Column("error", sa.Text(), nullable=True),
         _ts("reported_at"),
         sa.CheckConstraint("status IN ('pending', 'ready', 'failed')", name=op.f("ck_campaign_hosts_status")),
-        sa.ForeignKeyConstraint(["campaign_id"], ["campaigns.id"], name=op.f("fk_campaign_hosts_campaign_id_campaigns"),
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["campaign_id"], ["campaigns.id"], name=op.f("fk_campaign_hosts_campaign_id_campaigns"), ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("campaign_id", "host", name=op.f("pk_campaign_hosts")),
     )
     op.create_table(
@@ -117,8 +121,9 @@ def upgrade() -> None:
         sa.Column("reason", sa.Text(), nullable=False),
         _ts("created_at", nullable=False, default=True),
         _ts("cleared_at"),
-        sa.ForeignKeyConstraint(["campaign_id"], ["campaigns.id"], name=op.f("fk_suspect_hosts_campaign_id_campaigns"),
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["campaign_id"], ["campaigns.id"], name=op.f("fk_suspect_hosts_campaign_id_campaigns"), ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_suspect_hosts")),
     )
     op.create_index("ix_suspect_hosts_key", "suspect_hosts", ["key"], unique=True)
@@ -135,12 +140,15 @@ def upgrade() -> None:
         _ts("next_attempt_at"),
         _ts("delivered_at"),
         sa.Column("last_error", sa.Text(), nullable=True),
-        sa.CheckConstraint("kind IN ('finding', 'suspect_host', 'campaign_failed')", name=op.f("ck_notifications_kind")),
+        sa.CheckConstraint(
+            "kind IN ('finding', 'suspect_host', 'campaign_failed')", name=op.f("ck_notifications_kind")
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_notifications")),
     )
     op.create_index("ix_notifications_key", "notifications", ["key"], unique=True)
-    op.create_index("ix_notifications_delivered_at_next_attempt_at", "notifications",
-                    ["delivered_at", "next_attempt_at"])
+    op.create_index(
+        "ix_notifications_delivered_at_next_attempt_at", "notifications", ["delivered_at", "next_attempt_at"]
+    )
     if op.get_bind().dialect.name != "postgresql":
         return
     # The coordinator has DML on these through 0006's default privileges; the worker reads campaigns and
@@ -151,8 +159,10 @@ def upgrade() -> None:
     op.execute(f"CREATE POLICY coordinator_all ON campaign_hosts TO {COORDINATOR} USING (true) WITH CHECK (true)")
     op.execute(f"CREATE POLICY worker_select ON campaign_hosts FOR SELECT TO {WORKER} USING (true)")
     op.execute(f"CREATE POLICY worker_insert ON campaign_hosts FOR INSERT TO {WORKER} WITH CHECK (host = {ME})")
-    op.execute(f"CREATE POLICY worker_update ON campaign_hosts FOR UPDATE TO {WORKER} USING (host = {ME}) "
-               f"WITH CHECK (host = {ME})")
+    op.execute(
+        f"CREATE POLICY worker_update ON campaign_hosts FOR UPDATE TO {WORKER} USING (host = {ME}) "
+        f"WITH CHECK (host = {ME})"
+    )
 
 
 def downgrade() -> None:

@@ -13,6 +13,7 @@ it, where plpgsql keeps the plan for the session (benchmarks/plumbing.py measure
 Revision ID: 0009
 Revises: 0008
 """
+
 from typing import Sequence, Union
 
 from alembic import op
@@ -22,10 +23,14 @@ down_revision: Union[str, Sequence[str], None] = "0008"
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 
-PLPGSQL = ("CREATE OR REPLACE FUNCTION siliconbench_worker_host() RETURNS text LANGUAGE plpgsql STABLE AS $$ "
-           "BEGIN RETURN (SELECT host FROM worker_logins WHERE login = current_user); END $$")
-SQL = ("CREATE OR REPLACE FUNCTION siliconbench_worker_host() RETURNS text LANGUAGE sql STABLE "
-       "AS $$ SELECT host FROM worker_logins WHERE login = current_user $$")  # as 0006
+PLPGSQL = (
+    "CREATE OR REPLACE FUNCTION siliconbench_worker_host() RETURNS text LANGUAGE plpgsql STABLE AS $$ "
+    "BEGIN RETURN (SELECT host FROM worker_logins WHERE login = current_user); END $$"
+)
+SQL = (
+    "CREATE OR REPLACE FUNCTION siliconbench_worker_host() RETURNS text LANGUAGE sql STABLE "
+    "AS $$ SELECT host FROM worker_logins WHERE login = current_user $$"
+)  # as 0006
 
 
 def upgrade() -> None:

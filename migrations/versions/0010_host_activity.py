@@ -6,6 +6,7 @@ download here, so `siliconbench workers` and the Fleet page show it; NULL when i
 Revision ID: 0010
 Revises: 0009
 """
+
 from typing import Sequence, Union
 
 import sqlalchemy as sa

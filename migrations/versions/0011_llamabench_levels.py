@@ -12,6 +12,7 @@ to the live code cannot change what this upgrade does. The downgrade restores th
 Revision ID: 0011
 Revises: 0010
 """
+
 import json
 import re
 from typing import Sequence, Union
@@ -24,8 +25,17 @@ down_revision: Union[str, Sequence[str], None] = "0010"
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 
-FLOATS = {"f32": "f32", "fp32": "f32", "float32": "f32", "f16": "f16", "fp16": "f16", "float16": "f16",
-          "half": "f16", "bf16": "bf16", "bfloat16": "bf16"}
+FLOATS = {
+    "f32": "f32",
+    "fp32": "f32",
+    "float32": "f32",
+    "f16": "f16",
+    "fp16": "f16",
+    "float16": "f16",
+    "half": "f16",
+    "bf16": "bf16",
+    "bfloat16": "bf16",
+}
 
 
 def _dtype(quant: str) -> str:
@@ -59,7 +69,9 @@ def old_level(quant: str) -> str:
 
 def _rewrite(level_of) -> None:
     bind = op.get_bind()
-    rows = bind.execute(sa.text("SELECT id, quant, quant_level, spec FROM jobs WHERE model_sha256 LIKE 'llama-bench:%'"))
+    rows = bind.execute(
+        sa.text("SELECT id, quant, quant_level, spec FROM jobs WHERE model_sha256 LIKE 'llama-bench:%'")
+    )
     for job_id, quant, level, spec in rows.fetchall():
         want = level_of(quant)
         if want == level:
@@ -67,7 +79,8 @@ def _rewrite(level_of) -> None:
         spec = json.loads(spec) if isinstance(spec, str) else dict(spec or {})
         spec["quant_level"] = want
         update = sa.text("UPDATE jobs SET quant_level = :level, spec = :spec WHERE id = :id").bindparams(
-            sa.bindparam("spec", type_=sa.JSON))
+            sa.bindparam("spec", type_=sa.JSON)
+        )
         bind.execute(update, {"level": want, "spec": spec, "id": job_id})
 
 

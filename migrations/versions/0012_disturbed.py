@@ -8,6 +8,7 @@ policies and grants) follow a column rename. SQLite renames a column natively si
 Revision ID: 0012
 Revises: 0011
 """
+
 from typing import Sequence, Union
 
 from alembic import op
@@ -20,11 +21,15 @@ depends_on: Union[str, Sequence[str], None] = None
 
 def _rename_key(old: str, new: str) -> None:
     if op.get_bind().dialect.name == "postgresql":
-        op.execute(f"UPDATE results SET extra = ((extra::jsonb - '{old}') || jsonb_build_object('{new}', "
-                   f"extra::jsonb -> '{old}'))::json WHERE jsonb_exists(extra::jsonb, '{old}')")
+        op.execute(
+            f"UPDATE results SET extra = ((extra::jsonb - '{old}') || jsonb_build_object('{new}', "
+            f"extra::jsonb -> '{old}'))::json WHERE jsonb_exists(extra::jsonb, '{old}')"
+        )
     else:
-        op.execute(f"UPDATE results SET extra = json_remove(json_set(extra, '$.{new}', json(json_extract(extra, "
-                   f"'$.{old}'))), '$.{old}') WHERE json_type(extra, '$.{old}') IS NOT NULL")
+        op.execute(
+            f"UPDATE results SET extra = json_remove(json_set(extra, '$.{new}', json(json_extract(extra, "
+            f"'$.{old}'))), '$.{old}') WHERE json_type(extra, '$.{old}') IS NOT NULL"
+        )
 
 
 def _rename_columns(old: str, new: str) -> None:

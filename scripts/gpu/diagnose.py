@@ -10,15 +10,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-LOAD = ("from worker.engines.llama_cpp import LlamaCppEngine; e = LlamaCppEngine(); "
-        "e.load(__import__('pathlib').Path({path!r}), {{}}, n_ctx=600); print('LOADED', e.describe()['backend'])")
+LOAD = (
+    "from worker.engines.llama_cpp import LlamaCppEngine; e = LlamaCppEngine(); "
+    "e.load(__import__('pathlib').Path({path!r}), {{}}, n_ctx=600); print('LOADED', e.describe()['backend'])"
+)
 VARIANTS = {
     "plain": "",
     "child imports": "import worker.job.child_main",
     "nvml first": "from worker.platform.nvidia import Nvml; Nvml.open()",
     "device meter thread": "from worker.platform.nvidia import Nvml, DeviceMeter; DeviceMeter(Nvml.open()).start()",
     "faulthandler + tee": "import faulthandler; from worker.engines import engine_log; engine_log.tee_to_stderr(); "
-                          "faulthandler.enable(file=engine_log.stream())",
+    "faulthandler.enable(file=engine_log.stream())",
     "stdout is stderr": "import sys; sys.stdout = sys.stderr",
     "watcher thread": "import threading, time; threading.Thread(target=lambda: [time.sleep(0.5) for _ in iter(int, 1)], daemon=True).start()",
 }
@@ -35,8 +37,14 @@ def main(gguf: str, out: str) -> None:
         report[name] = run(f"{pre}\n{LOAD.format(path=gguf)}")
         print(name, report[name][0], flush=True)
     with open(os.devnull, "rb") as devnull, open(Path(out) / "diag-file-stdio.txt", "w") as f:
-        p = subprocess.run([sys.executable, "-c", LOAD.format(path=gguf)], stdin=devnull, stdout=f, stderr=f,
-                           start_new_session=True, timeout=120)
+        p = subprocess.run(
+            [sys.executable, "-c", LOAD.format(path=gguf)],
+            stdin=devnull,
+            stdout=f,
+            stderr=f,
+            start_new_session=True,
+            timeout=120,
+        )
         report["new session, stdio to a file"] = (p.returncode, "")
         print("new session, stdio to a file", p.returncode, flush=True)
     (Path(out) / "diagnose.json").write_text(json.dumps(report, indent=1))

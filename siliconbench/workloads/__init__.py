@@ -28,8 +28,11 @@ MODULES: tuple[ModuleType, ...] = (generate, swap, restart, concurrent, long_con
 
 
 def _settings_class(module: ModuleType) -> type[BaseModel]:
-    return next(v for v in vars(module).values() if isinstance(v, type) and issubclass(v, BaseModel)
-                and "kind" in v.model_fields)
+    return next(
+        v
+        for v in vars(module).values()
+        if isinstance(v, type) and issubclass(v, BaseModel) and "kind" in v.model_fields
+    )
 
 
 KIND_MODULES: dict[str, ModuleType] = {m.__name__.rsplit(".", 1)[1]: m for m in MODULES}
@@ -48,8 +51,17 @@ def configs(w, wi: int, m, catalog, engines: list[str]) -> list[Config]:
     return KIND_MODULES[w.kind].configs(w, f"workloads[{wi}]", m, catalog, engines)
 
 
-def engine_params(w, wi: int, cfg: Config, engine: str, model: str, art, catalog,
-                  full: tuple[str, bool] | None = None, engines: tuple[str, ...] = ()) -> dict | None:
+def engine_params(
+    w,
+    wi: int,
+    cfg: Config,
+    engine: str,
+    model: str,
+    art,
+    catalog,
+    full: tuple[str, bool] | None = None,
+    engines: tuple[str, ...] = (),
+) -> dict | None:
     """The job's params on ``engine`` with artifact ``art``, or None when the configuration does not apply to it;
     a kind without its own ``engine_params`` runs every configuration on every engine alike."""
     own = getattr(KIND_MODULES[w.kind], "engine_params", None)
@@ -58,6 +70,24 @@ def engine_params(w, wi: int, cfg: Config, engine: str, model: str, art, catalog
     return own(w, f"workloads[{wi}]", cfg, engine, model, art, catalog, full=full, engines=engines)
 
 
-__all__ = ["COMMON_FACTS", "CTX_SLACK", "Config", "ConcurrentWorkload", "FACTS", "GenerateWorkload", "KINDS",
-           "KIND_MODULES", "LongContextWorkload", "MultiprocessWorkload", "PerplexityMode", "PerplexityWorkload",
-           "RestartWorkload", "ServerSettings", "SwapWorkload", "configs", "engine_params", "kld_bases", "n_configs"]
+__all__ = [
+    "COMMON_FACTS",
+    "CTX_SLACK",
+    "Config",
+    "ConcurrentWorkload",
+    "FACTS",
+    "GenerateWorkload",
+    "KINDS",
+    "KIND_MODULES",
+    "LongContextWorkload",
+    "MultiprocessWorkload",
+    "PerplexityMode",
+    "PerplexityWorkload",
+    "RestartWorkload",
+    "ServerSettings",
+    "SwapWorkload",
+    "configs",
+    "engine_params",
+    "kld_bases",
+    "n_configs",
+]

@@ -20,13 +20,17 @@ CTX_SLACK = 16
 
 # Facts every job's result may carry in ``JobResult.extra`` beside its kind's own (each kind module's FACTS); a result
 # whose extra holds a key neither declares is refused on write (siliconbench.results.contract_problems).
-COMMON_FACTS = frozenset({
-    "workload",  # the kind, as run
-    "thermal", "busy",  # the gates' records (worker/measure/gate.py)
-    "model_notes",  # what the model's manifest says every result must carry (a tokenizer mismatch allowed)
-    "device_memory",  # a CUDA host's NVML peak and what the engine says it allocated (Engine.memory_facts)
-    "source", "llama_bench",  # a result imported from llama-bench's output: where from, and its record as read
-})
+COMMON_FACTS = frozenset(
+    {
+        "workload",  # the kind, as run
+        "thermal",
+        "busy",  # the gates' records (worker/measure/gate.py)
+        "model_notes",  # what the model's manifest says every result must carry (a tokenizer mismatch allowed)
+        "device_memory",  # a CUDA host's NVML peak and what the engine says it allocated (Engine.memory_facts)
+        "source",
+        "llama_bench",  # a result imported from llama-bench's output: where from, and its record as read
+    }
+)
 
 
 class Strict(BaseModel):

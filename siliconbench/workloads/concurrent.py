@@ -8,8 +8,17 @@ from pydantic import Field, PositiveFloat, PositiveInt
 
 from .base import SERVER_FACTS, Config, Counts, ServerSettings, fits, server_params
 
-FACTS = SERVER_FACTS | {"clients", "ready_s", "stop_s", "clean_stop", "memory_interval_ms", "hwm_supported",
-                        "token_count_source", "batching", "observed"}
+FACTS = SERVER_FACTS | {
+    "clients",
+    "ready_s",
+    "stop_s",
+    "clean_stop",
+    "memory_interval_ms",
+    "hwm_supported",
+    "token_count_source",
+    "batching",
+    "observed",
+}
 
 
 class ConcurrentWorkload(ServerSettings):
@@ -29,6 +38,16 @@ def n_configs(w: ConcurrentWorkload) -> int:
 
 def configs(w: ConcurrentWorkload, at: str, m, catalog, engines: list[str]) -> list[Config]:
     fits(w.prompt_tokens + w.gen_tokens, m, f"{at}.prompt_tokens", "prompt_tokens + gen_tokens")
-    return [Config(w.prompt_tokens, w.gen_tokens, {**server_params(w), "clients": n,
-                                                   "memory_interval_ms": w.memory_interval_ms,
-                                                   "request_timeout_s": w.request_timeout_s}) for n in w.clients]
+    return [
+        Config(
+            w.prompt_tokens,
+            w.gen_tokens,
+            {
+                **server_params(w),
+                "clients": n,
+                "memory_interval_ms": w.memory_interval_ms,
+                "request_timeout_s": w.request_timeout_s,
+            },
+        )
+        for n in w.clients
+    ]

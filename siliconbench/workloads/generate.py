@@ -27,7 +27,10 @@ def configs(w: GenerateWorkload, at: str, m, catalog, engines: list[str]) -> lis
     out = []
     for n_prompt, n_gen, depth in itertools.product(w.prompt_tokens, w.gen_tokens, w.depth):
         if depth + n_prompt + n_gen > m.n_ctx:
-            raise UserError(at, f"depth {depth} + prompt_tokens {n_prompt} + gen_tokens {n_gen} exceeds model "
-                            f"{m.name!r}'s context of {m.n_ctx} tokens.")
+            raise UserError(
+                at,
+                f"depth {depth} + prompt_tokens {n_prompt} + gen_tokens {n_gen} exceeds model "
+                f"{m.name!r}'s context of {m.n_ctx} tokens.",
+            )
         out.append(Config(n_prompt, n_gen, n_depth=depth))
     return out

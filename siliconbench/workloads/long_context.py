@@ -9,8 +9,9 @@ from pydantic import PositiveInt
 
 from .base import Config, Counts, Strict, fits
 
-FACTS = frozenset({"depth", "n_ctx", "kv_cache_source", "kv_tokens", "kv_dtype_bytes", "n_layers", "n_kv_heads",
-                   "head_dim"})
+FACTS = frozenset(
+    {"depth", "n_ctx", "kv_cache_source", "kv_tokens", "kv_dtype_bytes", "n_layers", "n_kv_heads", "head_dim"}
+)
 
 
 class LongContextWorkload(Strict):

@@ -11,8 +11,23 @@ from ..engines import ENGINE_NAMES
 from ..errors import UserError
 from .base import Config, Strict, fits
 
-FACTS = frozenset({"format", "text", "mode", "bos", "first_scored", "text_tokens", "scored_tokens", "tokens_sha256",
-                   "n_ctx", "bits_per_weight", "tensor_types", "quantization", "kld"})
+FACTS = frozenset(
+    {
+        "format",
+        "text",
+        "mode",
+        "bos",
+        "first_scored",
+        "text_tokens",
+        "scored_tokens",
+        "tokens_sha256",
+        "n_ctx",
+        "bits_per_weight",
+        "tensor_types",
+        "quantization",
+        "kld",
+    }
+)
 
 PerplexityMode = Literal["llama-perplexity", "all-tokens"]
 
@@ -28,16 +43,20 @@ class PerplexityWorkload(Strict):
     kind: Literal["perplexity"] = "perplexity"
     text: Literal["corpus"] = Field("corpus", description="worker/models/data/corpus.txt")
     mode: PerplexityMode = Field(
-        "llama-perplexity", description="llama-perplexity: BOS first (where the vocab adds it), then 0-based tokens "
+        "llama-perplexity",
+        description="llama-perplexity: BOS first (where the vocab adds it), then 0-based tokens "
         "n/2+1..n-1 of each n-token window scored, as `llama-perplexity -c window_tokens`; all-tokens: tokens 1..n-1, "
-        "no BOS, as mlx_lm.perplexity's eval_ppl")
+        "no BOS, as mlx_lm.perplexity's eval_ppl",
+    )
     window_tokens: Annotated[int, Field(ge=2)] = 512
     windows: PositiveInt = 8
     offset_tokens: Annotated[int, Field(ge=0)] = Field(0, description="First token of the first window")
     kl_divergence: bool = Field(
-        False, description="Also the KL-divergence of each format's next-token distributions against the model's "
+        False,
+        description="Also the KL-divergence of each format's next-token distributions against the model's "
         "full precision (llama-perplexity --kl-divergence's definitions), against each engine's full-precision "
-        "form the model has: its own engine's (kld_*) and the other's (cross_kld_*)")
+        "form the model has: its own engine's (kld_*) and the other's (cross_kld_*)",
+    )
 
 
 def n_configs(w: PerplexityWorkload) -> int:
@@ -46,16 +65,28 @@ def n_configs(w: PerplexityWorkload) -> int:
 
 def configs(w: PerplexityWorkload, at: str, m, catalog, engines: list[str]) -> list[Config]:
     if m.synthetic:
-        raise UserError(f"{at}.kind", f"model {m.name!r} has random weights (models make-synthetic): its "
-                        "perplexity and KL-divergence mean nothing; measure them on a real model.")
+        raise UserError(
+            f"{at}.kind",
+            f"model {m.name!r} has random weights (models make-synthetic): its "
+            "perplexity and KL-divergence mean nothing; measure them on a real model.",
+        )
     fits(w.window_tokens, m, f"{at}.window_tokens", "window_tokens")
     if w.mode == "llama-perplexity" and w.window_tokens < 4:
-        raise UserError(f"{at}.window_tokens", f"mode llama-perplexity scores 0-based tokens n/2+1..n-1 of each "
-                        f"window: window_tokens = {w.window_tokens} leaves none; use 4 or more (or mode all-tokens).")
+        raise UserError(
+            f"{at}.window_tokens",
+            f"mode llama-perplexity scores 0-based tokens n/2+1..n-1 of each "
+            f"window: window_tokens = {w.window_tokens} leaves none; use 4 or more (or mode all-tokens).",
+        )
     # protocol 2: each window evaluated whole, as llama-perplexity does (before: one token shorter, logits
     # ~1e-3 apart). Part of the job key, so figures measured the old way are never pooled with these.
-    params = {"text": w.text, "mode": w.mode, "window_tokens": w.window_tokens, "windows": w.windows,
-              "offset_tokens": w.offset_tokens, "protocol": 2}
+    params = {
+        "text": w.text,
+        "mode": w.mode,
+        "window_tokens": w.window_tokens,
+        "windows": w.windows,
+        "offset_tokens": w.offset_tokens,
+        "protocol": 2,
+    }
     if w.kl_divergence:
         params["kld_bases"] = kld_bases(m, catalog, f"{at}.kl_divergence")
     # Deterministic: the windows are the samples, so repetitions and warmup would only repeat them.
@@ -66,10 +97,20 @@ def kld_bases(m, catalog, where: str) -> list[dict]:
     """The full-precision form of each engine the KL-divergence is measured against: the highest precision
     both share (f32, then f16, bf16), by content digest, so results against different bases never pool."""
     pair = m.full_pair(ENGINE_NAMES, "f32")
-    bases = [{"engine": e, "quant": a.quant, "sha256": a.sha256,
-              "artifact": str(catalog.artifact_path(m.name, a, field=where).relative_to(catalog.models_dir))}
-             for e, a in pair.items() if a is not None]
+    bases = [
+        {
+            "engine": e,
+            "quant": a.quant,
+            "sha256": a.sha256,
+            "artifact": str(catalog.artifact_path(m.name, a, field=where).relative_to(catalog.models_dir)),
+        }
+        for e, a in pair.items()
+        if a is not None
+    ]
     if not bases:
-        raise UserError(where, f"model {m.name!r} has no full-precision form (F32/F16/BF16 GGUF or an unquantized "
-                        "MLX folder) to measure the KL-divergence against; add one with `models add --to-existing`.")
+        raise UserError(
+            where,
+            f"model {m.name!r} has no full-precision form (F32/F16/BF16 GGUF or an unquantized "
+            "MLX folder) to measure the KL-divergence against; add one with `models add --to-existing`.",
+        )
     return bases

@@ -19,8 +19,10 @@ class RestartWorkload(ServerSettings):
     prompt_tokens: PositiveInt = 32
     gen_tokens: PositiveInt = 8
     client_interval_ms: PositiveInt | None = Field(
-        250, description="A client sends a request this often throughout (None: no traffic); those that fail "
-        "during a restart are counted")
+        250,
+        description="A client sends a request this often throughout (None: no traffic); those that fail "
+        "during a restart are counted",
+    )
 
 
 def n_configs(w: RestartWorkload) -> int:

@@ -29,8 +29,14 @@ def one_real_run(tmp_path_factory, models_dir) -> Path:
     home = tmp_path_factory.mktemp("one-run")
     env = {k: v for k, v in os.environ.items() if k not in ("SILICONBENCH_DATABASE_URL", "SILICONBENCH_BROKER_URL")}
     env.update(SILICONBENCH_MODELS_DIR=str(models_dir), XDG_DATA_HOME=str(home / "xdg"))
-    r = subprocess.run([sys.executable, "-m", "cli.main", "run", str(write_sweep(home))], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "cli.main", "run", str(write_sweep(home))],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     return home / "xdg" / "siliconbench" / "siliconbench.sqlite"
 
@@ -38,7 +44,9 @@ def one_real_run(tmp_path_factory, models_dir) -> Path:
 def counts(db: Path) -> dict[str, int]:
     con = sqlite3.connect(db)
     try:
-        return {t: con.execute(f"select count(*) from {t}").fetchone()[0] for t in ("sweeps", "jobs", "results", "samples")}
+        return {
+            t: con.execute(f"select count(*) from {t}").fetchone()[0] for t in ("sweeps", "jobs", "results", "samples")
+        }
     finally:
         con.close()
 
@@ -72,13 +80,23 @@ def test_run_then_results_json(tmp_path, isolated_env):
     assert counts(isolated_env["default_db"])["results"] == 2
 
 
-@pytest.mark.parametrize("edit, needle", [
-    ({"engines": ["llama.cpp", "onnx"]}, "engines[1]"),
-    ({"models": ["no-such-model"]}, "models[0]"),
-    ({"models": ["../../etc"]}, "models[0]"),
-    ({"workloads": [{"kind": "generate", "prompt_tokens": [-1]}]}, "prompt_tokens"),
-    ({"workloads": [{"kind": "generate", "prompt_tokens": list(range(1, 200)), "gen_tokens": list(range(1, 60))}]}, "max_jobs"),
-])
+@pytest.mark.parametrize(
+    "edit, needle",
+    [
+        ({"engines": ["llama.cpp", "onnx"]}, "engines[1]"),
+        ({"models": ["no-such-model"]}, "models[0]"),
+        ({"models": ["../../etc"]}, "models[0]"),
+        ({"workloads": [{"kind": "generate", "prompt_tokens": [-1]}]}, "prompt_tokens"),
+        (
+            {
+                "workloads": [
+                    {"kind": "generate", "prompt_tokens": list(range(1, 200)), "gen_tokens": list(range(1, 60))}
+                ]
+            },
+            "max_jobs",
+        ),
+    ],
+)
 def test_bad_sweep_exits_2_and_writes_nothing(tmp_path, isolated_env, one_real_run, edit, needle):
     isolated_env["default_db"].parent.mkdir(parents=True, exist_ok=True)
     for suffix in ("", "-wal"):  # a database with something in it already (and its log, if SQLite kept one)

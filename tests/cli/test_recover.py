@@ -32,9 +32,13 @@ def statuses(path) -> list[str]:
 def interrupted_run(tmp_path, policy: str) -> tuple[str, object]:
     path = tmp_path / "sb.sqlite"
     sweep = write_sweep(tmp_path, repetitions=3, delay_s=1.0, on_interrupt=policy)  # two jobs, a few s each
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "run", str(sweep)], cwd=ROOT,
-                            env={**os.environ, "SILICONBENCH_DATABASE_URL": f"sqlite:///{path}"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "run", str(sweep)],
+        cwd=ROOT,
+        env={**os.environ, "SILICONBENCH_DATABASE_URL": f"sqlite:///{path}"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for(lambda: path.exists() and "running" in statuses(path), 120, what="the first job to start")
     finally:

@@ -12,8 +12,13 @@ from tests.cli_support import sb
 from tests.conftest import SMALL
 
 SWEEP = {
-    "name": "every-kind", "models": [SMALL], "engines": ["llama.cpp", "mlx"], "quantizations": ["full"],
-    "repetitions": 1, "warmup": 0, "seed": 0,
+    "name": "every-kind",
+    "models": [SMALL],
+    "engines": ["llama.cpp", "mlx"],
+    "quantizations": ["full"],
+    "repetitions": 1,
+    "warmup": 0,
+    "seed": 0,
     "workloads": [
         {"kind": "generate", "prompt_tokens": [32], "gen_tokens": [8], "depth": [0]},
         {"kind": "swap", "to_quant": "q4", "cache": ["cold"], "mmap": [True], "prompt_tokens": 16},
@@ -24,9 +29,15 @@ SWEEP = {
         {"kind": "multiprocess", "processes": [2], "prompt_tokens": 8, "gen_tokens": 8},
     ],
 }
-OWN = {"swap": "swap_total_s", "restart": "restart_first_token_s", "concurrent": "request_ttft_ms",
-       "long_context": "kv_cache_bytes", "perplexity": "perplexity", "multiprocess": "mp_aggregate_decode_tps",
-       "generate": "decode_tps"}
+OWN = {
+    "swap": "swap_total_s",
+    "restart": "restart_first_token_s",
+    "concurrent": "request_ttft_ms",
+    "long_context": "kv_cache_bytes",
+    "perplexity": "perplexity",
+    "multiprocess": "mp_aggregate_decode_tps",
+    "generate": "decode_tps",
+}
 
 
 def test_run_prints_a_table_per_kind_and_exports_every_metric(tmp_path, isolated_env):

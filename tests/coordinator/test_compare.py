@@ -23,8 +23,9 @@ from tests.history_seed import seed_results
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def processes(n: int, median: float = 100.0, *, seed: int = 0, between: float = 0.01, within: float = 0.005,
-              reps: int = 5) -> list[list[float]]:
+def processes(
+    n: int, median: float = 100.0, *, seed: int = 0, between: float = 0.01, within: float = 0.005, reps: int = 5
+) -> list[list[float]]:
     """n processes of ``reps`` samples: each process off the median by ``between``, each sample by ``within``."""
     rng = random.Random(seed)
     out = []
@@ -42,6 +43,7 @@ def scaled(procs, f):
 
 
 # ------------------------------------------------------------------------------------------ statistics
+
 
 def test_slower_throughput_is_a_regression_with_a_ci_around_the_ratio():
     c = compare_processes(BASE, scaled(processes(8, seed=1), 0.90), "decode_tps")
@@ -108,6 +110,7 @@ def test_hodges_lehmann_and_its_interval():
 
 # ---------------------------------------------------------------------------------------- seeded store
 
+
 @pytest.fixture
 def store_url(tmp_path, models_dir):
     url = f"sqlite:///{tmp_path / 'cmp.sqlite'}"
@@ -117,8 +120,12 @@ def store_url(tmp_path, models_dir):
         {"mlx_lm": "0.31.3", "medians": {"prefill_tps": 5000, "decode_tps": 400, "ttft_ms": 12}, "day": 1},
         {"mlx_lm": "0.32.2", "medians": {"prefill_tps": 5000, "decode_tps": 340, "ttft_ms": 12}, "day": 10},
         {"mlx_lm": "0.32.2", "medians": {"prefill_tps": 5000, "decode_tps": 340, "ttft_ms": 12}, "day": 11},
-        {"mlx_lm": "0.32.2", "host": "mac-mini-2", "medians": {"prefill_tps": 6000, "decode_tps": 500, "ttft_ms": 10},
-         "day": 12},
+        {
+            "mlx_lm": "0.32.2",
+            "host": "mac-mini-2",
+            "medians": {"prefill_tps": 6000, "decode_tps": 500, "ttft_ms": 10},
+            "day": 12,
+        },
     ]
     seed_results(url, models_dir, [dict(r, processes=3) for r in runs])  # 6 processes a side per version here
     yield url
@@ -146,12 +153,15 @@ def test_host_selectors_pair_series_across_hosts(store_url):
 
 
 def test_date_and_sweep_selectors(store_url):
-    rows = compare_db(store_url, "until=2026-11-02", "since=2026-11-12,host=" + socket.gethostname(),
-                      metrics=("decode_tps",))
+    rows = compare_db(
+        store_url, "until=2026-11-02", "since=2026-11-12,host=" + socket.gethostname(), metrics=("decode_tps",)
+    )
     assert [r.n_results for r in rows] == [(6, 3)]
     rows = compare_db(store_url, "sweep=history-000", "sweep=history-00[23]", metrics=("decode_tps",))
     assert rows[0].n_results == (3, 6)
-    rows = compare_db(store_url, "mlx-lm=0.31.*", "since=2026-11-02,host=" + socket.gethostname(), metrics=("decode_tps",))
+    rows = compare_db(
+        store_url, "mlx-lm=0.31.*", "since=2026-11-02,host=" + socket.gethostname(), metrics=("decode_tps",)
+    )
     assert rows[0].n_results == (3, 6) and "left out" in rows[0].notes[0]  # the overlap is not counted twice
     rows = compare_db(store_url, "date=2026-11-01", "date=2026-11-02", metrics=("decode_tps",))
     assert rows[0].n_results == (3, 3) and "cannot reach p < 0.05" in " ".join(rows[0].notes)
@@ -186,16 +196,28 @@ def test_formats(store_url):
 
 def sb(*args, url):
     env = {**os.environ, "SILICONBENCH_DATABASE_URL": url}
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT, capture_output=True,
-                          text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args], cwd=ROOT, capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def test_cli_compare_table_md_and_exit_status(store_url):
     out = sb("compare", "--baseline", "mlx-lm=0.31.3", "--candidate", "mlx-lm=0.32.2", url=store_url)
     assert out.returncode == 0, out.stderr
     assert "regression" in out.stdout and "no change" in out.stdout and "Mann-Whitney" in out.stdout
-    out = sb("compare", "-b", "mlx-lm=0.31.3", "-c", "mlx-lm=0.32.2", "--format", "md", "-m", "decode_tps",
-             "--fail-on-regression", url=store_url)
+    out = sb(
+        "compare",
+        "-b",
+        "mlx-lm=0.31.3",
+        "-c",
+        "mlx-lm=0.32.2",
+        "--format",
+        "md",
+        "-m",
+        "decode_tps",
+        "--fail-on-regression",
+        url=store_url,
+    )
     assert out.returncode == 1 and out.stdout.count("**regression**") == 1
     out = sb("compare", "-b", "nope=1", "-c", "mlx-lm=0.32.2", url=store_url)
     assert out.returncode == 2 and "unknown selector key" in out.stderr

@@ -32,23 +32,62 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # The JSON example of llama.cpp's tools/llama-bench/README.md (build 5163, Qwen2.5-7B Q4_K_M on an RTX 4080).
 COMMON = {
-    "build_commit": "8cf427ff", "build_number": 5163, "cpu_info": "AMD Ryzen 7 7800X3D 8-Core Processor",
-    "gpu_info": "NVIDIA GeForce RTX 4080", "backends": "CUDA", "model_filename": "models/Qwen2.5-7B-Instruct-Q4_K_M.gguf",
-    "model_type": "qwen2 7B Q4_K - Medium", "model_size": 4677120000, "model_n_params": 7615616512, "n_batch": 2048,
-    "n_ubatch": 512, "n_threads": 8, "cpu_mask": "0x0", "cpu_strict": False, "poll": 50, "type_k": "f16",
-    "type_v": "f16", "n_gpu_layers": 99, "split_mode": "layer", "main_gpu": 0, "no_kv_offload": False,
-    "flash_attn": False, "tensor_split": "0.00", "tensor_buft_overrides": "none", "defrag_thold": -1.0,
-    "use_mmap": True, "embeddings": False, "no_op_offload": 0,
+    "build_commit": "8cf427ff",
+    "build_number": 5163,
+    "cpu_info": "AMD Ryzen 7 7800X3D 8-Core Processor",
+    "gpu_info": "NVIDIA GeForce RTX 4080",
+    "backends": "CUDA",
+    "model_filename": "models/Qwen2.5-7B-Instruct-Q4_K_M.gguf",
+    "model_type": "qwen2 7B Q4_K - Medium",
+    "model_size": 4677120000,
+    "model_n_params": 7615616512,
+    "n_batch": 2048,
+    "n_ubatch": 512,
+    "n_threads": 8,
+    "cpu_mask": "0x0",
+    "cpu_strict": False,
+    "poll": 50,
+    "type_k": "f16",
+    "type_v": "f16",
+    "n_gpu_layers": 99,
+    "split_mode": "layer",
+    "main_gpu": 0,
+    "no_kv_offload": False,
+    "flash_attn": False,
+    "tensor_split": "0.00",
+    "tensor_buft_overrides": "none",
+    "defrag_thold": -1.0,
+    "use_mmap": True,
+    "embeddings": False,
+    "no_op_offload": 0,
 }
 README_JSON = [
-    {**COMMON, "n_prompt": 512, "n_gen": 0, "n_depth": 0, "test_time": "2025-04-24T11:58:50Z", "avg_ns": 72135640,
-     "stddev_ns": 1453752, "avg_ts": 7100.002165, "stddev_ts": 140.341520,
-     "samples_ns": [74601900, 71632900, 71745200, 71952700, 70745500],
-     "samples_ts": [6863.1, 7147.55, 7136.37, 7115.79, 7237.21]},
-    {**COMMON, "n_prompt": 0, "n_gen": 128, "n_depth": 0, "test_time": "2025-04-24T11:58:51Z", "avg_ns": 1076767880,
-     "stddev_ns": 9449585, "avg_ts": 118.881588, "stddev_ts": 1.041811,
-     "samples_ns": [1075361300, 1065089400, 1071761200, 1081934900, 1089692600],
-     "samples_ts": [119.03, 120.178, 119.43, 118.307, 117.464]},
+    {
+        **COMMON,
+        "n_prompt": 512,
+        "n_gen": 0,
+        "n_depth": 0,
+        "test_time": "2025-04-24T11:58:50Z",
+        "avg_ns": 72135640,
+        "stddev_ns": 1453752,
+        "avg_ts": 7100.002165,
+        "stddev_ts": 140.341520,
+        "samples_ns": [74601900, 71632900, 71745200, 71952700, 70745500],
+        "samples_ts": [6863.1, 7147.55, 7136.37, 7115.79, 7237.21],
+    },
+    {
+        **COMMON,
+        "n_prompt": 0,
+        "n_gen": 128,
+        "n_depth": 0,
+        "test_time": "2025-04-24T11:58:51Z",
+        "avg_ns": 1076767880,
+        "stddev_ns": 9449585,
+        "avg_ts": 118.881588,
+        "stddev_ts": 1.041811,
+        "samples_ns": [1075361300, 1065089400, 1071761200, 1081934900, 1089692600],
+        "samples_ts": [119.03, 120.178, 119.43, 118.307, 117.464],
+    },
 ]
 HOST = "rtx-box"
 
@@ -56,8 +95,12 @@ HOST = "rtx-box"
 def later_build(records, factor: float, build: int = 5200, commit: str = "9d2f1a0b") -> list[dict]:
     out = copy.deepcopy(records)
     for r in out:
-        r.update(build_number=build, build_commit=commit, samples_ts=[v * factor for v in r["samples_ts"]],
-                 test_time=r["test_time"].replace("2025-04-24", "2025-05-02"))
+        r.update(
+            build_number=build,
+            build_commit=commit,
+            samples_ts=[v * factor for v in r["samples_ts"]],
+            test_time=r["test_time"].replace("2025-04-24", "2025-05-02"),
+        )
         r["avg_ts"] *= factor
     return out
 
@@ -65,13 +108,19 @@ def later_build(records, factor: float, build: int = 5200, commit: str = "9d2f1a
 def sql_dump(records, table: str = "llama_bench") -> str:
     """What `llama-bench -o sql` prints: a CREATE TABLE of the scalar fields, one INSERT per test."""
     fields = [k for k in records[0] if not k.startswith("samples_")]
-    types = {k: "TEXT" if isinstance(records[0][k], str) else "REAL" if isinstance(records[0][k], float) else "INTEGER"
-             for k in fields}
-    lines = [f"CREATE TABLE IF NOT EXISTS {table} ("] + \
-            [f"  {k} {types[k]}{',' if i < len(fields) - 1 else ''}" for i, k in enumerate(fields)] + [");", ""]
+    types = {
+        k: "TEXT" if isinstance(records[0][k], str) else "REAL" if isinstance(records[0][k], float) else "INTEGER"
+        for k in fields
+    }
+    lines = (
+        [f"CREATE TABLE IF NOT EXISTS {table} ("]
+        + [f"  {k} {types[k]}{',' if i < len(fields) - 1 else ''}" for i, k in enumerate(fields)]
+        + [");", ""]
+    )
     for r in records:
-        vals = ", ".join(f"'{r[k]}'" if isinstance(r[k], str) else str(int(r[k]) if isinstance(r[k], bool) else r[k])
-                         for k in fields)
+        vals = ", ".join(
+            f"'{r[k]}'" if isinstance(r[k], str) else str(int(r[k]) if isinstance(r[k], bool) else r[k]) for k in fields
+        )
         lines.append(f"INSERT INTO {table} ({', '.join(fields)}) VALUES ({vals});")
     return "\n".join(lines) + "\n"
 
@@ -94,7 +143,10 @@ def test_parse_every_output_format():
         assert [r["samples_ts"] for r in recs] == [r["samples_ts"] for r in README_JSON]
     for table in ("llama_bench", "test"):  # current and older llama-bench
         recs = parse(sql_dump(README_JSON, table))
-        assert [(r["n_prompt"], r["n_gen"], r["build_commit"]) for r in recs] == [(512, 0, "8cf427ff"), (0, 128, "8cf427ff")]
+        assert [(r["n_prompt"], r["n_gen"], r["build_commit"]) for r in recs] == [
+            (512, 0, "8cf427ff"),
+            (0, 128, "8cf427ff"),
+        ]
     header = ",".join(k for k in README_JSON[0] if not k.startswith("samples_"))
     rows = [",".join(f'"{r[k]}"' for k in header.split(",")) for r in README_JSON]
     assert parse("\n".join([header, *rows]))[1]["n_gen"] == "128"
@@ -129,8 +181,10 @@ def test_readme_json_imports_once_and_shows_up_in_compare(url):
     imp(url, later_build(README_JSON, 0.9), "lb-5200")
     # One llama-bench process a side: its repetitions are not independent samples, so no verdict yet.
     rows = compare_db(url, "build=5163", "build=5200", metrics=("prefill_tps", "decode_tps"))
-    assert {r.series for r in rows} == {f"llama.cpp Qwen2.5-7B-Instruct-Q4_K_M Q4_K_M pp512 on {HOST}",
-                                        f"llama.cpp Qwen2.5-7B-Instruct-Q4_K_M Q4_K_M tg128 on {HOST}"}
+    assert {r.series for r in rows} == {
+        f"llama.cpp Qwen2.5-7B-Instruct-Q4_K_M Q4_K_M pp512 on {HOST}",
+        f"llama.cpp Qwen2.5-7B-Instruct-Q4_K_M Q4_K_M tg128 on {HOST}",
+    }
     for r in rows:
         assert r.comparison.verdict == Verdict.insufficient and r.comparison.ratio == pytest.approx(0.9)
         assert "1 vs 1 processes cannot reach" in " ".join(r.notes)
@@ -168,14 +222,23 @@ def test_combined_tests_are_skipped_with_a_reason(url):
 
 def test_export_is_llama_bench_shaped_and_round_trips_into_the_same_series(tmp_path, isolated_env, models_dir):
     sweep = tmp_path / "s.yaml"
-    sweep.write_text(json.dumps({"name": "x", "models": [SMALL], "engines": ["llama.cpp"], "repetitions": 5,
-                                 "workloads": [{"kind": "generate", "prompt_tokens": [32], "gen_tokens": [8],
-                                                "depth": [16]}]}))
+    sweep.write_text(
+        json.dumps(
+            {
+                "name": "x",
+                "models": [SMALL],
+                "engines": ["llama.cpp"],
+                "repetitions": 5,
+                "workloads": [{"kind": "generate", "prompt_tokens": [32], "gen_tokens": [8], "depth": [16]}],
+            }
+        )
+    )
     env = dict(os.environ)
 
     def sb(*a):
-        return subprocess.run([sys.executable, "-m", "cli.main", *a], cwd=ROOT, capture_output=True,
-                              text=True, env=env, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "cli.main", *a], cwd=ROOT, capture_output=True, text=True, env=env, timeout=300
+        )
 
     assert sb("run", str(sweep)).returncode == 0
     out = sb("export", "--out", str(tmp_path / "lb.json"))
@@ -183,8 +246,18 @@ def test_export_is_llama_bench_shaped_and_round_trips_into_the_same_series(tmp_p
     recs = json.loads((tmp_path / "lb.json").read_text())
     assert [(r["n_prompt"], r["n_gen"], r["n_depth"]) for r in recs] == [(32, 0, 16), (0, 8, 48)]
     for r in recs:
-        assert {"build_commit", "build_number", "model_type", "avg_ts", "stddev_ts", "avg_ns", "samples_ts",
-                "samples_ns", "n_threads", "test_time"} <= set(r) and len(r["samples_ts"]) == 5
+        assert {
+            "build_commit",
+            "build_number",
+            "model_type",
+            "avg_ts",
+            "stddev_ts",
+            "avg_ns",
+            "samples_ts",
+            "samples_ns",
+            "n_threads",
+            "test_time",
+        } <= set(r) and len(r["samples_ts"]) == 5
         assert r["avg_ts"] == pytest.approx(sum(r["samples_ts"]) / 5)
         # llama-bench's defaults as effectively applied: physical cores for pp and tg alike, -fa auto, f16 cache
         assert (r["n_threads"], r["flash_attn"], r["type_k"], r["type_v"]) == (performance_cores(), -1, "f16", "f16")
@@ -205,12 +278,24 @@ def test_import_cli_matches_a_model_or_names_the_quantizations(tmp_path, isolate
     f = tmp_path / "readme.json"
     f.write_text(json.dumps(README_JSON))
     env = dict(os.environ)
-    out = subprocess.run([sys.executable, "-m", "cli.main", "import-llama-bench", str(f), "--model", SMALL],
-                         cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.main", "import-llama-bench", str(f), "--model", SMALL],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 0 and "imported 2 tests" in out.stdout, out.stderr  # matched by quantization Q4_K_M
     f.write_text(json.dumps([{**r, "model_type": "qwen2 7B Q5_K - Small"} for r in README_JSON]))
-    out = subprocess.run([sys.executable, "-m", "cli.main", "import-llama-bench", str(f), "--model", SMALL],
-                         cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.main", "import-llama-bench", str(f), "--model", SMALL],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 2 and "no GGUF artifact of quantization Q5_K_S" in out.stderr
 
 
@@ -226,8 +311,14 @@ def test_imported_levels_follow_the_manifest_rule_and_migration_0011_corrects_st
     """Q6_K is q6 and Q5_K_M q5, as siliconbench.manifest.level_of says (the import's own function said q8 and
     'q5_k_m', so imported rows never paired with native ones); 0011 rewrites rows the old function stored."""
     url = empty_db
-    types = {"Q6_K": ("q6", "q8"), "Q5_K_M": ("q5", "q5_k_m"), "Q3_K_M": ("q3", "q3_k_m"), "IQ4_XS": ("q4", "q4"),
-             "F16": ("full", "full"), "Q8_0": ("q8", "q8")}
+    types = {
+        "Q6_K": ("q6", "q8"),
+        "Q5_K_M": ("q5", "q5_k_m"),
+        "Q3_K_M": ("q3", "q3_k_m"),
+        "IQ4_XS": ("q4", "q4"),
+        "F16": ("full", "full"),
+        "Q8_0": ("q8", "q8"),
+    }
     records = [{**README_JSON[1], "model_type": f"llama 8B {t}", "model_filename": f"m-{t}.gguf"} for t in types]
     imp(url, records, "levels")
 

@@ -27,14 +27,36 @@ from tests.page_support import run_page
 from tests.webhook_receiver import SECRET, Receiver
 
 ROOT = Path(__file__).resolve().parents[2]
-FINDING = {"watch": "nightly", "campaign_id": 7, "package": "llama-cpp-python", "engine": "llama.cpp",
-           "baseline": "0.3.36", "candidate": "0.3.37", "series": "tiny-llama-5m Q4_K_M p512 g128 d0",
-           "metric": "decode_tps", "verdict": "regression", "ratio": 0.912, "ci_low": 0.881, "ci_high": 0.944,
-           "p_value": 0.0031, "hosts": ["mini-01", "mini-02"], "sku": "M4 16GB",
-           "command": "siliconbench compare -b version=0.3.36 -c version=0.3.37 -m decode_tps"}
-SUSPECT = {"host": "mini-03", "sku": "M4 16GB", "series": FINDING["series"], "metric": "decode_tps", "ratio": 0.81,
-           "ci_low": 0.77, "ci_high": 0.85, "peers": ["mini-01", "mini-02"], "campaign_id": 7,
-           "command": "siliconbench compare -b host=mini-01 -c host=mini-03"}
+FINDING = {
+    "watch": "nightly",
+    "campaign_id": 7,
+    "package": "llama-cpp-python",
+    "engine": "llama.cpp",
+    "baseline": "0.3.36",
+    "candidate": "0.3.37",
+    "series": "tiny-llama-5m Q4_K_M p512 g128 d0",
+    "metric": "decode_tps",
+    "verdict": "regression",
+    "ratio": 0.912,
+    "ci_low": 0.881,
+    "ci_high": 0.944,
+    "p_value": 0.0031,
+    "hosts": ["mini-01", "mini-02"],
+    "sku": "M4 16GB",
+    "command": "siliconbench compare -b version=0.3.36 -c version=0.3.37 -m decode_tps",
+}
+SUSPECT = {
+    "host": "mini-03",
+    "sku": "M4 16GB",
+    "series": FINDING["series"],
+    "metric": "decode_tps",
+    "ratio": 0.81,
+    "ci_low": 0.77,
+    "ci_high": 0.85,
+    "peers": ["mini-01", "mini-02"],
+    "campaign_id": 7,
+    "command": "siliconbench compare -b host=mini-01 -c host=mini-03",
+}
 
 
 @pytest.fixture
@@ -82,8 +104,9 @@ def test_down_then_failing_then_up_is_delivered_once_signed(empty_db, secret):
     assert n.attempts == 4 and n.delivered_at == t0 + timedelta(seconds=35) and n.last_error is None
     assert len(rx.requests) == 3 and list(rx.accepted) == [str(nid)] and len(rx.accepted[str(nid)]) == 1
     headers, body = rx.requests[-1]
-    assert headers["Content-Type"] == "application/json" and verify_signature(SECRET, body,
-                                                                               headers["X-Siliconbench-Signature"])
+    assert headers["Content-Type"] == "application/json" and verify_signature(
+        SECRET, body, headers["X-Siliconbench-Signature"]
+    )
     assert not verify_signature(SECRET, body + b" ", headers["X-Siliconbench-Signature"])
     assert not verify_signature("other", body, headers["X-Siliconbench-Signature"])
     doc = json.loads(body)
@@ -141,8 +164,17 @@ def test_two_deliverers_at_once_never_send_the_same_row(empty_db, secret):
 
 def test_message_says_versions_series_ratio_ci_hosts_and_command():
     m = message(FINDING)
-    for part in ("Regression", "llama-cpp-python 0.3.36 → 0.3.37", FINDING["series"], "decode_tps", "0.912×",
-                 "95% CI 0.881–0.944", "mini-01, mini-02", "M4 16GB", "Reproduce: " + FINDING["command"]):
+    for part in (
+        "Regression",
+        "llama-cpp-python 0.3.36 → 0.3.37",
+        FINDING["series"],
+        "decode_tps",
+        "0.912×",
+        "95% CI 0.881–0.944",
+        "mini-01, mini-02",
+        "M4 16GB",
+        "Reproduce: " + FINDING["command"],
+    ):
         assert part in m, (part, m)
     s = message(SUSPECT)
     for part in ("Suspect host mini-03", "0.810×", "2 SKU peers", "95% CI 0.770–0.850", SUSPECT["command"]):
@@ -166,15 +198,38 @@ def seed_verdicts(url: str) -> None:
     old = queue(url, "old", {**FINDING, "candidate": "0.3.30"})
     with session_scope(url) as s:
         s.get(Notification, old).created_at = utcnow() - timedelta(days=10)
-        s.add(Finding(key="step", series_id="sid", series="tiny mlx f32 p64", series_key={}, metric="prefill_tps",
-                      verdict="regression", host="mini-01", engine="mlx", model="tiny", before_job_id="a",
-                      after_job_id="b", before={}, after={}, changes={"mlx-lm": ["0.30.7", "0.31.3"]}, ratio=0.9,
-                      p_value=0.01, comparison={}))
+        s.add(
+            Finding(
+                key="step",
+                series_id="sid",
+                series="tiny mlx f32 p64",
+                series_key={},
+                metric="prefill_tps",
+                verdict="regression",
+                host="mini-01",
+                engine="mlx",
+                model="tiny",
+                before_job_id="a",
+                after_job_id="b",
+                before={},
+                after={},
+                changes={"mlx-lm": ["0.30.7", "0.31.3"]},
+                ratio=0.9,
+                p_value=0.01,
+                comparison={},
+            )
+        )
 
 
 def sb(*args, url: str):
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "SILICONBENCH_DATABASE_URL": url}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SILICONBENCH_DATABASE_URL": url},
+        timeout=120,
+    )
 
 
 def test_regressions_since_lists_the_verdicts(empty_db):
@@ -182,8 +237,11 @@ def test_regressions_since_lists_the_verdicts(empty_db):
     out = sb("regressions", "--since", "24h", "--format", "json", url=empty_db)
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
-    assert sorted((r["source"], r["kind"]) for r in rows) == [("finding", "regression"), ("notification", "finding"),
-                                                              ("notification", "suspect_host")]
+    assert sorted((r["source"], r["kind"]) for r in rows) == [
+        ("finding", "regression"),
+        ("notification", "finding"),
+        ("notification", "suspect_host"),
+    ]
     got = {r["kind"]: r for r in rows}
     assert got["finding"]["message"] == message(FINDING) and got["finding"]["delivery"] == "no webhook"
     assert got["suspect_host"]["delivery"] == "pending" and "confirm" in got["regression"]["message"]

@@ -26,11 +26,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def sb(*args, env: dict):
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT, capture_output=True,
-                          text=True, env={**os.environ, **env}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=300,
+    )
 
 
 # ----------------------------------------------------------------------------------- the detector alone
+
 
 def test_change_points_find_a_step_and_leave_noise_alone():
     rng = random.Random(1)
@@ -79,17 +86,28 @@ def test_regressions_cli_records_findings_once(url, models_dir, tmp_path):
 def test_a_step_with_too_few_processes_is_reported_untested_not_found(url, models_dir, tmp_path):
     # Two single-process nightlies a version: PELT proposes the 12% step, but 2 vs 2 processes cannot be
     # significant, so it is no finding; the CLI says what would settle it instead of staying silent.
-    seed_results(url, models_dir, [{"mlx_lm": v, "day": i, "medians": {"decode_tps": 400.0 * (0.88 if i > 1 else 1)}}
-                                   for i, v in enumerate([OTHER_MLX_LM] * 2 + [OWN_MLX_LM] * 2)])
+    seed_results(
+        url,
+        models_dir,
+        [
+            {"mlx_lm": v, "day": i, "medians": {"decode_tps": 400.0 * (0.88 if i > 1 else 1)}}
+            for i, v in enumerate([OTHER_MLX_LM] * 2 + [OWN_MLX_LM] * 2)
+        ],
+    )
     with session_scope(url) as s:
         assert find_steps(load_points(s), metrics=("decode_tps",)) == []
-    out = sb("regressions", "-m", "decode_tps", env={"SILICONBENCH_DATABASE_URL": url,
-                                                     "XDG_DATA_HOME": str(tmp_path / "xdg")})
+    out = sb(
+        "regressions",
+        "-m",
+        "decode_tps",
+        env={"SILICONBENCH_DATABASE_URL": url, "XDG_DATA_HOME": str(tmp_path / "xdg")},
+    )
     assert out.returncode == 0, out.stderr
     assert "1 proposed step(s) not tested yet" in out.stdout and f"mlx-lm {OTHER_MLX_LM} → {OWN_MLX_LM}" in out.stdout
 
 
 # ----------------------------------------------------------------------------------- real confirmation
+
 
 @pytest.fixture(scope="session")
 def other_mlx():
@@ -101,8 +119,12 @@ def test_confirm_runs_ab_ab_on_this_host_and_attaches_the_result(url, models_dir
     with session_scope(url) as s:
         steps = save_findings(s, find_steps(load_points(s), metrics=("decode_tps",)))
     fid = steps[0].finding_id
-    env = {"SILICONBENCH_DATABASE_URL": url, "SILICONBENCH_MODELS_DIR": str(models_dir),
-           "SILICONBENCH_ENVS_DIR": str(Path(other_mlx.path).parent), "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    env = {
+        "SILICONBENCH_DATABASE_URL": url,
+        "SILICONBENCH_MODELS_DIR": str(models_dir),
+        "SILICONBENCH_ENVS_DIR": str(Path(other_mlx.path).parent),
+        "XDG_DATA_HOME": str(tmp_path / "xdg"),
+    }
     out = sb("confirm", str(fid), "--rounds", "1", env=env)
     assert out.returncode == 2 and "--rounds" in out.stderr  # 1 process a side can never be significant
     out = sb("confirm", str(fid), "--rounds", "4", "--repetitions", "3", env=env)
@@ -121,15 +143,23 @@ def test_confirm_runs_ab_ab_on_this_host_and_attaches_the_result(url, models_dir
 
 
 def test_confirm_refuses_what_cannot_run_side_by_side(url, models_dir, tmp_path):
-    seed_results(url, models_dir, [
-        {"mlx_lm": OWN_MLX_LM, "os": "Debian 12.1", "medians": {"decode_tps": 400.0}, "processes": 4},
-        {"mlx_lm": OWN_MLX_LM, "os": "Debian 12.2", "medians": {"decode_tps": 300.0}, "processes": 4},
-    ])
+    seed_results(
+        url,
+        models_dir,
+        [
+            {"mlx_lm": OWN_MLX_LM, "os": "Debian 12.1", "medians": {"decode_tps": 400.0}, "processes": 4},
+            {"mlx_lm": OWN_MLX_LM, "os": "Debian 12.2", "medians": {"decode_tps": 300.0}, "processes": 4},
+        ],
+    )
     with session_scope(url) as s:
         steps = save_findings(s, find_steps(load_points(s), metrics=("decode_tps",)))
     assert steps and steps[0].changes == {"os": ["Debian 12.1", "Debian 12.2"]}
-    env = {"SILICONBENCH_DATABASE_URL": url, "SILICONBENCH_MODELS_DIR": str(models_dir),
-           "SILICONBENCH_ENVS_DIR": str(tmp_path / "no-envs"), "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    env = {
+        "SILICONBENCH_DATABASE_URL": url,
+        "SILICONBENCH_MODELS_DIR": str(models_dir),
+        "SILICONBENCH_ENVS_DIR": str(tmp_path / "no-envs"),
+        "XDG_DATA_HOME": str(tmp_path / "xdg"),
+    }
     out = sb("confirm", str(steps[0].finding_id), env=env)
     assert out.returncode == 2 and "cannot be run side by side" in out.stderr
     with session_scope(url) as s:
@@ -137,6 +167,7 @@ def test_confirm_refuses_what_cannot_run_side_by_side(url, models_dir, tmp_path)
 
 
 # ------------------------------------------------------------------------------------- dashboard page
+
 
 def test_regressions_page_shows_findings_history_and_confirms(url, models_dir, tmp_path, monkeypatch):
     from embedded import confirm

@@ -37,7 +37,8 @@ def test_the_boundaries_spend_alpha_as_the_spending_function_says():
     assert len(bounds) == len(LOOKS)
     for k in range(1, len(LOOKS) + 1):
         assert _continue_probability(LOOKS[:k], bounds[:k]) == pytest.approx(
-            1 - spent_alpha(LOOKS[k - 1] / LOOKS[-1]), abs=2e-4)
+            1 - spent_alpha(LOOKS[k - 1] / LOOKS[-1]), abs=2e-4
+        )
     assert bounds[0] == pytest.approx(norm.isf(spent_alpha(LOOKS[0] / LOOKS[-1]) / 2))  # the first look alone
 
 
@@ -82,8 +83,11 @@ def test_under_the_null_false_verdicts_over_all_looks_stay_below_alpha():
     rng = random.Random(4)
     runs = 600
     # Noise wide enough that the minimum effect alone would not stop false calls: the p-thresholds must.
-    false = sum(decide(processes(15, 100, 0.08, rng), processes(15, 100, 0.08, rng), "decode_tps", min_effect=0.0)
-                .verdict in (Verdict.regression, Verdict.improvement) for _ in range(runs))
+    false = sum(
+        decide(processes(15, 100, 0.08, rng), processes(15, 100, 0.08, rng), "decode_tps", min_effect=0.0).verdict
+        in (Verdict.regression, Verdict.improvement)
+        for _ in range(runs)
+    )
     assert false / runs < DEFAULT_ALPHA
 
 

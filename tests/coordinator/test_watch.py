@@ -51,12 +51,23 @@ def seed_hosts(url: str) -> str:
     """Two online workers offering MLX, one offline, one online offering only llama.cpp."""
     now = utcnow()
     with session_scope(url) as s:
-        for name, chip, online, engines in (("mini-b", "Apple M4", True, ["mlx"]), ("mini-a", "Apple M4", True, ["mlx"]),
-                                            ("mini-c", "Apple M4", False, ["mlx"]),
-                                            ("studio", "Apple M2 Ultra", True, ["llama.cpp"])):
-            s.add(Host(name=name, chip=chip, memory_bytes=16 << 30, os="Darwin", online=online,
-                       last_heartbeat=now if online else now - timedelta(hours=1),
-                       engines=[{"name": e, "version": "0.31.3"} for e in engines]))
+        for name, chip, online, engines in (
+            ("mini-b", "Apple M4", True, ["mlx"]),
+            ("mini-a", "Apple M4", True, ["mlx"]),
+            ("mini-c", "Apple M4", False, ["mlx"]),
+            ("studio", "Apple M2 Ultra", True, ["llama.cpp"]),
+        ):
+            s.add(
+                Host(
+                    name=name,
+                    chip=chip,
+                    memory_bytes=16 << 30,
+                    os="Darwin",
+                    online=online,
+                    last_heartbeat=now if online else now - timedelta(hours=1),
+                    engines=[{"name": e, "version": "0.31.3"} for e in engines],
+                )
+            )
     return url
 
 
@@ -85,34 +96,38 @@ def rows(url: str, model, **where):
 
 # ------------------------------------------------------------------------------------------------ the spec
 
-@pytest.mark.parametrize("change, field, needle", [
-    ({"packages": ["mlx-lm", "torch"]}, "packages[1]", "Valid choices: mlx-lm, mlx, llama-cpp-python"),
-    ({"packages": ["mlx", "mlx"]}, "packages", "more than once"),
-    ({"packages": []}, "packages", "follows nothing"),
-    ({"packages": ["llama-cpp-python"]}, "packages[0]", "engine llama.cpp"),
-    ({"name": "has space"}, "name", "pattern"),
-    ({"every": "30s"}, "every", "at least 1 minute"),
-    ({"every": 30}, "every", "a number and a unit"),
-    ({"every": "often"}, "every", "a number and a unit"),
-    ({"hosts": {"chip": 4}}, "hosts.chip", "valid string"),
-    ({"hosts": {"cpu": "M4"}}, "hosts.cpu", "Known settings here: chip, engine, gpu, gpu_cores"),
-    ({"hosts": []}, "hosts", "at least 1 item"),
-    ({"hosts": "some"}, "hosts", "'all', a list of worker names, or a filter"),
-    ({"notify": {"webhook": "ftp://example.com/x"}}, "notify.webhook", "http:// or https://"),
-    ({"notify": {"url": "https://example.com"}}, "notify.url", "Known settings here: webhook"),
-    ({"index": "ftp://example.com/simple"}, "index", "http(s) URL or a folder"),
-    ({"index": "/no/such/folder"}, "index", "no folder"),
-    ({"processes": 2}, "processes", "greater than or equal to 4"),
-    ({"llama_cpp": {"source": "/src/llama.cpp", "commit": "b4a1c2d"}}, "llama_cpp", "not built yet"),
-    ({"llama_cpp": {"source": "/src/llama.cpp", "commit": "main"}}, "llama_cpp.commit", "pattern"),
-    ({"schedule": "6h"}, "schedule", "Known settings here: description, every, hosts, index"),
-    ({"suite": {**SUITE, "engines": ["cuda"]}}, "suite.engines[0]", "Valid choices: llama.cpp, mlx"),
-    ({"suite": {**SUITE, "repetitons": 3}}, "suite.repetitons", "unknown setting"),
-    ({"suite": {**SUITE, "engine_versions": {"mlx": [OLD]}}}, "suite.engine_versions", "the campaign sets"),
-    ({"suite": {**SUITE, "processes": 3}}, "suite.processes", "caps the processes"),
-    ({"suite": ["not", "a", "sweep"]}, "suite", "must be a sweep"),
-    ({"suite": "missing.yaml"}, "suite", "cannot read"),
-])
+
+@pytest.mark.parametrize(
+    "change, field, needle",
+    [
+        ({"packages": ["mlx-lm", "torch"]}, "packages[1]", "Valid choices: mlx-lm, mlx, llama-cpp-python"),
+        ({"packages": ["mlx", "mlx"]}, "packages", "more than once"),
+        ({"packages": []}, "packages", "follows nothing"),
+        ({"packages": ["llama-cpp-python"]}, "packages[0]", "engine llama.cpp"),
+        ({"name": "has space"}, "name", "pattern"),
+        ({"every": "30s"}, "every", "at least 1 minute"),
+        ({"every": 30}, "every", "a number and a unit"),
+        ({"every": "often"}, "every", "a number and a unit"),
+        ({"hosts": {"chip": 4}}, "hosts.chip", "valid string"),
+        ({"hosts": {"cpu": "M4"}}, "hosts.cpu", "Known settings here: chip, engine, gpu, gpu_cores"),
+        ({"hosts": []}, "hosts", "at least 1 item"),
+        ({"hosts": "some"}, "hosts", "'all', a list of worker names, or a filter"),
+        ({"notify": {"webhook": "ftp://example.com/x"}}, "notify.webhook", "http:// or https://"),
+        ({"notify": {"url": "https://example.com"}}, "notify.url", "Known settings here: webhook"),
+        ({"index": "ftp://example.com/simple"}, "index", "http(s) URL or a folder"),
+        ({"index": "/no/such/folder"}, "index", "no folder"),
+        ({"processes": 2}, "processes", "greater than or equal to 4"),
+        ({"llama_cpp": {"source": "/src/llama.cpp", "commit": "b4a1c2d"}}, "llama_cpp", "not built yet"),
+        ({"llama_cpp": {"source": "/src/llama.cpp", "commit": "main"}}, "llama_cpp.commit", "pattern"),
+        ({"schedule": "6h"}, "schedule", "Known settings here: description, every, hosts, index"),
+        ({"suite": {**SUITE, "engines": ["cuda"]}}, "suite.engines[0]", "Valid choices: llama.cpp, mlx"),
+        ({"suite": {**SUITE, "repetitons": 3}}, "suite.repetitons", "unknown setting"),
+        ({"suite": {**SUITE, "engine_versions": {"mlx": [OLD]}}}, "suite.engine_versions", "the campaign sets"),
+        ({"suite": {**SUITE, "processes": 3}}, "suite.processes", "caps the processes"),
+        ({"suite": ["not", "a", "sweep"]}, "suite", "must be a sweep"),
+        ({"suite": "missing.yaml"}, "suite", "cannot read"),
+    ],
+)
 def test_each_bad_field_is_named(change, field, needle):
     with pytest.raises(UserError) as e:
         parse_watch(watch(**change))
@@ -146,6 +161,7 @@ def test_the_example_watch_validates():
 
 
 # --------------------------------------------------------------------------------------------- the index
+
 
 def test_versions_from_a_find_links_folder(index_dir):
     assert sorted(p.name for p in index_dir.iterdir()) == [f"mlx_lm-{v}-py3-none-any.whl" for v in RELEASES]
@@ -181,13 +197,18 @@ def test_an_unreachable_index_is_named():
 
 def test_pre_releases_and_other_files_are_left_out():
     files = [(f"mlx_lm-{v}-py3-none-any.whl", False) for v in ("0.9.0", "0.10.0rc1", "0.10.0", "0.11.0.dev1")]
-    files += [("mlx_lm-0.8.0.tar.gz", False), ("mlx-0.99.0-cp311-cp311-macosx_14_0_arm64.whl", False),
-              ("README.txt", False), ("mlx_lm-0.12.0-py3-none-any.whl", True)]
+    files += [
+        ("mlx_lm-0.8.0.tar.gz", False),
+        ("mlx-0.99.0-cp311-cp311-macosx_14_0_arm64.whl", False),
+        ("README.txt", False),
+        ("mlx_lm-0.12.0-py3-none-any.whl", True),
+    ]
     assert package_index._select(files, "mlx-lm", pre=False, yanked=False) == ["0.8.0", "0.9.0", "0.10.0"]
     assert package_index._select(files, "mlx-lm", pre=True, yanked=True)[-3:] == ["0.10.0", "0.11.0.dev1", "0.12.0"]
 
 
 # ----------------------------------------------------------------------------------- checks and campaigns
+
 
 def test_first_check_records_what_is_there_without_a_campaign(pg, index_dir):
     add_watch(pg, index=str(index_dir))
@@ -211,7 +232,14 @@ def test_a_new_release_becomes_one_campaign(pg, tmp_path):
     with session_scope(pg) as s:
         (cid,) = watches.check_watch(s, "nightly", checker="test")
     (c,) = rows(pg, Campaign)
-    assert (c.id, c.package, c.engine, c.baseline, c.candidate, c.status) == (cid, "mlx-lm", "mlx", OLD, NEW, "preparing")
+    assert (c.id, c.package, c.engine, c.baseline, c.candidate, c.status) == (
+        cid,
+        "mlx-lm",
+        "mlx",
+        OLD,
+        NEW,
+        "preparing",
+    )
     assert c.hosts == ["mini-a", "mini-b"]  # online, offering MLX, sorted; not the offline one, not llama.cpp's
     assert "no earlier version has results" in c.verdicts[BASELINE_REASON] and c.error is None
     assert {v.version: v.campaign_id for v in rows(pg, WatchVersion)} == {OLD: None, NEW: cid}
@@ -229,7 +257,8 @@ def test_the_same_checks_on_sqlite_and_postgresql(empty_db):
         (cid,) = watches.check_watch(s, "nightly", checker="t", index_versions={"mlx-lm": [OLD, NEW]})
         assert watches.check_watch(s, "nightly", checker="t", index_versions={"mlx-lm": [OLD, NEW]}) == []
         assert [(c["id"], c["baseline"], c["candidate"], c["hosts"]) for c in watches.campaigns(s)] == [
-            (cid, OLD, NEW, ["mini-a", "mini-b"])]
+            (cid, OLD, NEW, ["mini-a", "mini-b"])
+        ]
         watches.remove(s, "nightly")
     assert not rows(url, Campaign) and not rows(url, WatchVersion) and not rows(url, WatchCheck)
 
@@ -288,10 +317,17 @@ def test_due_follows_every_and_an_index_error_is_recorded(pg):
 
 # ----------------------------------------------------------------------------------------- the command
 
+
 def sb(*args, url: str | None, **env):
     base = {k: v for k, v in os.environ.items() if k != "SILICONBENCH_DATABASE_URL"}
-    return subprocess.run([sys.executable, "-m", "cli.main", "watch", *args], cwd=ROOT, capture_output=True, text=True,
-                          env={**base, **({"SILICONBENCH_DATABASE_URL": url} if url else {}), **env}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", "watch", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**base, **({"SILICONBENCH_DATABASE_URL": url} if url else {}), **env},
+        timeout=120,
+    )
 
 
 def test_watch_add_list_run_now_remove(pg, tmp_path, index_dir):
@@ -349,11 +385,18 @@ def test_run_now_with_an_unreachable_index_exits_1_and_records_the_check(pg, tmp
 
 # --------------------------------------------------------------------------------------------- dashboard
 
+
 def test_verdict_summary_reads_the_campaign_drivers_verdicts():
     assert watches.verdict_summary({BASELINE_REASON: "mlx-lm 0.31.3: ..."}) == "no verdict yet"
     assert watches.verdict_summary({BASELINE_REASON: "...", "phase": "looks"}) == "phase: looks"
-    v = {"series": {"a": {"decode_tps": {"verdict": "no change"}, "ttft_ms": {"verdict": "regression"}},
-                    "b": {"decode_tps": {"verdict": "no change"}}}, "suspects": ["x", "y"], "phase": "done"}
+    v = {
+        "series": {
+            "a": {"decode_tps": {"verdict": "no change"}, "ttft_ms": {"verdict": "regression"}},
+            "b": {"decode_tps": {"verdict": "no change"}},
+        },
+        "suspects": ["x", "y"],
+        "phase": "done",
+    }
     assert watches.verdict_summary(v) == "2 no change, 1 regression; 2 suspect hosts"
 
 
@@ -365,8 +408,14 @@ def test_regressions_page_shows_watches_and_campaigns(pg, tmp_path, monkeypatch)
     with session_scope(pg) as s:
         (cid,) = watches.check_watch(s, "nightly", checker="t", index_versions={"mlx-lm": [OLD, NEW]})
         c = s.get(Campaign, cid)
-        c.verdicts = {**c.verdicts, "phase": "done", "suspects": ["mini-b"], "series": {  # the campaign driver's
-            "tiny p64 g16": {"decode_tps": {"verdict": "regression"}, "prefill_tps": {"verdict": "no change"}}}}
+        c.verdicts = {
+            **c.verdicts,
+            "phase": "done",
+            "suspects": ["mini-b"],
+            "series": {  # the campaign driver's
+                "tiny p64 g16": {"decode_tps": {"verdict": "regression"}, "prefill_tps": {"verdict": "no change"}}
+            },
+        }
     at = run_page("regressions", pg, monkeypatch, tmp_path)
     w = next(d.value for d in at.dataframe if "last checked" in d.value.columns)
     assert list(w["watch"]) == ["nightly"] and list(w["campaigns"]) == [1]

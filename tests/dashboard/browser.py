@@ -19,8 +19,15 @@ ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("SILICONBENCH_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 
 
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 WAIT_MS = 60_000
@@ -35,12 +42,21 @@ def free_port() -> int:
 def serve(tmp_path: Path, url: str, models_dir: Path):
     """Start `siliconbench dashboard` on a free port; returns (process, base URL) once it answers."""
     port = free_port()
-    env = {**os.environ, "SILICONBENCH_DATABASE_URL": url, "SILICONBENCH_MODELS_DIR": str(models_dir),
-           "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    env = {
+        **os.environ,
+        "SILICONBENCH_DATABASE_URL": url,
+        "SILICONBENCH_MODELS_DIR": str(models_dir),
+        "XDG_DATA_HOME": str(tmp_path / "xdg"),
+    }
     env.pop("SILICONBENCH_BROKER_URL", None)
     log = open(tmp_path / "dashboard.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "dashboard", "--port", str(port)],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "dashboard", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -77,9 +93,11 @@ def table_cells(page, index: int = 0) -> list[str]:
     """The text of a rendered st.dataframe's cells (the grid keeps an accessible copy of what it drew)."""
     sel = "[data-testid='stDataFrame']"
     page.wait_for_function(
-        f"(i) => document.querySelectorAll(\"{sel}\")[i]?.querySelector('[data-testid=glide-cell-0-0]')", arg=index)
-    return page.eval_on_selector_all(sel, "(els, i) => [...els[i].querySelectorAll('[data-testid^=glide-cell]')]"
-                                          ".map(c => c.textContent)", index)
+        f"(i) => document.querySelectorAll(\"{sel}\")[i]?.querySelector('[data-testid=glide-cell-0-0]')", arg=index
+    )
+    return page.eval_on_selector_all(
+        sel, "(els, i) => [...els[i].querySelectorAll('[data-testid^=glide-cell]')].map(c => c.textContent)", index
+    )
 
 
 def chart_marks(page, index: int = 0) -> int:

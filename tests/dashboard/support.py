@@ -25,9 +25,17 @@ def app(page: str | None = None, **query) -> AppTest:
 
 
 # AppTest does not expose a dataframe's key: each table is told apart by a column only it has.
-TABLES = {"compare_table": "identity", "ratio_table": "prompt tok/s ×", "failed_table": "error",
-          "sweep_table": "progress", "hosts_table": "worker", "samples_table": "repetition",
-          "summary_table": "metric", "preview_jobs": "job", "preview_hosts": "host / queue"}
+TABLES = {
+    "compare_table": "identity",
+    "ratio_table": "prompt tok/s ×",
+    "failed_table": "error",
+    "sweep_table": "progress",
+    "hosts_table": "worker",
+    "samples_table": "repetition",
+    "summary_table": "metric",
+    "preview_jobs": "job",
+    "preview_hosts": "host / queue",
+}
 
 
 def table(at: AppTest, key: str):

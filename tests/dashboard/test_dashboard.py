@@ -38,6 +38,7 @@ def count(url: str, model) -> int:
 
 # ------------------------------------------------------------------------------- SQL equals summarize
 
+
 def test_sql_aggregates_equal_summarize(seeded):
     """A series pools its results' summaries: count, mean, min, max and the variance exactly as summarize over
     the pooled samples; the median is the median of the results' medians (coordinator.reads.compare_series' definition:
@@ -74,7 +75,9 @@ def test_sql_aggregates_equal_summarize(seeded):
             checked += 1
     assert checked > 30
     # Pooled: one identity measured in two sweeps has both runs' samples; the other host's is its own.
-    studio = [r for r in rows if (r["hostname"], r["engine"], r["n_prompt"]) == ("mac-studio-01.local", "llama.cpp", 512)]
+    studio = [
+        r for r in rows if (r["hostname"], r["engine"], r["n_prompt"]) == ("mac-studio-01.local", "llama.cpp", 512)
+    ]
     assert len(studio) == 1 and studio[0]["n_results"] == 2 and studio[0]["metrics"]["prefill_tps"]["count"] == 6
     # 5 GiB values one byte apart: the two-pass variance keeps them exact.
     mlx = next(r for r in rows if r["engine"] == "mlx" and r["hostname"] == "mbp-m4.local")
@@ -91,7 +94,7 @@ def test_stored_summaries_equal_summarize_per_result(seeded):
     for key, w in want.items():
         got = stored[key]
         assert (got.n, got.median, got.min, got.max) == (w.count, w.median, w.min, w.max), key
-        assert got.mean == pytest.approx(w.mean, rel=1e-12) and got.var == pytest.approx(w.stddev ** 2, rel=1e-12)
+        assert got.mean == pytest.approx(w.mean, rel=1e-12) and got.var == pytest.approx(w.stddev**2, rel=1e-12)
 
 
 def test_series_median_of_several_results_is_the_median_of_their_medians(url):
@@ -113,6 +116,7 @@ def test_series_limit_reports_the_total(seeded):
 
 
 # ------------------------------------------------------------------------------------------------ pages
+
 
 def test_compare_page_latest_sweep_by_default(seeded):
     at = app()
@@ -207,8 +211,9 @@ def test_result_page_shows_a_failed_job(seeded):
 
 def test_result_page_shows_samples_environment_and_options(seeded):
     with db.session_scope(seeded["url"]) as s:
-        job_id = s.scalar(select(Job.id).where(Job.sweep_id == "first-studio", Job.engine == "mlx",
-                                               Job.n_prompt == 128))
+        job_id = s.scalar(
+            select(Job.id).where(Job.sweep_id == "first-studio", Job.engine == "mlx", Job.n_prompt == 128)
+        )
     at = app("result", job=job_id)
     samples = table(at, "samples_table")
     assert list(samples["repetition"]) == [0, 1, 2, 3] and list(samples["warmup"]) == [True, False, False, False]
@@ -222,10 +227,16 @@ def test_result_page_shows_samples_environment_and_options(seeded):
 
 # ------------------------------------------------------------------------------------------ sweep form
 
+
 def fill_form(at: AppTest, **values) -> AppTest:
     for key, v in values.items():
-        widget = at.multiselect(key=key) if isinstance(v, list) else \
-            at.number_input(key=key) if isinstance(v, int) else at.text_input(key=key)
+        widget = (
+            at.multiselect(key=key)
+            if isinstance(v, list)
+            else at.number_input(key=key)
+            if isinstance(v, int)
+            else at.text_input(key=key)
+        )
         widget.set_value(v)
     return at
 
@@ -239,8 +250,18 @@ def wait_for_runner(timeout_s: float = 120) -> None:
 
 def test_form_previews_then_runs_the_sweep_in_process(url):
     at = app("sweeps")
-    fill_form(at, sw_name="form-run", sw_models=[MODEL], sw_engines=["llama.cpp", "mlx"], sw_quants=["full"],
-              sw_prompt_tokens="16", sw_gen_tokens="4", sw_depth="0", sw_reps=2, sw_warmup=1)
+    fill_form(
+        at,
+        sw_name="form-run",
+        sw_models=[MODEL],
+        sw_engines=["llama.cpp", "mlx"],
+        sw_quants=["full"],
+        sw_prompt_tokens="16",
+        sw_gen_tokens="4",
+        sw_depth="0",
+        sw_reps=2,
+        sw_warmup=1,
+    )
     at.button(key="FormSubmitter:sweep_form-Preview").click().run()
     assert not at.exception and not at.error
     assert [m.value for m in at.metric][:2] == ["2", "1"]
@@ -253,8 +274,9 @@ def test_form_previews_then_runs_the_sweep_in_process(url):
     wait_for_runner()
     with db.session_scope(url) as s:
         (sweep,) = s.scalars(select(Sweep)).all()
-        jobs = s.execute(select(Job.engine, Job.status, Job.n_prompt, Job.n_gen, Job.repetitions)
-                         .order_by(Job.idx)).all()
+        jobs = s.execute(
+            select(Job.engine, Job.status, Job.n_prompt, Job.n_gen, Job.repetitions).order_by(Job.idx)
+        ).all()
         assert sweep.name == "form-run" and sweep.status == "done"
     assert jobs == [("llama.cpp", "ok", 16, 4, 2), ("mlx", "ok", 16, 4, 2)]
     assert count(url, Result) == 2
@@ -287,6 +309,7 @@ def test_cancel_stops_an_embedded_sweep_after_its_running_job(url):
 
 def error_below(at: AppTest, key: str) -> str | None:
     """The text of the error shown directly after the widget ``key`` in its container, if any."""
+
     def walk(block):
         kids = list(block.children.values())
         for i, k in enumerate(kids):
@@ -297,16 +320,20 @@ def error_below(at: AppTest, key: str) -> str | None:
             if found is not None:
                 return found
         return None
+
     return walk(at.main)
 
 
-@pytest.mark.parametrize("edit, key, needle", [
-    ({"sw_name": "has spaces"}, "sw_name", "name"),
-    ({"sw_prompt_tokens": "16, abc"}, "sw_prompt_tokens", "'abc' is not a whole number"),
-    ({"sw_gen_tokens": "-4"}, "sw_gen_tokens", "greater than 0"),
-    ({"sw_depth": "9000"}, "sw_prompt_tokens", "exceeds model"),
-    ({"sw_engines": []}, "sw_engines", "engines"),
-])
+@pytest.mark.parametrize(
+    "edit, key, needle",
+    [
+        ({"sw_name": "has spaces"}, "sw_name", "name"),
+        ({"sw_prompt_tokens": "16, abc"}, "sw_prompt_tokens", "'abc' is not a whole number"),
+        ({"sw_gen_tokens": "-4"}, "sw_gen_tokens", "greater than 0"),
+        ({"sw_depth": "9000"}, "sw_prompt_tokens", "exceeds model"),
+        ({"sw_engines": []}, "sw_engines", "engines"),
+    ],
+)
 def test_bad_form_shows_the_error_at_the_field_and_creates_nothing(url, edit, key, needle):
     at = app("sweeps")
     fill_form(at, **{"sw_prompt_tokens": "16", "sw_gen_tokens": "4", "sw_reps": 2, **edit})
@@ -329,13 +356,16 @@ def test_bad_yaml_shows_its_field_and_creates_nothing(url):
 
 def test_pasted_yaml_previews(url):
     at = app("sweeps")
-    at.text_area(key="sw_yaml").set_value(f"name: y\nmodels: [{MODEL}]\nworkloads: [{{kind: generate, "
-                                          "prompt_tokens: [16, 32], gen_tokens: [4]}]\nrepetitions: 2\n")
+    at.text_area(key="sw_yaml").set_value(
+        f"name: y\nmodels: [{MODEL}]\nworkloads: [{{kind: generate, "
+        "prompt_tokens: [16, 32], gen_tokens: [4]}]\nrepetitions: 2\n"
+    )
     at.button(key="sw_preview_yaml").click().run()
     assert not at.error and at.metric[0].value == "4" and count(url, Job) == 0
 
 
 # ------------------------------------------------------------------------------------------ fleet mode
+
 
 @pytest.fixture
 def broker(monkeypatch):
@@ -353,9 +383,21 @@ def register(url: str, name: str, engines: dict[str, str], manifest: dict) -> No
     from storage.tables import Host, utcnow
 
     with db.session_scope(url) as s:
-        s.add(Host(name=name, hostname=f"{name}.local", chip="Apple M4 Pro", memory_bytes=64 * 2**30, os="Darwin",
-                   info={}, engines=[{"name": e, "version": v} for e, v in engines.items()], models=[manifest],
-                   online=True, last_heartbeat=utcnow(), current_job_id=None))
+        s.add(
+            Host(
+                name=name,
+                hostname=f"{name}.local",
+                chip="Apple M4 Pro",
+                memory_bytes=64 * 2**30,
+                os="Darwin",
+                info={},
+                engines=[{"name": e, "version": v} for e, v in engines.items()],
+                models=[manifest],
+                online=True,
+                last_heartbeat=utcnow(),
+                current_job_id=None,
+            )
+        )
 
 
 def test_fleet_mode_previews_placement_submits_and_cancels(url, models_dir, broker):
@@ -379,7 +421,10 @@ def test_fleet_mode_previews_placement_submits_and_cancels(url, models_dir, brok
     assert not at.error
     jobs = table(at, "preview_jobs")
     assert sorted(zip(jobs["job"].str.split().str[0], jobs["host"])) == [
-        ("llama.cpp", "mbp"), ("llama.cpp", "studio"), ("mlx", "studio")]
+        ("llama.cpp", "mbp"),
+        ("llama.cpp", "studio"),
+        ("mlx", "studio"),
+    ]
     hosts = table(at, "preview_hosts")
     assert dict(zip(hosts["host / queue"], hosts["jobs"])) == {host_queue("mbp"): 1, host_queue("studio"): 2}
 
@@ -412,8 +457,17 @@ def test_alike_identities_get_separate_labels_and_lines():
     from dashboard import tables
 
     def row(ident, **kw):
-        base = dict(identity_hash=ident, engine="mlx", engine_version="0.32.2", model=MODEL, quant_level="full",
-                    n_prompt=16, n_gen=4, n_depth=0, hostname="h")
+        base = dict(
+            identity_hash=ident,
+            engine="mlx",
+            engine_version="0.32.2",
+            model=MODEL,
+            quant_level="full",
+            n_prompt=16,
+            n_gen=4,
+            n_depth=0,
+            hostname="h",
+        )
         return base | kw
 
     rows = tables.label_series([row("aaaaaa01"), row("bbbbbb02"), row("cccccc03", n_depth=512)])

@@ -31,8 +31,11 @@ from tests.dashboard.browser import ARGS, CHROMIUM, ROOT, WAIT_MS, free_port, op
 from tests.dashboard_seed import job, seed
 from tests.history_seed import history
 
-OIDC = {"SILICONBENCH_OIDC_CLIENT_ID": "siliconbench-dashboard", "SILICONBENCH_OIDC_CLIENT_SECRET": "s3cret-for-tests",
-        "SILICONBENCH_OIDC_COOKIE_SECRET": "a-cookie-secret-long-enough-for-hs256"}
+OIDC = {
+    "SILICONBENCH_OIDC_CLIENT_ID": "siliconbench-dashboard",
+    "SILICONBENCH_OIDC_CLIENT_SECRET": "s3cret-for-tests",
+    "SILICONBENCH_OIDC_COOKIE_SECRET": "a-cookie-secret-long-enough-for-hs256",
+}
 
 
 def wait_http(url: str, proc: subprocess.Popen, what: str, log) -> None:
@@ -73,19 +76,43 @@ def served(tmp_path, sqlite_url, models_dir):
         save_findings(s, find_steps(load_points(s), metrics=("decode_tps",)))
     idp_port, dash_port = free_port(), free_port()
     dash, issuer = f"http://127.0.0.1:{dash_port}", f"http://127.0.0.1:{idp_port}"
-    env = {**os.environ, "SILICONBENCH_DATABASE_URL": sqlite_url, "SILICONBENCH_MODELS_DIR": str(models_dir),
-           "XDG_DATA_HOME": str(tmp_path / "xdg"), **OIDC,
-           "SILICONBENCH_OIDC_METADATA_URL": f"{issuer}/.well-known/openid-configuration",
-           "SILICONBENCH_OIDC_REDIRECT_URI": f"{dash}/oauth2callback",
-           "OIDC_PROVIDER_CLIENT_SECRET": OIDC["SILICONBENCH_OIDC_CLIENT_SECRET"]}
+    env = {
+        **os.environ,
+        "SILICONBENCH_DATABASE_URL": sqlite_url,
+        "SILICONBENCH_MODELS_DIR": str(models_dir),
+        "XDG_DATA_HOME": str(tmp_path / "xdg"),
+        **OIDC,
+        "SILICONBENCH_OIDC_METADATA_URL": f"{issuer}/.well-known/openid-configuration",
+        "SILICONBENCH_OIDC_REDIRECT_URI": f"{dash}/oauth2callback",
+        "OIDC_PROVIDER_CLIENT_SECRET": OIDC["SILICONBENCH_OIDC_CLIENT_SECRET"],
+    }
     for k in ("SILICONBENCH_BROKER_URL", "SILICONBENCH_DASHBOARD_READ_ONLY"):
         env.pop(k, None)
-    idp = start([sys.executable, "-m", "tests.oidc_provider", "--port", str(idp_port), "--client-id",
-                 OIDC["SILICONBENCH_OIDC_CLIENT_ID"], "--redirect-uri", f"{dash}/oauth2callback"], env,
-                tmp_path / "idp.log", env["SILICONBENCH_OIDC_METADATA_URL"], "the OpenID provider")
+    idp = start(
+        [
+            sys.executable,
+            "-m",
+            "tests.oidc_provider",
+            "--port",
+            str(idp_port),
+            "--client-id",
+            OIDC["SILICONBENCH_OIDC_CLIENT_ID"],
+            "--redirect-uri",
+            f"{dash}/oauth2callback",
+        ],
+        env,
+        tmp_path / "idp.log",
+        env["SILICONBENCH_OIDC_METADATA_URL"],
+        "the OpenID provider",
+    )
     try:
-        app = start([sys.executable, "-m", "cli.main", "dashboard", "--port", str(dash_port)], env,
-                    tmp_path / "dashboard.log", f"{dash}/_stcore/health", "the dashboard")
+        app = start(
+            [sys.executable, "-m", "cli.main", "dashboard", "--port", str(dash_port)],
+            env,
+            tmp_path / "dashboard.log",
+            f"{dash}/_stcore/health",
+            "the dashboard",
+        )
         try:
             yield dash, issuer
         finally:
@@ -114,8 +141,15 @@ def write_actions(page, base: str) -> dict[str, int]:
     """How many of each write action the Sweeps and Regressions pages draw, each page run to its end."""
     settled(page, base, "/sweeps", "Sweeps")
     assert "pending-studio" in table_cells(page)  # the queued sweep is listed: the one Cancel would be for
-    found = {name: page.get_by_role(role, name=name, exact=True).count() for role, name in (
-        ("textbox", "Prompt lengths"), ("button", "Preview"), ("tab", "YAML"), ("button", "Cancel sweep"))}
+    found = {
+        name: page.get_by_role(role, name=name, exact=True).count()
+        for role, name in (
+            ("textbox", "Prompt lengths"),
+            ("button", "Preview"),
+            ("tab", "YAML"),
+            ("button", "Cancel sweep"),
+        )
+    }
     settled(page, base, "/regressions", "Regressions")
     assert "regression" in table_cells(page)  # a finding of this host: the one Confirm would be for
     page.get_by_text("Scan the history").click()  # the expander holding the scan button
@@ -152,36 +186,56 @@ def test_writes_appear_only_after_logging_in_through_the_provider(served, page):
 
 # ------------------------------------------------------------------------------------------ the refusal
 
+
 def sb_dashboard(*args: str, **env: str) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("SILICONBENCH_OIDC_", "SILICONBENCH_DASHBOARD"))}
-    return subprocess.run([sys.executable, "-m", "cli.main", "dashboard", *args], cwd=ROOT, capture_output=True,
-                          text=True, env={**base, **env}, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", "dashboard", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**base, **env},
+        timeout=60,
+    )
 
 
 def test_cli_refuses_the_network_without_a_login_and_says_what_to_set():
     out = sb_dashboard("--host", "0.0.0.0", "--port", str(free_port()))
     assert out.returncode == 2, out
-    for name in ("--host", "SILICONBENCH_OIDC_METADATA_URL", "SILICONBENCH_OIDC_CLIENT_ID",
-                 "SILICONBENCH_OIDC_CLIENT_SECRET", "SILICONBENCH_OIDC_REDIRECT_URI",
-                 "SILICONBENCH_DASHBOARD_READ_ONLY"):
+    for name in (
+        "--host",
+        "SILICONBENCH_OIDC_METADATA_URL",
+        "SILICONBENCH_OIDC_CLIENT_ID",
+        "SILICONBENCH_OIDC_CLIENT_SECRET",
+        "SILICONBENCH_OIDC_REDIRECT_URI",
+        "SILICONBENCH_DASHBOARD_READ_ONLY",
+    ):
         assert name in out.stderr, (name, out.stderr)
 
 
 def test_cli_refuses_a_login_set_up_by_halves():
     out = sb_dashboard("--port", str(free_port()), SILICONBENCH_OIDC_CLIENT_ID="x")
     assert out.returncode == 2 and "missing: SILICONBENCH_OIDC_METADATA_URL" in out.stderr, out
-    out = sb_dashboard("--port", str(free_port()), **OIDC, SILICONBENCH_OIDC_METADATA_URL="https://idp/.well-known/x",
-                       SILICONBENCH_OIDC_REDIRECT_URI="https://dash.example/")
+    out = sb_dashboard(
+        "--port",
+        str(free_port()),
+        **OIDC,
+        SILICONBENCH_OIDC_METADATA_URL="https://idp/.well-known/x",
+        SILICONBENCH_OIDC_REDIRECT_URI="https://dash.example/",
+    )
     assert out.returncode == 2 and "SILICONBENCH_OIDC_REDIRECT_URI" in out.stderr and "/oauth2callback" in out.stderr
 
 
 def test_the_rule():
-    login = Settings(**{k.removeprefix("SILICONBENCH_").lower(): v for k, v in OIDC.items()},
-                     oidc_metadata_url="https://idp/.well-known/openid-configuration",
-                     oidc_redirect_uri="https://dash.example:8501/oauth2callback")
+    login = Settings(
+        **{k.removeprefix("SILICONBENCH_").lower(): v for k, v in OIDC.items()},
+        oidc_metadata_url="https://idp/.well-known/openid-configuration",
+        oidc_redirect_uri="https://dash.example:8501/oauth2callback",
+    )
     none, read_only = Settings(), Settings(dashboard_read_only=True)
-    assert [writes(h, none) for h in ("127.0.0.1", "::1", "localhost", "0.0.0.0", "", None, "mini.local")] == \
-        [Writes.OPEN] * 3 + [Writes.READ_ONLY] * 4
+    assert [writes(h, none) for h in ("127.0.0.1", "::1", "localhost", "0.0.0.0", "", None, "mini.local")] == [
+        Writes.OPEN
+    ] * 3 + [Writes.READ_ONLY] * 4
     assert writes("127.0.0.1", login) is writes("0.0.0.0", login) is Writes.LOGIN
     assert writes("127.0.0.1", read_only) is writes("0.0.0.0", read_only) is Writes.READ_ONLY
     assert check_serving("0.0.0.0", read_only) is Writes.READ_ONLY and check_serving("::", login) is Writes.LOGIN
@@ -192,10 +246,15 @@ def test_the_rule():
 
 # ---------------------------------------------------------------- read-only pages (AppTest binds nothing)
 
+
 @pytest.mark.parametrize("address, read_only", [("127.0.0.1", "1"), (None, None)], ids=["flag", "every-interface"])
 def test_read_only_pages_offer_no_write_action(sqlite_url, models_dir, tmp_path, monkeypatch, address, read_only):
-    for k, v in {"SILICONBENCH_DATABASE_URL": sqlite_url, "SILICONBENCH_MODELS_DIR": str(models_dir),
-                 "XDG_DATA_HOME": str(tmp_path / "xdg"), "SILICONBENCH_DASHBOARD_READ_ONLY": read_only}.items():
+    for k, v in {
+        "SILICONBENCH_DATABASE_URL": sqlite_url,
+        "SILICONBENCH_MODELS_DIR": str(models_dir),
+        "XDG_DATA_HOME": str(tmp_path / "xdg"),
+        "SILICONBENCH_DASHBOARD_READ_ONLY": read_only,
+    }.items():
         monkeypatch.setenv(k, v) if v else monkeypatch.delenv(k, raising=False)
     monkeypatch.delenv("SILICONBENCH_BROKER_URL", raising=False)
     st.cache_resource.clear()

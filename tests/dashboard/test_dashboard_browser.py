@@ -79,8 +79,10 @@ def test_journey_empty_database_to_comparison_chart(tmp_path, sqlite_db, models_
         page.get_by_role("button", name="Run on this machine: 4 jobs").click()
         page.get_by_text("submitted: 4 jobs").wait_for()
         # The sweep list polls every 2 s; wait until it reports the sweep done.
-        page.wait_for_function("() => [...document.querySelectorAll('[data-testid^=glide-cell]')]"
-                               ".some(c => c.textContent === 'done')", timeout=180_000)
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('[data-testid^=glide-cell]')].some(c => c.textContent === 'done')",
+            timeout=180_000,
+        )
 
         page.get_by_role("link", name="Compare").first.click()
         page.get_by_role("heading", name="Compare", level=1).wait_for()

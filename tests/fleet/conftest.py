@@ -28,10 +28,19 @@ def broker_url(private_broker):
 def workers(tmp_path, pg_url, broker_url):
     started: list[WorkerProc] = []
 
-    def start(name: str, models: Path, *, broker: str | None = None, database_url: str | None = None, **kw) -> WorkerProc:
+    def start(
+        name: str, models: Path, *, broker: str | None = None, database_url: str | None = None, **kw
+    ) -> WorkerProc:
         env = {"SILICONBENCH_LEASE_S": LEASE_S, "SILICONBENCH_HEARTBEAT_S": HEARTBEAT_S, **kw.pop("env", {})}
-        w = WorkerProc(name, broker=broker or broker_url, database=worker_login(pg_url, name, database_url),
-                       models_dir=models, log_dir=tmp_path, env=env, **kw)
+        w = WorkerProc(
+            name,
+            broker=broker or broker_url,
+            database=worker_login(pg_url, name, database_url),
+            models_dir=models,
+            log_dir=tmp_path,
+            env=env,
+            **kw,
+        )
         started.append(w)
         return w.wait_ready()
 

@@ -26,8 +26,13 @@ def worker_login(pg_url: str, name: str, database_url: str | None = None) -> str
 
 
 def sweep(**kw):
-    base = {"name": "fleet", "models": [SMALL], "repetitions": 2, "warmup": 0,
-            "workloads": [{"kind": "generate", "prompt_tokens": [16], "gen_tokens": [4]}]}
+    base = {
+        "name": "fleet",
+        "models": [SMALL],
+        "repetitions": 2,
+        "warmup": 0,
+        "workloads": [{"kind": "generate", "prompt_tokens": [16], "gen_tokens": [4]}],
+    }
     return parse_sweep({**base, **kw})
 
 
@@ -52,4 +57,6 @@ def results_of(pg_url: str, sweep_id: str) -> list[dict]:
 
 def job_rows(pg_url: str, sweep_id: str):
     with database.session_scope(pg_url) as s:
-        return s.execute(select(Job.id, Job.status, Job.attempts, Job.worker, Job.error).where(Job.sweep_id == sweep_id)).all()
+        return s.execute(
+            select(Job.id, Job.status, Job.attempts, Job.worker, Job.error).where(Job.sweep_id == sweep_id)
+        ).all()

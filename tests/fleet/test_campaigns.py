@@ -29,15 +29,44 @@ WEBHOOK = "http://127.0.0.1:9/hook"
 def seed(url: str, hosts: dict[str, str]) -> int:
     """A watch, hosts advertising these mlx versions, and a preparing campaign 0.31.3 -> 0.32.2 on them."""
     with database.session_scope(url) as s:
-        s.add(Watch(name="w", spec={"name": "w", "packages": ["mlx-lm"], "every": "1h", "index": "/srv/wheels",
-                                    "notify": {"webhook": WEBHOOK}, "processes": 15,
-                                    "suite": {"name": "s", "models": ["tiny-llama-5m"], "engines": ["mlx"]}}))
+        s.add(
+            Watch(
+                name="w",
+                spec={
+                    "name": "w",
+                    "packages": ["mlx-lm"],
+                    "every": "1h",
+                    "index": "/srv/wheels",
+                    "notify": {"webhook": WEBHOOK},
+                    "processes": 15,
+                    "suite": {"name": "s", "models": ["tiny-llama-5m"], "engines": ["mlx"]},
+                },
+            )
+        )
         for name, versions in hosts.items():
-            s.add(Host(name=name, chip="Test chip", memory_bytes=16 * 2**30, os="Linux 6", online=True,
-                       last_heartbeat=utcnow(), engines=[{"name": "mlx", "version": versions}], models=[]))
+            s.add(
+                Host(
+                    name=name,
+                    chip="Test chip",
+                    memory_bytes=16 * 2**30,
+                    os="Linux 6",
+                    online=True,
+                    last_heartbeat=utcnow(),
+                    engines=[{"name": "mlx", "version": versions}],
+                    models=[],
+                )
+            )
         s.flush()
-        c = Campaign(watch="w", package="mlx-lm", engine="mlx", baseline="0.31.3", candidate="0.32.2",
-                     hosts=sorted(hosts) + ["ghost"], sweep_ids=[], verdicts={"baseline_reason": "seeded"})
+        c = Campaign(
+            watch="w",
+            package="mlx-lm",
+            engine="mlx",
+            baseline="0.31.3",
+            candidate="0.32.2",
+            hosts=sorted(hosts) + ["ghost"],
+            sweep_ids=[],
+            verdicts={"baseline_reason": "seeded"},
+        )
         s.add(c)
         s.flush()
         return c.id
@@ -69,13 +98,22 @@ def test_each_host_prepares_what_it_lacks_one_version_at_a_time(pg_url, broker_u
     assert sent(broker_url, "has-both") == []  # it runs both already: ready at once, nothing to make
     first = sent(broker_url, "has-none")
     assert [p["requirement"] for p in first] == ["mlx-lm==0.32.2"]  # the candidate first
-    assert first[0] == {"campaign_id": cid, "requirement": "mlx-lm==0.32.2", "extra": [], "find_links": "/srv/wheels",
-                        "index_url": None}
+    assert first[0] == {
+        "campaign_id": cid,
+        "requirement": "mlx-lm==0.32.2",
+        "extra": [],
+        "find_links": "/srv/wheels",
+        "index_url": None,
+    }
     assert [p["requirement"] for p in sent(broker_url, "fails")] == ["mlx-lm==0.31.3"]  # it lacks only the baseline
     with database.session_scope(pg_url) as s:
         rows = env_reports(s, cid)
-    assert {h: r["status"] for h, r in rows.items()} == {"has-both": "ready", "has-none": "pending",
-                                                         "fails": "pending", "ghost": "failed"}
+    assert {h: r["status"] for h, r in rows.items()} == {
+        "has-both": "ready",
+        "has-none": "pending",
+        "fails": "pending",
+        "ghost": "failed",
+    }
 
     advance(pg_url, broker_url, cid)  # nobody reported: nothing is sent twice
     assert len(sent(broker_url, "has-none")) == 1 and len(sent(broker_url, "fails")) == 1
@@ -111,8 +149,9 @@ def test_no_ready_host_fails_the_campaign_and_announces_it(pg_url, broker_url): 
         report_env(s, cid, "only", status="failed", error="pip could not install mlx-lm==0.31.3")
     assert advance_all(pg_url, broker_url) == {cid: "failed: no host could prepare mlx-lm 0.32.2"}
     c = campaign(pg_url, cid)
-    assert c.status == "failed" and c.error == ("only: pip could not install mlx-lm==0.31.3; "
-                                                "ghost: no registered worker named ghost")
+    assert c.status == "failed" and c.error == (
+        "only: pip could not install mlx-lm==0.31.3; ghost: no registered worker named ghost"
+    )
     with database.session_scope(pg_url) as s:
         (n,) = s.query(Notification).all()
     assert (n.kind, n.key, n.url) == ("campaign_failed", f"campaign {cid}:failed", WEBHOOK)
@@ -122,13 +161,16 @@ def test_no_ready_host_fails_the_campaign_and_announces_it(pg_url, broker_url): 
 
 # ----------------------------------------------------------------- verdicts on seeded processes (no database)
 
+
 def seeded(hosts: dict[str, float], n: int = 15, seed: int = 0, cv: float = 0.03):
     """A Series of decode tok/s: each host's baseline at 100, its candidate at 100 x ratio, spread by ``cv``."""
     rng = np.random.default_rng(seed)
     s = Series("sid", "mlx tiny g16", "decode_tps")
     for h, ratio in hosts.items():
-        s.sides[h] = tuple([list(level * (1 + rng.normal(0, cv)) * (1 + rng.normal(0, cv / 3, 3))) for _ in range(n)]
-                           for level in (100.0, 100.0 * ratio))
+        s.sides[h] = tuple(
+            [list(level * (1 + rng.normal(0, cv)) * (1 + rng.normal(0, cv / 3, 3))) for _ in range(n)]
+            for level in (100.0, 100.0 * ratio)
+        )
     return s
 
 
@@ -142,7 +184,9 @@ def test_fleet_verdict_needs_two_hosts_of_a_sku_or_a_confirmation():
     assert 0.75 < v["ratio"] < 0.85 and v["ci_low"] < v["ratio"] < v["ci_high"] < 1
     # a1 suspect: left out, a2 alone on its SKU needs an interleaved rerun.
     v = series_verdict(s, per_host, skus, ["a1"])
-    assert v["verdict"] == "needs_confirmation" and v["detail"]["confirm"] == ["a2"] and v["detail"]["excluded"] == ["a1"]
+    assert (
+        v["verdict"] == "needs_confirmation" and v["detail"]["confirm"] == ["a2"] and v["detail"]["excluded"] == ["a1"]
+    )
     assert needing_confirmation({"label": {"decode_tps": v}}) == ["a2"]
     again = {("sid", "decode_tps"): seeded({"a2": 0.8}, seed=1)}
     assert series_verdict(s, per_host, skus, ["a1"], again)["verdict"] == "regression"  # seen again: confirmed

@@ -33,15 +33,22 @@ def other_mlx():
 
 
 def sb(*args, env: dict):
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=300,
+    )
 
 
 def finding_on(url: str, models_dir: Path, host: str) -> int:
     """mlx-lm 0.31.3 x4 then 0.32.2 x4 with decode 12% slower, measured on ``host``: one finding."""
-    runs = [{"mlx_lm": v, "day": i, "host": host,
-             "medians": {"decode_tps": 400.0 * (0.88 if v == OWN_MLX_LM else 1.0)}}
-            for i, v in enumerate([OTHER_MLX_LM] * 4 + [OWN_MLX_LM] * 4)]
+    runs = [
+        {"mlx_lm": v, "day": i, "host": host, "medians": {"decode_tps": 400.0 * (0.88 if v == OWN_MLX_LM else 1.0)}}
+        for i, v in enumerate([OTHER_MLX_LM] * 4 + [OWN_MLX_LM] * 4)
+    ]
     seed_results(url, models_dir, runs, sweep="nightly")
     with session_scope(url) as s:
         steps = save_findings(s, find_steps(load_points(s), metrics=("decode_tps",)))
@@ -49,12 +56,21 @@ def finding_on(url: str, models_dir: Path, host: str) -> int:
     return steps[0].finding_id
 
 
-def test_confirm_runs_on_a_chosen_worker_and_attaches_its_comparison(models_dir, other_mlx, pg_url, broker_url,  # noqa: F811
-                                                                   workers, tmp_path):
+def test_confirm_runs_on_a_chosen_worker_and_attaches_its_comparison(
+    models_dir,
+    other_mlx,
+    pg_url,
+    broker_url,  # noqa: F811
+    workers,
+    tmp_path,
+):
     fid = finding_on(pg_url, models_dir, NAME)
     workers(NAME, models_dir, env={"SILICONBENCH_ENVS_DIR": str(Path(other_mlx.path).parent)})
-    env = {"SILICONBENCH_DATABASE_URL": pg_url, "SILICONBENCH_BROKER_URL": broker_url,
-           "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    env = {
+        "SILICONBENCH_DATABASE_URL": pg_url,
+        "SILICONBENCH_BROKER_URL": broker_url,
+        "XDG_DATA_HOME": str(tmp_path / "xdg"),
+    }
 
     out = sb("confirm", str(fid), "--host", "nope", env=env)
     assert out.returncode == 2 and "--host" in out.stderr and "no registered worker named 'nope'" in out.stderr

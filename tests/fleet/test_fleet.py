@@ -48,24 +48,31 @@ def models_a(models_dir, tmp_path_factory) -> Path:
 def test_placement_each_runs_every_job_on_both_workers(models_dir, pg_url, broker_url, workers):
     workers("mac-a", models_dir)
     workers("mac-b", models_dir)
-    sid, placement = fleet.submit_sweep(sweep(hosts="all", placement="each"), database_url=pg_url, broker_url=broker_url)
+    sid, placement = fleet.submit_sweep(
+        sweep(hosts="all", placement="each"), database_url=pg_url, broker_url=broker_url
+    )
     assert placement.assignments() == {"host.mac-a": 2, "host.mac-b": 2}
     wait_done(pg_url, sid)
     records = results_of(pg_url, sid)
     assert sorted((r["worker"], r["engine"]) for r in records) == [
-        ("mac-a", "llama.cpp"), ("mac-a", "mlx"), ("mac-b", "llama.cpp"), ("mac-b", "mlx")]
+        ("mac-a", "llama.cpp"),
+        ("mac-a", "mlx"),
+        ("mac-b", "llama.cpp"),
+        ("mac-b", "mlx"),
+    ]
     assert all(r["status"] == "ok" and r["sweep_id"] == sid and len(r["decode_tps"]["samples"]) == 2 for r in records)
     assert all(attempts == 1 for _, _, attempts, _, _ in job_rows(pg_url, sid))
 
 
 def test_routing_by_capability(models_dir, models_a, pg_url, broker_url, workers):
-    workers("mac-a", models_a)                      # both engines, both models
-    workers("mac-b", models_dir, engines="mlx")     # an MLX-only Mac without the extra model
+    workers("mac-a", models_a)  # both engines, both models
+    workers("mac-b", models_dir, engines="mlx")  # an MLX-only Mac without the extra model
     with database.session_scope(pg_url) as s:
         hosts = {h["name"]: h for h in fleet.list_hosts(s)}
     assert set(hosts["mac-b"]["engines"]) == {"mlx"} and hosts["mac-b"]["models"] == [SMALL]
-    sid, placement = fleet.submit_sweep(sweep(models=[SMALL, EXTRA], placement="any"), database_url=pg_url,
-                                        broker_url=broker_url)
+    sid, placement = fleet.submit_sweep(
+        sweep(models=[SMALL, EXTRA], placement="any"), database_url=pg_url, broker_url=broker_url
+    )
     wait_done(pg_url, sid)
     ran = {(r["model"], r["engine"]): r["worker"] for r in results_of(pg_url, sid)}
     assert ran[(EXTRA, "llama.cpp")] == ran[(EXTRA, "mlx")] == ran[(SMALL, "llama.cpp")] == "mac-a"
@@ -90,8 +97,9 @@ def test_submit_refuses_what_fits_nowhere(models_dir, pg_url, broker_url, worker
 
 def test_kill9_mid_job_then_fresh_worker_runs_it_once(models_dir, pg_url, broker_url, workers):
     first = workers("mac-a", models_dir)
-    sid, _ = fleet.submit_sweep(sweep(engines=["llama.cpp"], repetitions=8, delay_s=1.0), database_url=pg_url,
-                                broker_url=broker_url)
+    sid, _ = fleet.submit_sweep(
+        sweep(engines=["llama.cpp"], repetitions=8, delay_s=1.0), database_url=pg_url, broker_url=broker_url
+    )
     wait_for(lambda: any(st == "running" for _, st, *_ in job_rows(pg_url, sid)), 60, what="the job to start")
     first.kill9()
     assert not first.alive()
@@ -107,8 +115,11 @@ def test_redis_restart_loses_no_job(models_dir, pg_url, workers):
     r = RedisServer().start()
     try:
         workers("mac-a", models_dir, broker=r.url)
-        sid, _ = fleet.submit_sweep(sweep(workloads=[{"kind": "generate", "prompt_tokens": [16, 24, 32], "gen_tokens": [4]}],
-                                          delay_s=0.5), database_url=pg_url, broker_url=r.url)
+        sid, _ = fleet.submit_sweep(
+            sweep(workloads=[{"kind": "generate", "prompt_tokens": [16, 24, 32], "gen_tokens": [4]}], delay_s=0.5),
+            database_url=pg_url,
+            broker_url=r.url,
+        )
         wait_for(lambda: any(st == "running" for _, st, *_ in job_rows(pg_url, sid)), 60, what="a job to start")
         r.kill9()  # no persistence: every queued message is gone
         r.start()
@@ -122,10 +133,13 @@ def test_redis_restart_loses_no_job(models_dir, pg_url, workers):
 def test_database_unreachable_from_worker_loses_no_result(models_dir, pg_url, broker_url, workers):
     cut = TcpCut(database.normalize_url(pg_url).port or 5432)
     try:
-        proxied = database.normalize_url(pg_url).set(host="127.0.0.1", port=cut.port).render_as_string(hide_password=False)
+        proxied = (
+            database.normalize_url(pg_url).set(host="127.0.0.1", port=cut.port).render_as_string(hide_password=False)
+        )
         w = workers("mac-a", models_dir, database_url=proxied)
-        sid, _ = fleet.submit_sweep(sweep(engines=["mlx"], repetitions=4, delay_s=0.5), database_url=pg_url,
-                                    broker_url=broker_url)
+        sid, _ = fleet.submit_sweep(
+            sweep(engines=["mlx"], repetitions=4, delay_s=0.5), database_url=pg_url, broker_url=broker_url
+        )
         wait_for(lambda: any(st == "running" for _, st, *_ in job_rows(pg_url, sid)), 60, what="the job to start")
         cut.cut()
         wait_for(lambda: list(w.spool_dir.glob("*.json")), 90, what="the result to be spooled")
@@ -144,10 +158,18 @@ def test_pickle_and_malformed_messages_are_refused(models_dir, pg_url, broker_ur
     w = workers("mac-a", models_dir)
     with Connection(broker_url) as conn:
         producer = conn.Producer()
-        for body, serializer in [((["0123456789abcdef"], {}, {}), "pickle"), (([{"no": "id"}], {}, {}), "json"),
-                                 ((["../../etc/passwd"], {}, {}), "json"), (("not a task body",), "json")]:
-            producer.publish(body, routing_key="host.mac-a", serializer=serializer,
-                             headers={"task": "siliconbench.run_job", "id": uuid.uuid4().hex, "lang": "py"})
+        for body, serializer in [
+            ((["0123456789abcdef"], {}, {}), "pickle"),
+            (([{"no": "id"}], {}, {}), "json"),
+            ((["../../etc/passwd"], {}, {}), "json"),
+            (("not a task body",), "json"),
+        ]:
+            producer.publish(
+                body,
+                routing_key="host.mac-a",
+                serializer=serializer,
+                headers={"task": "siliconbench.run_job", "id": uuid.uuid4().hex, "lang": "py"},
+            )
     sid, _ = fleet.submit_sweep(sweep(engines=["llama.cpp"]), database_url=pg_url, broker_url=broker_url)
     wait_done(pg_url, sid)
     assert w.alive()
@@ -158,10 +180,20 @@ def test_pickle_and_malformed_messages_are_refused(models_dir, pg_url, broker_ur
 
 
 def _envelope(body: str, **props) -> bytes:
-    return json.dumps({"body": body, "content-encoding": "utf-8", "content-type": "application/json",
-                       "headers": {"task": "siliconbench.run_job", "id": uuid.uuid4().hex, "lang": "py"},
-                       "properties": {"body_encoding": "base64", "delivery_tag": uuid.uuid4().hex,
-                                      "delivery_info": {"exchange": "", "routing_key": "host.mac-a"}, **props}}).encode()
+    return json.dumps(
+        {
+            "body": body,
+            "content-encoding": "utf-8",
+            "content-type": "application/json",
+            "headers": {"task": "siliconbench.run_job", "id": uuid.uuid4().hex, "lang": "py"},
+            "properties": {
+                "body_encoding": "base64",
+                "delivery_tag": uuid.uuid4().hex,
+                "delivery_info": {"exchange": "", "routing_key": "host.mac-a"},
+                **props,
+            },
+        }
+    ).encode()
 
 
 # What kombu could not decode before worker/runtime/redis_transport.py (the worker died on each), and more of the kind.
@@ -188,7 +220,8 @@ def test_items_kombu_cannot_decode_are_parked_and_the_same_worker_goes_on(models
     assert w.alive() and results_of(pg_url, sid)[0]["status"] == "ok"  # the same process ran the next real job
     parked = [json.loads(x) for x in r.lrange("siliconbench.dead-letter", 0, -1)]
     assert sorted(p["reason"].split(",")[0] for p in parked) == sorted(
-        malformed(item).split(",")[0] for item in UNDECODABLE.values())
+        malformed(item).split(",")[0] for item in UNDECODABLE.values()
+    )
     assert all(p["queue"] == "host.mac-a" and len(p["head"]) <= 4096 for p in parked)
     logs = w.logs()
     assert logs.count("dropped a malformed message from queue host.mac-a") == len(UNDECODABLE)
@@ -208,8 +241,11 @@ def test_job_that_always_crashes_fails_after_bounded_attempts(models_dir, pg_url
 def test_cancel_stops_what_has_not_started(models_dir, pg_url, broker_url, workers):
     sid = None
     workers("mac-a", models_dir)
-    sid, _ = fleet.submit_sweep(sweep(workloads=[{"kind": "generate", "prompt_tokens": [16, 20, 24, 28], "gen_tokens": [4]}],
-                                      delay_s=0.5), database_url=pg_url, broker_url=broker_url)
+    sid, _ = fleet.submit_sweep(
+        sweep(workloads=[{"kind": "generate", "prompt_tokens": [16, 20, 24, 28], "gen_tokens": [4]}], delay_s=0.5),
+        database_url=pg_url,
+        broker_url=broker_url,
+    )
     wait_for(lambda: any(st == "running" for _, st, *_ in job_rows(pg_url, sid)), 60, what="a job to start")
     with database.session_scope(pg_url) as s:
         n = fleet.cancel(s, sid, broker_url)
@@ -234,8 +270,11 @@ def _ghost_job(pg_url, models_dir) -> str:
 
 def _make_stale(pg_url: str, job_id: str) -> None:
     with database.session_scope(pg_url) as s:
-        s.execute(update(Job).where(Job.id == job_id).values(status="queued", queue="host.ghost",
-                                                             enqueued_at=utcnow() - timedelta(minutes=5)))
+        s.execute(
+            update(Job)
+            .where(Job.id == job_id)
+            .values(status="queued", queue="host.ghost", enqueued_at=utcnow() - timedelta(minutes=5))
+        )
 
 
 def test_reconcile_loop_outlives_the_broker_and_the_database(models_dir, pg_url, tmp_path):
@@ -247,9 +286,13 @@ def test_reconcile_loop_outlives_the_broker_and_the_database(models_dir, pg_url,
     job_id = _ghost_job(pg_url, models_dir)
     r = redis.Redis.from_url(rs.url)
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "cli.main", "reconcile", "--loop", "--every", "0.5"],
-                                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                env={**os.environ, "SILICONBENCH_BROKER_URL": rs.url, "SILICONBENCH_DATABASE_URL": proxied})
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "reconcile", "--loop", "--every", "0.5"],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "SILICONBENCH_BROKER_URL": rs.url, "SILICONBENCH_DATABASE_URL": proxied},
+        )
     try:
         wait_for(lambda: r.llen("host.ghost") == 1, 30, what="the lost job resent")
         rs.kill9()

@@ -55,7 +55,9 @@ def test_a_worker_fetches_a_model_it_lacks_verifies_it_and_runs_the_job(tmp_path
         assert any(path == "/tiny-Q4_K_M.gguf" for path, _ in srv.requests)
     records = results_of(pg_url, sid)
     assert sorted((r["engine"], r["status"], r["worker"]) for r in records) == [
-        ("llama.cpp", "ok", "mac-new"), ("mlx", "ok", "mac-new")], [r.get("error") for r in records]
+        ("llama.cpp", "ok", "mac-new"),
+        ("mlx", "ok", "mac-new"),
+    ], [r.get("error") for r in records]
     fetched = ModelCatalog(new_models).get("byo")
     assert {a.quant for a in fetched.artifacts} == {"Q4_K_M", "4bit"}
     for a in fetched.artifacts:  # real files on this Mac, their digests the origin's
@@ -78,8 +80,11 @@ def test_a_copy_whose_digest_differs_is_refused_with_both_digests(tmp_path, shar
         (served / "tiny-Q8_0.gguf").write_bytes(bytes(data))
         register(pg_url, "mac-origin", origin_models)
         workers("mac-new", new_models, engines="llama.cpp")
-        sid, _ = fleet.submit_sweep(sweep(models=["byo8"], quantizations=["q8"], engines=["llama.cpp"], hosts=["mac-new"]),
-                                    database_url=pg_url, broker_url=broker_url)
+        sid, _ = fleet.submit_sweep(
+            sweep(models=["byo8"], quantizations=["q8"], engines=["llama.cpp"], hosts=["mac-new"]),
+            database_url=pg_url,
+            broker_url=broker_url,
+        )
         wait_done(pg_url, sid, timeout_s=120)
     ((_, status, attempts, _, error),) = job_rows(pg_url, sid)
     want = m.artifacts[0].sha256
@@ -88,8 +93,9 @@ def test_a_copy_whose_digest_differs_is_refused_with_both_digests(tmp_path, shar
     assert not (new_models / "byo8").exists()  # nothing registered, no partial file left under its name
 
 
-def test_a_model_only_one_mac_has_is_refused_at_submit_with_what_to_do(tmp_path, pg_url, broker_url, workers,
-                                                                      models_dir):
+def test_a_model_only_one_mac_has_is_refused_at_submit_with_what_to_do(
+    tmp_path, pg_url, broker_url, workers, models_dir
+):
     tiny = ModelCatalog(models_dir).get(SMALL)
     origin_models, new_models = tmp_path / "origin-models", tmp_path / "new-models"
     new_models.mkdir()
@@ -97,8 +103,11 @@ def test_a_model_only_one_mac_has_is_refused_at_submit_with_what_to_do(tmp_path,
     register(pg_url, "mac-origin", origin_models)
     workers("mac-new", new_models, engines="llama.cpp")
     with pytest.raises(UserError) as e:
-        fleet.submit_sweep(sweep(models=["local"], quantizations=["q8"], engines=["llama.cpp"], hosts=["mac-new"]), database_url=pg_url,
-                           broker_url=broker_url)
+        fleet.submit_sweep(
+            sweep(models=["local"], quantizations=["q8"], engines=["llama.cpp"], hosts=["mac-new"]),
+            database_url=pg_url,
+            broker_url=broker_url,
+        )
     assert f"on {socket.gethostname()} only" in e.value.message
     assert "siliconbench models add local" in e.value.message and "--to-existing` on mac-new" in e.value.message
     with database.session_scope(pg_url) as s:

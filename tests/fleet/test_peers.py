@@ -37,44 +37,79 @@ def flagged(data, skus=SKUS) -> set[str]:
 
 # ---------------------------------------------------------------------------------------------- SKUs
 
+
 def test_sku_of_host_rows_views_and_dicts():
     mac = {"model": "Mac16,11", "performance_cores": 10, "efficiency_cores": 4, "gpu_cores": 20}
-    row = Host(name="m1", chip="Apple M4 Pro", memory_bytes=64 * 2**30, os="macOS 15.3.1 (24D70)",
-               info={"cores": 14, "host_details": mac})
+    row = Host(
+        name="m1",
+        chip="Apple M4 Pro",
+        memory_bytes=64 * 2**30,
+        os="macOS 15.3.1 (24D70)",
+        info={"cores": 14, "host_details": mac},
+    )
     view = HostView(name="m2", chip="Apple M4 Pro", memory_bytes=64 * 2**30, os="macOS 15.4 (24E248)", details=mac)
     assert sku_of(row) == sku_of(view) == sku_of(view.as_dict()) == "Apple M4 Pro · 14 CPU · 20 GPU · 64 GiB · macOS 15"
-    binned = HostView(name="m3", chip="Apple M4 Pro", memory_bytes=64 * 2**30, os="macOS 15.3.1 (24D70)",
-                      details={**mac, "performance_cores": 8, "gpu_cores": 16})
+    binned = HostView(
+        name="m3",
+        chip="Apple M4 Pro",
+        memory_bytes=64 * 2**30,
+        os="macOS 15.3.1 (24D70)",
+        details={**mac, "performance_cores": 8, "gpu_cores": 16},
+    )
     newer_os = HostView(name="m4", chip="Apple M4 Pro", memory_bytes=64 * 2**30, os="macOS 26.0 (25A354)", details=mac)
     assert len({sku_of(view), sku_of(binned), sku_of(newer_os)}) == 3
-    linux = Host(name="l", chip="AMD EPYC 7B13", memory_bytes=int(23.4 * 2**30), os="Debian GNU/Linux 12 (bookworm) "
-                 "(kernel 6.1.0)", info={"cores": 2, "host_details": {"physical_cores": 1}})
+    linux = Host(
+        name="l",
+        chip="AMD EPYC 7B13",
+        memory_bytes=int(23.4 * 2**30),
+        os="Debian GNU/Linux 12 (bookworm) (kernel 6.1.0)",
+        info={"cores": 2, "host_details": {"physical_cores": 1}},
+    )
     assert sku_of(linux) == "AMD EPYC 7B13 · 1 CPU · 23 GiB · Debian GNU/Linux 12"
 
 
 # ------------------------------------------------------------------------------------- fleet verdict
 
+
 def comp(verdict: Verdict) -> Comparison:
     ratio = {Verdict.regression: 0.9, Verdict.improvement: 1.1}.get(verdict, 1.0)
-    return Comparison("decode_tps", "tok/s", "higher", 15, 15, 75, 75, 100.0, 100.0 * ratio, ratio, ratio - 0.02,
-                      ratio + 0.02, 0.001 if ratio != 1.0 else 0.5, verdict, (ratio - 1) * 100)
+    return Comparison(
+        "decode_tps",
+        "tok/s",
+        "higher",
+        15,
+        15,
+        75,
+        75,
+        100.0,
+        100.0 * ratio,
+        ratio,
+        ratio - 0.02,
+        ratio + 0.02,
+        0.001 if ratio != 1.0 else 0.5,
+        verdict,
+        (ratio - 1) * 100,
+    )
 
 
 R, I, N, X = Verdict.regression, Verdict.improvement, Verdict.no_change, Verdict.insufficient  # noqa: E741 (a table's letters)
 TWO_A = {"a1": "A", "a2": "A", "b1": "B"}
 
 
-@pytest.mark.parametrize("per_host, expected", [
-    ({"a1": R, "a2": R, "b1": N}, "regression"),  # replicated on two hosts of one SKU
-    ({"a1": I, "a2": I}, "improvement"),
-    ({"a1": R, "a2": N, "b1": N}, "inconsistent"),  # one of two
-    ({"a1": R, "a2": I}, "inconsistent"),
-    ({"a1": N, "a2": N, "b1": R}, "needs_confirmation"),  # single-host SKU
-    ({"a1": N, "a2": N, "b1": N}, "no_change"),
-    ({"a1": X, "a2": X}, "insufficient"),
-    ({"a1": R, "a2": X, "b1": N}, "needs_confirmation"),  # one decided host in A
-    ({"a1": R, "a2": R, "b1": I}, "regression"),  # a replicated regression on one SKU wins
-])
+@pytest.mark.parametrize(
+    "per_host, expected",
+    [
+        ({"a1": R, "a2": R, "b1": N}, "regression"),  # replicated on two hosts of one SKU
+        ({"a1": I, "a2": I}, "improvement"),
+        ({"a1": R, "a2": N, "b1": N}, "inconsistent"),  # one of two
+        ({"a1": R, "a2": I}, "inconsistent"),
+        ({"a1": N, "a2": N, "b1": R}, "needs_confirmation"),  # single-host SKU
+        ({"a1": N, "a2": N, "b1": N}, "no_change"),
+        ({"a1": X, "a2": X}, "insufficient"),
+        ({"a1": R, "a2": X, "b1": N}, "needs_confirmation"),  # one decided host in A
+        ({"a1": R, "a2": R, "b1": I}, "regression"),  # a replicated regression on one SKU wins
+    ],
+)
 def test_fleet_verdict(per_host, expected):
     verdict, detail = fleet_verdict({h: comp(v) for h, v in per_host.items()}, TWO_A)
     assert verdict == expected, detail
@@ -86,8 +121,10 @@ def test_fleet_verdict_majority_suspects_decisions_and_confirmation():
     three = {"a1": "A", "a2": "A", "a3": "A"}
     assert fleet_verdict({"a1": comp(R), "a2": comp(R), "a3": comp(N)}, three)[0] == "regression"  # 2 of 3
     five = {f"a{i}": "A" for i in range(5)}
-    assert fleet_verdict({"a0": comp(R), "a1": comp(R), **{f"a{i}": comp(N) for i in (2, 3, 4)}}, five)[0] == \
-        "inconsistent"  # 2 of 5: not a majority
+    assert (
+        fleet_verdict({"a0": comp(R), "a1": comp(R), **{f"a{i}": comp(N) for i in (2, 3, 4)}}, five)[0]
+        == "inconsistent"
+    )  # 2 of 5: not a majority
     # a suspect host's disagreement is left out: its peer's regression alone needs confirmation
     v, d = fleet_verdict({"a1": comp(R), "a2": comp(N)}, TWO_A, suspects={"a2"})
     assert (v, d["excluded"], d["confirm"]) == ("needs_confirmation", ["a2"], ["a1"])
@@ -103,6 +140,7 @@ def test_fleet_verdict_majority_suspects_decisions_and_confirmation():
 
 
 # ------------------------------------------------------------------------------ suspects: statistics
+
 
 def test_series_level_controls_a_majority_of_tests():
     assert series_level(1, 0.0025) == pytest.approx(0.0025)
@@ -146,8 +184,15 @@ def test_one_disturbed_series_is_not_enough():
     assert "a2" in flagged({"s0": data["s0"]})  # alone, that series is evidence
 
 
-def rounds_history(seed: int, slow: dict[str, float] | None = None, rounds: int = 8, series: int = 3,
-                   shared_cv: float = 0.20, own_cv: float = 0.03, hosts=("a1", "a2")) -> list[Point]:
+def rounds_history(
+    seed: int,
+    slow: dict[str, float] | None = None,
+    rounds: int = 8,
+    series: int = 3,
+    shared_cv: float = 0.20,
+    own_cv: float = 0.03,
+    hosts=("a1", "a2"),
+) -> list[Point]:
     """Points of ``rounds`` sweeps, each placed on every host at once: a round's load (spread ``shared_cv``, as
     two workers sharing this machine's 2 cores see) falls on all hosts alike, their own noise is ``own_cv``."""
     rng = np.random.default_rng(seed)
@@ -183,16 +228,41 @@ def test_rounds_pair_the_processes_that_ran_together():
 
 
 def point(job_id: str, host: str, version: str, values: list[float]) -> Point:
-    return Point(job_id, "sw", "sw", host, "llama.cpp", "tiny", "F16", "full", "generate", 32, 64, 0, "ab" * 32,
-                 {"threads": 1}, {}, {"llama-cpp-python": version}, datetime(2026, 12, 1, tzinfo=timezone.utc),
-                 {"decode_tps": values})
+    return Point(
+        job_id,
+        "sw",
+        "sw",
+        host,
+        "llama.cpp",
+        "tiny",
+        "F16",
+        "full",
+        "generate",
+        32,
+        64,
+        0,
+        "ab" * 32,
+        {"threads": 1},
+        {},
+        {"llama-cpp-python": version},
+        datetime(2026, 12, 1, tzinfo=timezone.utc),
+        {"decode_tps": values},
+    )
 
 
 def test_points_group_by_version_and_carry_job_ids():
     rng = np.random.default_rng(7)
-    pts = [point(f"{h}-{v}-{i}", h, v, list(300 * (0.85 if h == "a3" and v == "0.3.36" else 1.0)
-                                         * (1 + rng.normal(0, 0.03, 3))))
-           for h in ("a1", "a2", "a3") for v in ("0.3.35", "0.3.36") for i in range(6)]
+    pts = [
+        point(
+            f"{h}-{v}-{i}",
+            h,
+            v,
+            list(300 * (0.85 if h == "a3" and v == "0.3.36" else 1.0) * (1 + rng.normal(0, 0.03, 3))),
+        )
+        for h in ("a1", "a2", "a3")
+        for v in ("0.3.35", "0.3.36")
+        for i in range(6)
+    ]
     tests = peer_tests(pts, SKUS, "decode_tps")
     assert len({t.series_id for t in tests}) == 2 and all(t.series.endswith(("0.3.35", "0.3.36")) for t in tests)
     slow = [t for t in tests if t.host == "a3" and t.series.endswith("0.3.36")][0]
@@ -201,6 +271,7 @@ def test_points_group_by_version_and_carry_job_ids():
 
 
 # ------------------------------------------------------------------------------------ suspects: storage
+
 
 def test_save_is_idempotent_and_clear(sqlite_url):
     rows = suspect_hosts(history(0, slow={"a3": 0.08}), SKUS, "decode_tps")
@@ -220,6 +291,7 @@ def test_save_is_idempotent_and_clear(sqlite_url):
 
 
 # ------------------------------------------------------------------------------------- real workers
+
 
 @pytest.mark.solo  # each worker is pinned to a core of its own, which other tests would share
 def test_real_workers_throttled_one_is_flagged(models_dir, tmp_path):

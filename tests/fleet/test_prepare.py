@@ -28,8 +28,16 @@ def campaign(url: str, candidate: str) -> int:
         if s.get(Watch, "mlx") is None:
             s.add(Watch(name="mlx", spec={"packages": ["mlx-lm"]}))
             s.flush()
-        c = Campaign(watch="mlx", package="mlx-lm", engine="mlx", baseline="0.32.2", candidate=candidate,
-                     hosts=[NAME], sweep_ids=[], verdicts={})
+        c = Campaign(
+            watch="mlx",
+            package="mlx-lm",
+            engine="mlx",
+            baseline="0.32.2",
+            candidate=candidate,
+            hosts=[NAME],
+            sweep_ids=[],
+            verdicts={},
+        )
         s.add(c)
         s.flush()
         return c.id
@@ -57,18 +65,33 @@ def test_report_env_upserts_one_row_per_host(empty_db):
     with database.session_scope(empty_db) as s:
         rows = env_reports(s, cid)
     assert sorted(rows) == ["a", "b"]
-    assert rows["a"]["status"] == "ready" and rows["a"]["packages"] == {"mlx-lm": "0.31.3"} and rows["a"]["error"] is None
+    assert (
+        rows["a"]["status"] == "ready" and rows["a"]["packages"] == {"mlx-lm": "0.31.3"} and rows["a"]["error"] is None
+    )
     assert rows["b"]["status"] == "failed" and rows["b"]["env_name"] is None and rows["a"]["reported_at"]
 
 
-def test_worker_prepares_the_candidate_reports_it_and_still_runs_jobs(models_dir, pg_url, broker_url, workers,  # noqa: F811
-                                                                    tmp_path):
+def test_worker_prepares_the_candidate_reports_it_and_still_runs_jobs(
+    models_dir,
+    pg_url,
+    broker_url,
+    workers,  # noqa: F811
+    tmp_path,
+):
     envs_dir = tmp_path / "worker-envs"
     w = workers(NAME, models_dir, env={"SILICONBENCH_ENVS_DIR": str(envs_dir)})
     good, bad = campaign(pg_url, OTHER_MLX_LM), campaign(pg_url, "0.0.0")
 
-    prepare(broker_url, {"campaign_id": good, "requirement": f"mlx-lm=={OTHER_MLX_LM}", "extra": [],
-                         "find_links": None, "index_url": None})
+    prepare(
+        broker_url,
+        {
+            "campaign_id": good,
+            "requirement": f"mlx-lm=={OTHER_MLX_LM}",
+            "extra": [],
+            "find_links": None,
+            "index_url": None,
+        },
+    )
     row = wait_for(lambda: report(pg_url, good), 240, every_s=1, what="the ready report")
     assert row["status"] == "ready", row["error"]
     assert row["env_name"] == f"mlx-lm-{OTHER_MLX_LM}" and row["packages"]["mlx-lm"] == OTHER_MLX_LM
@@ -94,13 +117,19 @@ def test_worker_prepares_the_candidate_reports_it_and_still_runs_jobs(models_dir
     # Malformed messages: refused with a log line (no campaign to blame) or the campaign's error.
     prepare(broker_url, {"campaign_id": "seven", "requirement": "mlx-lm==0.31.3"})
     prepare(broker_url, {"campaign_id": bad, "requirement": 42})
-    wait_for(lambda: "requirement must be a string" in (report(pg_url, bad) or {}).get("error", ""), 30,
-             what="the malformed payload's report")
+    wait_for(
+        lambda: "requirement must be a string" in (report(pg_url, bad) or {}).get("error", ""),
+        30,
+        what="the malformed payload's report",
+    )
     assert "refused a malformed prepare_env message: campaign_id 'seven'" in w.logs()
 
     # The worker is alive and runs a job under the environment it made.
-    sid = fleet.submit(sweep(engines=["mlx"], hosts=[NAME], engine_versions={"mlx": [OTHER_MLX_LM]}, processes=1),
-                       database_url=pg_url, broker_url=broker_url)
+    sid = fleet.submit(
+        sweep(engines=["mlx"], hosts=[NAME], engine_versions={"mlx": [OTHER_MLX_LM]}, processes=1),
+        database_url=pg_url,
+        broker_url=broker_url,
+    )
     wait_done(pg_url, sid)
     recs = results_of(pg_url, sid)
     assert w.alive() and [r["status"] for r in recs] == ["ok"], Path(w.log_path).read_text()[-3000:]

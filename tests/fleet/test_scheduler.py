@@ -56,9 +56,19 @@ def _default_index(monkeypatch):
 def add_watches(url: str, index: str, names=WATCHES) -> None:
     with database.session_scope(url) as s:
         for name in names:
-            watches.add(s, parse_watch({"name": name, "packages": ["mlx-lm"], "every": "1m", "index": index,
-                                        "suite": {"name": "suite", "models": [SMALL], "engines": ["mlx"]}},
-                                       check_folders=False))
+            watches.add(
+                s,
+                parse_watch(
+                    {
+                        "name": name,
+                        "packages": ["mlx-lm"],
+                        "every": "1m",
+                        "index": index,
+                        "suite": {"name": "suite", "models": [SMALL], "engines": ["mlx"]},
+                    },
+                    check_folders=False,
+                ),
+            )
 
 
 def test_lock_is_exclusive_and_a_second_tick_skips_at_once(empty_db):
@@ -95,10 +105,12 @@ def age(url: str, seconds: float = 61) -> None:
 def holder_port(url: str) -> int | None:
     """The client port of the connection holding an advisory lock in this test's database."""
     with database.session_scope(url) as s:
-        return s.execute(text(
-            "SELECT a.client_port FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = "
-            "'advisory' AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-        )).scalar()
+        return s.execute(
+            text(
+                "SELECT a.client_port FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = "
+                "'advisory' AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            )
+        ).scalar()
 
 
 def owner_of(port: int, procs: list[CliProc]) -> CliProc | None:
@@ -120,8 +132,25 @@ def test_two_schedulers_started_by_mistake_never_overlap(pg_url, private_broker,
     with SlowIndex(folder, DELAY_S) as index:
         add_watches(pg_url, index.url)
         env = {"SILICONBENCH_LOG_LEVEL": "INFO"}
-        procs = [CliProc(f"sched-{x}", ["scheduler", "--broker", private_broker, "--database", db_url, "--tick-s", "1",
-                                        "--schedule", str(tmp_path / f"beat-{x}")], env, tmp_path) for x in "ab"]
+        procs = [
+            CliProc(
+                f"sched-{x}",
+                [
+                    "scheduler",
+                    "--broker",
+                    private_broker,
+                    "--database",
+                    db_url,
+                    "--tick-s",
+                    "1",
+                    "--schedule",
+                    str(tmp_path / f"beat-{x}"),
+                ],
+                env,
+                tmp_path,
+            )
+            for x in "ab"
+        ]
         try:
             # Round 1: the first look at the index records what is there; no campaign.
             wait_for(lambda: round_done(pg_url, 1), 90, every_s=0.5, what="round 1 of checks")
@@ -135,8 +164,12 @@ def test_two_schedulers_started_by_mistake_never_overlap(pg_url, private_broker,
             assert counts(pg_url) == {w: 2 for w in WATCHES}
             # Round 3: the scheduler holding the lock is killed (kill -9, by its PID) between two checks of a tick.
             age(pg_url)
-            wait_for(lambda: 3 in counts(pg_url).values() and not round_done(pg_url, 3), 60, every_s=0.05,
-                     what="round 3 under way")
+            wait_for(
+                lambda: 3 in counts(pg_url).values() and not round_done(pg_url, 3),
+                60,
+                every_s=0.05,
+                what="round 3 under way",
+            )
             victim = owner_of(wait_for(lambda: holder_port(pg_url), 10, every_s=0.02, what="the lock's holder"), procs)
             assert victim is not None, [p.pid for p in procs]
             os.kill(victim.pid, signal.SIGKILL)
@@ -152,13 +185,19 @@ def test_two_schedulers_started_by_mistake_never_overlap(pg_url, private_broker,
                 p.stop()
     rows = checks(pg_url)
     for before, after in zip(rows, rows[1:]):  # never two checks at once, by whichever scheduler
-        assert after.started_at >= before.finished_at, (before.checker, before.started_at, before.finished_at,
-                                                        after.checker, after.started_at)
+        assert after.started_at >= before.finished_at, (
+            before.checker,
+            before.started_at,
+            before.finished_at,
+            after.checker,
+            after.started_at,
+        )
     after = [r.checker for r in rows if r.started_at > killed_at]
     assert after and all(c.endswith(f" pid {survivor.pid}") for c in after), after  # the survivor took over
     with database.session_scope(pg_url) as s:  # one campaign per watch and release, however many ticks ran
-        made = s.execute(select(Campaign.watch, Campaign.candidate, func.count())
-                         .group_by(Campaign.watch, Campaign.candidate)).all()
+        made = s.execute(
+            select(Campaign.watch, Campaign.candidate, func.count()).group_by(Campaign.watch, Campaign.candidate)
+        ).all()
     assert sorted(made) == [(w, "0.32.2", 1) for w in WATCHES]
     logs = victim.logs() + survivor.logs()
     assert SKIPPED in logs  # the other scheduler's ticks found the lock held and returned at once

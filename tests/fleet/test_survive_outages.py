@@ -104,9 +104,17 @@ def test_a_job_whose_worker_died_waiting_to_claim_it_is_sent_again(models_dir, p
 
 
 def _sweep(name: str, prompts: list[int], delay_s: float = 0.0):
-    return parse_sweep({"name": name, "models": [SMALL], "engines": ["llama.cpp"], "repetitions": 2, "warmup": 0,
-                        "delay_s": delay_s, "workloads": [{"kind": "generate", "prompt_tokens": prompts,
-                                                           "gen_tokens": [4]}]})
+    return parse_sweep(
+        {
+            "name": name,
+            "models": [SMALL],
+            "engines": ["llama.cpp"],
+            "repetitions": 2,
+            "warmup": 0,
+            "delay_s": delay_s,
+            "workloads": [{"kind": "generate", "prompt_tokens": prompts, "gen_tokens": [4]}],
+        }
+    )
 
 
 def _start(url: str, models_dir, name: str, prompts: list[int], delay_s: float = 0.0) -> runner.Run:
@@ -174,18 +182,30 @@ def test_dashboard_runner_gives_a_sweep_up_past_its_patience_and_says_why(models
             database.dispose(url)
 
 
-def test_a_worker_and_the_reconciler_started_while_the_database_is_cut_wait_for_it(models_dir, pg_url, broker_url,
-                                                                                 tmp_path):  # noqa: F811
+def test_a_worker_and_the_reconciler_started_while_the_database_is_cut_wait_for_it(
+    models_dir, pg_url, broker_url, tmp_path
+):  # noqa: F811
     """Started during an outage (a supervisor restarting them in the middle of one), they wait, one line each way."""
     cut = TcpCut(database.normalize_url(pg_url).port or 5432)
     url = proxied(worker_login(pg_url, "mac-a"), cut)
     cut.cut()
-    w = WorkerProc("mac-a", broker=broker_url, database=url, models_dir=models_dir, log_dir=tmp_path,
-                   env={"SILICONBENCH_LEASE_S": "4"})
+    w = WorkerProc(
+        "mac-a",
+        broker=broker_url,
+        database=url,
+        models_dir=models_dir,
+        log_dir=tmp_path,
+        env={"SILICONBENCH_LEASE_S": "4"},
+    )
     log = open(tmp_path / "reconcile.log", "wb")
     env = {**os.environ, "SILICONBENCH_DATABASE_URL": proxied(pg_url, cut), "SILICONBENCH_BROKER_URL": broker_url}
-    rec = subprocess.Popen([sys.executable, "-m", "cli.main", "reconcile", "--loop", "--every", "1"], cwd=ROOT,
-                           env=env, stdout=log, stderr=subprocess.STDOUT)
+    rec = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "reconcile", "--loop", "--every", "1"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         rec_log = lambda: (tmp_path / "reconcile.log").read_text()  # noqa: E731
         wait_for(lambda: "the database is unreachable" in w.logs(), 60, what="the worker to wait for the database")

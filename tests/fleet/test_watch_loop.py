@@ -35,12 +35,22 @@ from tests.envs_support import mlx_env
 from tests.index_support import folder_with
 from tests.webhook_receiver import SECRET, Receiver
 
-THROTTLE = {"SILICONBENCH_THROTTLE": "1.0", "SILICONBENCH_THROTTLE_WHEN": "mlx-lm==0.32.2",
-            "PYTHONPATH": f"{ROOT / 'harness' / 'throttle'}:{ROOT}"}
+THROTTLE = {
+    "SILICONBENCH_THROTTLE": "1.0",
+    "SILICONBENCH_THROTTLE_WHEN": "mlx-lm==0.32.2",
+    "PYTHONPATH": f"{ROOT / 'harness' / 'throttle'}:{ROOT}",
+}
 HOSTS = ["loop-a", "loop-b"]
-SUITE = {"name": "loop", "models": [SMALL], "engines": ["mlx"], "repetitions": 5, "warmup": 1, "thermal": "record",
-         "engine_options": {"threads": 1},  # two workers share this machine's two cores
-         "workloads": [{"kind": "generate", "prompt_tokens": [32], "gen_tokens": [48]}]}
+SUITE = {
+    "name": "loop",
+    "models": [SMALL],
+    "engines": ["mlx"],
+    "repetitions": 5,
+    "warmup": 1,
+    "thermal": "record",
+    "engine_options": {"threads": 1},  # two workers share this machine's two cores
+    "workloads": [{"kind": "generate", "prompt_tokens": [32], "gen_tokens": [48]}],
+}
 
 
 def campaign(url: str) -> Campaign | None:
@@ -54,8 +64,13 @@ def notifications(url: str) -> list[Notification]:
 
 
 @pytest.mark.solo  # two workers pinned to a core each must see a 50% step through the load of their own jobs only
-def test_new_release_is_benchmarked_on_the_fleet_compared_and_announced(models_dir, pg_url, private_broker, workers,  # noqa: F811
-                                                                        tmp_path):
+def test_new_release_is_benchmarked_on_the_fleet_compared_and_announced(
+    models_dir,
+    pg_url,
+    private_broker,
+    workers,  # noqa: F811
+    tmp_path,
+):
     broker_url = private_broker
     index = folder_with(["0.31.3"], tmp_path / "index")
     # The baseline's environment is the machine's kept one (tests/envs_support.py): both workers advertise both
@@ -64,19 +79,45 @@ def test_new_release_is_benchmarked_on_the_fleet_compared_and_announced(models_d
     # a real pip install, ~20 s per worker here, which this loop used to wait for).
     envs_dir = str(Path(mlx_env().path).parent)
     for cpu, name in enumerate(HOSTS):
-        w = workers(name, models_dir, broker=broker_url, engines="mlx", env={**THROTTLE, "SILICONBENCH_ENVS_DIR": envs_dir})
+        w = workers(
+            name, models_dir, broker=broker_url, engines="mlx", env={**THROTTLE, "SILICONBENCH_ENVS_DIR": envs_dir}
+        )
         # Each worker stands for a Mac of its own: one core each (its jobs' processes inherit it), so the two
         # workers' jobs, which run at the same time, do not take turns on the same core.
         os.sched_setaffinity(w.pid, {cpu % os.cpu_count()})
     port = free_port()  # the receiver's: nothing listens there yet
     with database.session_scope(pg_url) as s:
-        watches.add(s, parse_watch({"name": "mlx-nightly", "packages": ["mlx-lm"], "every": "1m", "index": str(index),
-                                    "suite": SUITE, "notify": {"webhook": f"http://127.0.0.1:{port}/hook"}}))
+        watches.add(
+            s,
+            parse_watch(
+                {
+                    "name": "mlx-nightly",
+                    "packages": ["mlx-lm"],
+                    "every": "1m",
+                    "index": str(index),
+                    "suite": SUITE,
+                    "notify": {"webhook": f"http://127.0.0.1:{port}/hook"},
+                }
+            ),
+        )
     # The coordinator side on the owner's URL, as the other fleet tests submit (tests/fleet/test_scheduler.py runs the
     # scheduler on the coordinator's own login).
-    sched = CliProc("scheduler", ["scheduler", "--broker", broker_url, "--tick-s", "2", "--database", pg_url,
-                                  "--schedule", str(tmp_path / "beat")],
-                    {"SILICONBENCH_WEBHOOK_SECRET": SECRET}, tmp_path)
+    sched = CliProc(
+        "scheduler",
+        [
+            "scheduler",
+            "--broker",
+            broker_url,
+            "--tick-s",
+            "2",
+            "--database",
+            pg_url,
+            "--schedule",
+            str(tmp_path / "beat"),
+        ],
+        {"SILICONBENCH_WEBHOOK_SECRET": SECRET},
+        tmp_path,
+    )
     receiver = None
     try:
         # Beat's first tick: the first look at the index records 0.31.3 as seen; no campaign (history not invented).
@@ -95,13 +136,21 @@ def test_new_release_is_benchmarked_on_the_fleet_compared_and_announced(models_d
         assert all(r["env_name"] is None for r in rows.values()), rows
 
         # The first delivery attempt fails (nobody listens), then the receiver comes up.
-        first = wait_for(lambda: [n for n in notifications(pg_url) if n.attempts >= 1] or ended_quietly(pg_url), 900,
-                         every_s=2, what="a first delivery attempt")
+        first = wait_for(
+            lambda: [n for n in notifications(pg_url) if n.attempts >= 1] or ended_quietly(pg_url),
+            900,
+            every_s=2,
+            what="a first delivery attempt",
+        )
         assert first != "ended", (campaign(pg_url).status, campaign(pg_url).error, campaign(pg_url).verdicts)
         assert first[0].delivered_at is None and first[0].last_error, first[0].last_error
         receiver = Receiver(port=port)
-        c = wait_for(lambda: (x := campaign(pg_url)) and x.status in ("done", "failed") and x, 300, every_s=2,
-                     what="the campaign's end")
+        c = wait_for(
+            lambda: (x := campaign(pg_url)) and x.status in ("done", "failed") and x,
+            300,
+            every_s=2,
+            what="the campaign's end",
+        )
         assert c.status == "done", (c.error, c.verdicts)
         wait_for(lambda: all(n.delivered_at for n in notifications(pg_url)), 120, every_s=1, what="every delivery")
     finally:
@@ -116,8 +165,12 @@ def test_new_release_is_benchmarked_on_the_fleet_compared_and_announced(models_d
     with database.session_scope(pg_url) as s:
         for sid in c.sweep_ids:
             for host in HOSTS:
-                order = [spec["engine_version"] for spec in s.scalars(
-                    select(Job.spec).where(Job.sweep_id == sid, Job.target_host == host).order_by(Job.idx))]
+                order = [
+                    spec["engine_version"]
+                    for spec in s.scalars(
+                        select(Job.spec).where(Job.sweep_id == sid, Job.target_host == host).order_by(Job.idx)
+                    )
+                ]
                 assert order and order == ["0.31.3", "0.32.2"] * (len(order) // 2), (sid, host, order)
 
     # Compared per series and host; the fleet verdict: a regression replicated on two hosts of one SKU (the
@@ -128,8 +181,9 @@ def test_new_release_is_benchmarked_on_the_fleet_compared_and_announced(models_d
     # Never an improvement; a metric significant on one host only is "inconsistent" (not replicated), no finding.
     assert all(v["verdict"] in ("regression", "no_change", "inconsistent") for v in verdicts.values()), verdicts
     found = {m: v for m, v in verdicts.items() if v["verdict"] == "regression"}
-    assert found, {m: (v["verdict"], {h: (x["ratio"], x["p_value"]) for h, x in v["hosts"].items()})
-                   for m, v in verdicts.items()}
+    assert found, {
+        m: (v["verdict"], {h: (x["ratio"], x["p_value"]) for h, x in v["hosts"].items()}) for m, v in verdicts.items()
+    }
     metric, decode = next(iter(sorted(found.items(), key=lambda kv: kv[0] != "decode_tps")))
     assert set(decode["hosts"]) == set(HOSTS)
     worse = (lambda r: r < 0.95) if metric != "ttft_ms" else (lambda r: r > 1.05)
@@ -157,11 +211,18 @@ def test_new_release_is_benchmarked_on_the_fleet_compared_and_announced(models_d
     headers = next({k.lower(): v for k, v in h.items()} for h, b in receiver.requests if b == bodies[0])
     assert verify_signature(SECRET, bodies[0], headers["x-siliconbench-signature"])
     body = json.loads(bodies[0])
-    assert (body["baseline"], body["candidate"], body["package"], body["verdict"]) == ("0.31.3", "0.32.2", "mlx-lm",
-                                                                                     "regression")
+    assert (body["baseline"], body["candidate"], body["package"], body["verdict"]) == (
+        "0.31.3",
+        "0.32.2",
+        "mlx-lm",
+        "regression",
+    )
     assert body["hosts"] == expected_hosts and body["ci_low"] <= body["ratio"] <= body["ci_high"]
     assert body["command"].startswith(f"siliconbench confirm {f.id} --host ")
-    assert "Regression in mlx-lm 0.31.3 → 0.32.2" in body["message"] and "Reproduce: siliconbench confirm" in body["message"]
+    assert (
+        "Regression in mlx-lm 0.31.3 → 0.32.2" in body["message"]
+        and "Reproduce: siliconbench confirm" in body["message"]
+    )
     assert headers["x-siliconbench-delivery"] == str(sent[0].id)
 
 

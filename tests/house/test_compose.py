@@ -34,10 +34,16 @@ def config() -> dict:
         if in_ci():
             pytest.fail("neither `docker compose` nor `docker-compose` is installed (.ci/run installs docker-compose)")
         pytest.skip("no docker compose client")
-    env = {**os.environ, "POSTGRES_PASSWORD": "pw-from-env", "REDIS_PASSWORD": "redis-pw-from-env",
-           "COORDINATOR_PASSWORD": "coord-pw-from-env"}
+    env = {
+        **os.environ,
+        "POSTGRES_PASSWORD": "pw-from-env",
+        "REDIS_PASSWORD": "redis-pw-from-env",
+        "COORDINATOR_PASSWORD": "coord-pw-from-env",
+    }
     env.pop("SILICONBENCH_BIND", None)
-    out = subprocess.run([*cmd, "-f", str(ROOT / "compose.yaml"), "config"], capture_output=True, text=True, env=env, cwd=ROOT)
+    out = subprocess.run(
+        [*cmd, "-f", str(ROOT / "compose.yaml"), "config"], capture_output=True, text=True, env=env, cwd=ROOT
+    )
     assert out.returncode == 0, out.stderr
     return yaml.safe_load(out.stdout)
 
@@ -67,8 +73,9 @@ def test_missing_password_is_an_error_naming_it():
     if cmd is None:
         pytest.skip("no docker compose client")
     env = {k: v for k, v in os.environ.items() if k not in ("POSTGRES_PASSWORD", "REDIS_PASSWORD")}
-    out = subprocess.run([*cmd, "-f", str(ROOT / "compose.yaml"), "config"], capture_output=True, text=True, env=env,
-                         cwd=ROOT)
+    out = subprocess.run(
+        [*cmd, "-f", str(ROOT / "compose.yaml"), "config"], capture_output=True, text=True, env=env, cwd=ROOT
+    )
     assert out.returncode != 0 and "PASSWORD" in out.stderr
 
 
@@ -85,7 +92,13 @@ def test_dashboard_is_read_only_unless_a_login_is_configured(config):
 def test_only_the_one_shots_use_the_owners_login(config):
     """Least privilege: the long-running services connect as the coordinator's login (no DDL)."""
     services = config["services"]
-    assert services["login"]["command"] == ["db", "coordinator-role", "compose", "--password-env", "COORDINATOR_PASSWORD"]
+    assert services["login"]["command"] == [
+        "db",
+        "coordinator-role",
+        "compose",
+        "--password-env",
+        "COORDINATOR_PASSWORD",
+    ]
     for name in ("migrate", "login"):
         assert services[name]["environment"]["SILICONBENCH_DATABASE_URL"].startswith("postgresql://siliconbench:")
     for name in ("reconciler", "dashboard"):

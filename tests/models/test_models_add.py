@@ -35,8 +35,14 @@ SB = [sys.executable, "-m", "cli.main"]
 
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*SB, *args], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "COLUMNS": "250", **(env or {})})
+    return subprocess.run(
+        [*SB, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "250", **(env or {})},
+    )
 
 
 def test_gguf_added_by_path_is_linked_and_described_by_its_own_file(tmp_path):
@@ -48,7 +54,15 @@ def test_gguf_added_by_path_is_linked_and_described_by_its_own_file(tmp_path):
     assert (a.format, a.quant, a.level) == ("gguf", "Q4_1", "q4")
     assert a.sha256 == sha256_path(shipped) and a.size_bytes == shipped.stat().st_size
     assert (m.family, m.params, m.n_layers, m.hidden_size, m.n_heads, m.n_kv_heads, m.vocab_size, m.n_ctx) == (
-        "llama", 134_515_008, 30, 576, 9, 3, 49152, 8192)
+        "llama",
+        134_515_008,
+        30,
+        576,
+        9,
+        3,
+        49152,
+        8192,
+    )
     assert a.details["tensor_types"] == {"F32": 61, "Q4_1": 210, "Q8_0": 1}
     assert 5.7 < a.details["bits_per_weight"] < 5.8
     assert (a.origin.kind, a.origin.location) == ("path", str(shipped))
@@ -77,8 +91,10 @@ def test_gguf_and_mlx_forms_pair_at_q4_and_a_sweep_runs_both_engines(tmp_path, s
     assert mlx_art.details["quantization"] == {"bits": 4, "group_size": 64, "mode": "affine", "overridden_layers": 0}
 
     sweep = tmp_path / "mine.yaml"
-    sweep.write_text("name: mine\nmodels: [my-smol]\nengines: [llama.cpp, mlx]\nquantizations: [q4]\n"
-                     "workloads:\n  - {kind: generate, prompt_tokens: [16], gen_tokens: [4]}\nrepetitions: 1\nwarmup: 0\n")
+    sweep.write_text(
+        "name: mine\nmodels: [my-smol]\nengines: [llama.cpp, mlx]\nquantizations: [q4]\n"
+        "workloads:\n  - {kind: generate, prompt_tokens: [16], gen_tokens: [4]}\nrepetitions: 1\nwarmup: 0\n"
+    )
     env = {"SILICONBENCH_MODELS_DIR": str(models), "XDG_DATA_HOME": str(tmp_path / "xdg")}
     r = run_cli("run", str(sweep), env=env)
     assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
@@ -131,25 +147,43 @@ def test_hf_sources_resolve_offline_from_a_hub_laid_out_cache(tmp_path, smol):
     smol_dir, smol_m = smol
     mlx_4bit = smol_dir / smol_m.name / smol_m.artifact_for("mlx", "q4").path
     cache = tmp_path / "hub"
-    gguf_commit = hub_cache.lay_out(cache, "test-org/SmolLM2-135M-GGUF", {
-        "SmolLM2-135M-Instruct.Q4_1.gguf": locate_gguf(), "README.md": ROOT / "README.md"})
+    gguf_commit = hub_cache.lay_out(
+        cache,
+        "test-org/SmolLM2-135M-GGUF",
+        {"SmolLM2-135M-Instruct.Q4_1.gguf": locate_gguf(), "README.md": ROOT / "README.md"},
+    )
     mlx_commit = hub_cache.lay_out(cache, "mlx-test/SmolLM2-135M-4bit", {p.name: p for p in mlx_4bit.iterdir()})
     models = tmp_path / "models"
     env = {"HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
-    r = run_cli("models", "add", "hub-smol", "hf:test-org/SmolLM2-135M-GGUF:Q4_1", "hf:mlx-test/SmolLM2-135M-4bit",
-                "--dir", str(models), env=env)
+    r = run_cli(
+        "models",
+        "add",
+        "hub-smol",
+        "hf:test-org/SmolLM2-135M-GGUF:Q4_1",
+        "hf:mlx-test/SmolLM2-135M-4bit",
+        "--dir",
+        str(models),
+        env=env,
+    )
     assert r.returncode == 0, r.stderr + r.stdout
     m = ModelCatalog(models).get("hub-smol")
     g, x = m.artifact_for("llama.cpp", "q4"), m.artifact_for("mlx", "q4")
     assert (g.origin.kind, g.origin.location, g.origin.revision, g.origin.pattern) == (
-        "hf", "test-org/SmolLM2-135M-GGUF", gguf_commit, "Q4_1")
+        "hf",
+        "test-org/SmolLM2-135M-GGUF",
+        gguf_commit,
+        "Q4_1",
+    )
     assert (x.origin.location, x.origin.revision) == ("mlx-test/SmolLM2-135M-4bit", mlx_commit)
     # the files stay in the Hugging Face cache: the link leads into its blobs/, nothing was copied
     target = (models / "hub-smol" / g.path).resolve()
     assert target.parent.name == "blobs" and target.is_relative_to(cache)
     assert g.sha256 == sha256_path(locate_gguf())
     # a pattern that matches nothing, a repository the cache lacks: clear errors, nothing written
-    for src, needle in [("hf:test-org/SmolLM2-135M-GGUF:Q8_0", "matches 'Q8_0'"), ("hf:nobody/nothing:Q4_1", "HF_HUB_OFFLINE")]:
+    for src, needle in [
+        ("hf:test-org/SmolLM2-135M-GGUF:Q8_0", "matches 'Q8_0'"),
+        ("hf:nobody/nothing:Q4_1", "HF_HUB_OFFLINE"),
+    ]:
         r = run_cli("models", "add", "other", src, "--dir", str(models), env=env)
         assert r.returncode == 2 and needle in r.stdout + r.stderr, r.stdout + r.stderr
         assert not (models / "other").exists()
@@ -190,14 +224,22 @@ def test_https_source_resumes_a_cut_download_and_never_registers_the_partial_fil
     assert not list((models / ".downloads").rglob("*.partial"))
 
 
-@pytest.mark.parametrize("make, needle", [
-    (lambda d: (d / "notes.gguf").write_text("hello"), "not a GGUF file"),
-    (lambda d: (d / "folder").mkdir(), "no config.json"),
-    (lambda d: ((d / "folder").mkdir(), (d / "folder" / "config.json").write_text('{"model_type": "nonesuch"}'),
-                (d / "folder" / "model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")),
-     "not an architecture mlx-lm runs"),
-    (lambda d: (d / "m-00002-of-00003.gguf").write_bytes(b"GGUF"), "give its first part"),
-])
+@pytest.mark.parametrize(
+    "make, needle",
+    [
+        (lambda d: (d / "notes.gguf").write_text("hello"), "not a GGUF file"),
+        (lambda d: (d / "folder").mkdir(), "no config.json"),
+        (
+            lambda d: (
+                (d / "folder").mkdir(),
+                (d / "folder" / "config.json").write_text('{"model_type": "nonesuch"}'),
+                (d / "folder" / "model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}"),
+            ),
+            "not an architecture mlx-lm runs",
+        ),
+        (lambda d: (d / "m-00002-of-00003.gguf").write_bytes(b"GGUF"), "give its first part"),
+    ],
+)
 def test_bad_sources_are_refused_naming_the_source(tmp_path, make, needle):
     made = make(tmp_path)
     src = next(p for p in tmp_path.iterdir() if p.name != "models")

@@ -24,11 +24,19 @@ def models(tmp_path, models_dir):
 
 
 def test_gguf_types_and_mlx_widths_land_at_their_levels_and_pair_in_a_sweep(models):
-    m, new = quantize_model(models, SMALL, gguf_types=["Q6_K", "Q5_K_M", "Q3_K_M"], mlx_bits=[6, 5, 3],
-                            recipe="mixed_3_6")
+    m, new = quantize_model(
+        models, SMALL, gguf_types=["Q6_K", "Q5_K_M", "Q3_K_M"], mlx_bits=[6, 5, 3], recipe="mixed_3_6"
+    )
     got = {(a.format, a.quant, a.level) for a in new}
-    assert got == {("gguf", "Q6_K", "q6"), ("gguf", "Q5_K_M", "q5"), ("gguf", "Q3_K_M", "q3"),
-                   ("mlx", "6bit", "q6"), ("mlx", "5bit", "q5"), ("mlx", "3bit", "q3"), ("mlx", "mixed_3_6", "q3")}
+    assert got == {
+        ("gguf", "Q6_K", "q6"),
+        ("gguf", "Q5_K_M", "q5"),
+        ("gguf", "Q3_K_M", "q3"),
+        ("mlx", "6bit", "q6"),
+        ("mlx", "5bit", "q5"),
+        ("mlx", "3bit", "q3"),
+        ("mlx", "mixed_3_6", "q3"),
+    }
     for a in new:
         assert sha256_path(models / SMALL / a.path) == a.sha256, a.path
         assert a.details["quantized_from"] in ("F32", "f32")
@@ -37,18 +45,25 @@ def test_gguf_types_and_mlx_widths_land_at_their_levels_and_pair_in_a_sweep(mode
     cat = ModelCatalog(models)
     assert len(cat.get(SMALL).artifacts) == len(m.artifacts)
     jobs = expand(parse_sweep({"name": "q", "models": [SMALL], "quantizations": ["q6", "q5"]}), cat)
-    assert {(j.engine, j.quant) for j in jobs} == {("llama.cpp", "Q6_K"), ("mlx", "6bit"), ("llama.cpp", "Q5_K_M"),
-                                                   ("mlx", "5bit")}
+    assert {(j.engine, j.quant) for j in jobs} == {
+        ("llama.cpp", "Q6_K"),
+        ("mlx", "6bit"),
+        ("llama.cpp", "Q5_K_M"),
+        ("mlx", "5bit"),
+    }
     again, none = quantize_model(models, SMALL, gguf_types=["Q6_K"], mlx_bits=[6])
     assert none == [] and len(again.artifacts) == len(m.artifacts)  # already there: nothing made twice
 
 
-@pytest.mark.parametrize("kw, field, needle", [
-    ({"gguf_types": ["IQ2_XXS"], "mlx_bits": [], "imatrix_file": "missing.gguf"}, "--imatrix", "not a file"),
-    ({"gguf_types": ["Q9_Z"], "mlx_bits": []}, "--gguf", "not a type"),
-    ({"gguf_types": [], "mlx_bits": [7]}, "--mlx", "7 bits"),
-    ({"gguf_types": [], "mlx_bits": [4], "group_size": 48}, "--group-size", "48"),
-])
+@pytest.mark.parametrize(
+    "kw, field, needle",
+    [
+        ({"gguf_types": ["IQ2_XXS"], "mlx_bits": [], "imatrix_file": "missing.gguf"}, "--imatrix", "not a file"),
+        ({"gguf_types": ["Q9_Z"], "mlx_bits": []}, "--gguf", "not a type"),
+        ({"gguf_types": [], "mlx_bits": [7]}, "--mlx", "7 bits"),
+        ({"gguf_types": [], "mlx_bits": [4], "group_size": 48}, "--group-size", "48"),
+    ],
+)
 def test_what_the_quantizers_cannot_make_is_refused_before_anything_is_written(models, kw, field, needle):
     if "imatrix_file" in kw:
         kw = {**kw, "imatrix_file": models / kw["imatrix_file"]}
@@ -77,5 +92,5 @@ def test_types_that_need_an_importance_matrix_get_one_computed_once_and_recorded
     _, (iq2m,) = quantize_model(models, SMALL, gguf_types=["IQ2_M"], mlx_bits=[], say=said.append)
     assert iq2m.details["imatrix"]["sha256"] == record["sha256"]  # one matrix per source and text
     assert any("reusing" in s for s in said) and not any("computing" in s for s in said)
-    given, = quantize_model(models, SMALL, gguf_types=["Q3_K_S"], mlx_bits=[], imatrix_file=matrix)[1]
+    (given,) = quantize_model(models, SMALL, gguf_types=["Q3_K_S"], mlx_bits=[], imatrix_file=matrix)[1]
     assert given.details["imatrix"]["tool"] == "given" and given.details["imatrix"]["sha256"] == record["sha256"]

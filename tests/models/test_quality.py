@@ -54,11 +54,19 @@ def test_the_arithmetic_is_kl_divergence_within_the_base_files_precision():
 
 
 def test_every_form_against_both_engines_full_precision_with_each_base_computed_once(models):
-    jobs = jobs_for(models, {"kind": "perplexity", "kl_divergence": True, "window_tokens": W, "windows": N},
-                    quantizations=["all"])
+    jobs = jobs_for(
+        models, {"kind": "perplexity", "kl_divergence": True, "window_tokens": W, "windows": N}, quantizations=["all"]
+    )
     forms = {(j.engine, j.quant) for j in jobs}
-    assert {("llama.cpp", "F32"), ("llama.cpp", "F16"), ("llama.cpp", "Q8_0"), ("llama.cpp", "Q4_K_M"),
-            ("mlx", "f32"), ("mlx", "8bit"), ("mlx", "4bit")} <= forms  # [all]: every form, not one per level
+    assert {
+        ("llama.cpp", "F32"),
+        ("llama.cpp", "F16"),
+        ("llama.cpp", "Q8_0"),
+        ("llama.cpp", "Q4_K_M"),
+        ("mlx", "f32"),
+        ("mlx", "8bit"),
+        ("mlx", "4bit"),
+    } <= forms  # [all]: every form, not one per level
     bases_of = {tuple(sorted((b["engine"], b["quant"]) for b in j.params["kld_bases"])) for j in jobs}
     assert bases_of == {(("llama.cpp", "F32"), ("mlx", "f32"))}  # the highest precision both engines share
     by = {}
@@ -97,18 +105,29 @@ def test_kl_divergence_needs_a_full_precision_form(models):
     manifest.unlink()  # a hard link to the session's manifest: replaced, not written through
     manifest.write_text(json.dumps(data))
     with pytest.raises(UserError) as e:
-        jobs_for(models, {"kind": "perplexity", "kl_divergence": True, "window_tokens": W, "windows": N},
-                 quantizations=["q4"])
+        jobs_for(
+            models,
+            {"kind": "perplexity", "kl_divergence": True, "window_tokens": W, "windows": N},
+            quantizations=["q4"],
+        )
     assert e.value.field == "workloads[0].kl_divergence"
 
 
 def test_a_sweep_pairs_levels_by_the_usual_types_unless_it_says_otherwise(models):
-    jobs = jobs_for(models, {"kind": "perplexity", "window_tokens": W, "windows": 1}, quantizations=["q4"],
-                    pairing={"q4": {"mlx": "4bit"}})
+    jobs = jobs_for(
+        models,
+        {"kind": "perplexity", "window_tokens": W, "windows": 1},
+        quantizations=["q4"],
+        pairing={"q4": {"mlx": "4bit"}},
+    )
     assert {(j.engine, j.quant) for j in jobs} == {("llama.cpp", "Q4_K_M"), ("mlx", "4bit")}
     with pytest.raises(UserError) as e:
-        jobs_for(models, {"kind": "perplexity", "window_tokens": W, "windows": 1}, quantizations=["q4"],
-                 pairing={"q4": {"llama.cpp": "IQ4_XS"}})
+        jobs_for(
+            models,
+            {"kind": "perplexity", "window_tokens": W, "windows": 1},
+            quantizations=["q4"],
+            pairing={"q4": {"llama.cpp": "IQ4_XS"}},
+        )
     assert e.value.field == "pairing.q4.llama.cpp"
     with pytest.raises(UserError) as e:
         jobs_for(models, {"kind": "perplexity", "window_tokens": W, "windows": 1}, quantizations=["all", "q4"])
@@ -125,23 +144,53 @@ def _row(fmt, size, kld, engine="llama.cpp"):
 
 
 def test_the_frontier_keeps_what_no_other_format_beats_on_both_size_and_kld():
-    rows = [_row("F32", 100, 0.0), _row("Q8_0", 30, 0.001), _row("Q6_K", 25, 0.004), _row("bad", 28, 0.01),
-            _row("Q4_K_M", 18, 0.02), _row("Q4_0", 19, 0.03), _row("Q2_K", 10, 0.3)]
+    rows = [
+        _row("F32", 100, 0.0),
+        _row("Q8_0", 30, 0.001),
+        _row("Q6_K", 25, 0.004),
+        _row("bad", 28, 0.01),
+        _row("Q4_K_M", 18, 0.02),
+        _row("Q4_0", 19, 0.03),
+        _row("Q2_K", 10, 0.3),
+    ]
     mark_frontier(rows, "llama.cpp")
     assert {r.format for r in rows if r.frontier} == {"F32", "Q8_0", "Q6_K", "Q4_K_M", "Q2_K"}
 
 
 def test_matrix_rows_join_perplexity_and_generate_records_per_format():
     def rec(workload, engine, quant, metrics, extra=None, **kw):
-        return {"status": "ok", "workload": workload, "model": "m", "engine": engine, "quant": quant,
-                "quant_level": "q4", "metrics": {k: {"mean": v} for k, v in metrics.items()}, "extra": extra or {},
-                "peak_memory_bytes": kw.get("peak"), **{k: {"mean": v} for k, v in kw.get("top", {}).items()}}
+        return {
+            "status": "ok",
+            "workload": workload,
+            "model": "m",
+            "engine": engine,
+            "quant": quant,
+            "quant_level": "q4",
+            "metrics": {k: {"mean": v} for k, v in metrics.items()},
+            "extra": extra or {},
+            "peak_memory_bytes": kw.get("peak"),
+            **{k: {"mean": v} for k, v in kw.get("top", {}).items()},
+        }
+
     kld = {"same": {"engine": "mlx", "quant": "f32"}, "cross": {"engine": "llama.cpp", "quant": "F32"}}
-    records = [rec("perplexity", "mlx", "4bit", {"perplexity": 9.0, "file_size_bytes": 5e6, "kld_mean": 0.02,
-                                                  "same_top_pct": 90.0, "cross_kld_mean": 0.021,
-                                                  "cross_same_top_pct": 89.0, "kld_p99": 0.2},
-                   {"kld": kld, "format": "MLX 4-bit (group 64)", "bits_per_weight": 4.5}),
-               rec("generate", "mlx", "4bit", {}, peak=123, top={"prefill_tps": 1000.0, "decode_tps": 50.0})]
+    records = [
+        rec(
+            "perplexity",
+            "mlx",
+            "4bit",
+            {
+                "perplexity": 9.0,
+                "file_size_bytes": 5e6,
+                "kld_mean": 0.02,
+                "same_top_pct": 90.0,
+                "cross_kld_mean": 0.021,
+                "cross_same_top_pct": 89.0,
+                "kld_p99": 0.2,
+            },
+            {"kld": kld, "format": "MLX 4-bit (group 64)", "bits_per_weight": 4.5},
+        ),
+        rec("generate", "mlx", "4bit", {}, peak=123, top={"prefill_tps": 1000.0, "decode_tps": 50.0}),
+    ]
     (row,) = matrix_rows(records)["m"]
     assert row.kld == {"mlx": 0.02, "llama.cpp": 0.021} and row.same_top_pct["llama.cpp"] == 89.0
     assert (row.prefill_tps, row.decode_tps, row.peak_memory_bytes, row.bits_per_weight) == (1000.0, 50.0, 123, 4.5)
@@ -169,6 +218,7 @@ def test_a_model_added_by_hand_gets_the_quantization_matrix_without_code(tmp_pat
     """The user's journey on a held-out model: `models add` (a GGUF and an MLX folder), `models quantize`, the
     matrix sweep run embedded, the table printed and the frontier plot written."""
     from tests.cli_support import sb
+
     env = {"SILICONBENCH_MODELS_DIR": str(tmp_path / "models"), "XDG_DATA_HOME": str(tmp_path / "xdg")}
     src = models_dir / SMALL
     add = sb("models", "add", "held-out", str(src / f"gguf/{SMALL}-F32.gguf"), str(src / "mlx-f32"), env=env)
@@ -176,10 +226,21 @@ def test_a_model_added_by_hand_gets_the_quantization_matrix_without_code(tmp_pat
     q = sb("models", "quantize", "held-out", "--gguf", "Q4_K_M,Q4_0", "--mlx", "4", env=env)
     assert q.returncode == 0, q.stderr + q.stdout
     sweep = tmp_path / "matrix.yaml"
-    sweep.write_text(yaml.safe_dump({
-        "name": "held-out-matrix", "models": ["held-out"], "quantizations": ["all"], "repetitions": 1,
-        "warmup": 0, "workloads": [{"kind": "perplexity", "kl_divergence": True, "window_tokens": W, "windows": N},
-                                   {"kind": "generate", "prompt_tokens": [16], "gen_tokens": [4], "depth": [0]}]}))
+    sweep.write_text(
+        yaml.safe_dump(
+            {
+                "name": "held-out-matrix",
+                "models": ["held-out"],
+                "quantizations": ["all"],
+                "repetitions": 1,
+                "warmup": 0,
+                "workloads": [
+                    {"kind": "perplexity", "kl_divergence": True, "window_tokens": W, "windows": N},
+                    {"kind": "generate", "prompt_tokens": [16], "gen_tokens": [4], "depth": [0]},
+                ],
+            }
+        )
+    )
     run = sb("run", str(sweep), env=env)
     assert run.returncode == 0, run.stderr + run.stdout
     out = run.stdout

@@ -58,8 +58,11 @@ def test_a_lost_claim_loses_no_result_and_doubles_none(url):
     a = _autocommit(url, "mini-1")
     assert jobstate.try_claim(a, job.job_id, worker="mini-1", host="mini-1", durable=False).job is not None
     with db.session_scope(url) as s:  # the server crashes before the claim's WAL is flushed: the job is as before
-        s.execute(update(Job).values(status="queued", worker=None, host=None, started_at=None, lease_expires_at=None,
-                                     attempts=0))
+        s.execute(
+            update(Job).values(
+                status="queued", worker=None, host=None, started_at=None, lease_expires_at=None, attempts=0
+            )
+        )
     with pytest.raises(ProgrammingError) as refused:  # the worker's result: refused, not written for a job not its own
         result_store.save_result(a, job, make_result(job), host="mini-1", worker="mini-1")
     assert roles.refused_by_rules(refused.value)
@@ -68,7 +71,9 @@ def test_a_lost_claim_loses_no_result_and_doubles_none(url):
     b = _autocommit(url, "mini-2")
     assert jobstate.try_claim(b, job.job_id, worker="mini-2", host="mini-2", durable=False).job is not None
     assert result_store.save_result(b, job, make_result(job), host="mini-2", worker="mini-2")
-    assert not result_store.save_result(b, job, make_result(job), host="mini-2", worker="mini-2")  # redelivered: a no-op
+    assert not result_store.save_result(
+        b, job, make_result(job), host="mini-2", worker="mini-2"
+    )  # redelivered: a no-op
     with db.session_scope(url) as s:
         assert s.scalar(select(func.count()).select_from(Result).where(Result.job_id == job.job_id)) == 1
         assert s.get(Job, job.job_id).status == "ok"
@@ -77,18 +82,24 @@ def test_a_lost_claim_loses_no_result_and_doubles_none(url):
 
 def _held(url: str, host: str | None) -> HeldConnection:
     """The worker's held connection, on its own login (None: the owner's)."""
-    return HeldConnection(url if host is None else roles.create_login(url, "worker", roles.login_for(host),
-                                                                       host=host).rendered())
+    return HeldConnection(
+        url if host is None else roles.create_login(url, "worker", roles.login_for(host), host=host).rendered()
+    )
 
 
 def _stored(url: str, job_id: str) -> tuple:
     """Everything a result write leaves: the result with its samples (in order), summaries, identity, job row."""
     with db.session_scope(url) as s:
         (stored,) = result_store.load_stored(s, job_ids=[job_id])
-        summaries = [(r.metric, r.n, r.mean, r.median, r.var, r.min, r.max, r.identity_hash, r.status, r.disturbed)
-                     for r in s.scalars(select(ResultSummary).where(ResultSummary.job_id == job_id)
-                                        .order_by(ResultSummary.metric))]
-        identity = s.scalar(select(ResultIdentity.job_id).where(ResultIdentity.identity_hash == stored.result.identity_hash(stored.job)))
+        summaries = [
+            (r.metric, r.n, r.mean, r.median, r.var, r.min, r.max, r.identity_hash, r.status, r.disturbed)
+            for r in s.scalars(
+                select(ResultSummary).where(ResultSummary.job_id == job_id).order_by(ResultSummary.metric)
+            )
+        ]
+        identity = s.scalar(
+            select(ResultIdentity.job_id).where(ResultIdentity.identity_hash == stored.result.identity_hash(stored.job))
+        )
         j = s.get(Job, job_id)
         job_row = (j.status, j.host, j.worker, j.started_at, j.finished_at, j.error, j.lease_expires_at, j.attempts)
     return stored.job, stored.result, stored.host, stored.worker, summaries, identity, job_row
@@ -147,8 +158,9 @@ def test_the_worker_path_raises_what_a_session_raises(url):
         result_store.save_result_with(owner.execute, JOBS[1], make_result(JOBS[1]))
     # The server ends the held connection while it idles (a restart): the call goes through on a fresh one.
     (pid,) = a.execute("SELECT pg_backend_pid()", {})
-    with psycopg.connect(db.normalize_url(url).set(drivername="postgresql").render_as_string(hide_password=False),
-                         autocommit=True) as c:
+    with psycopg.connect(
+        db.normalize_url(url).set(drivername="postgresql").render_as_string(hide_password=False), autocommit=True
+    ) as c:
         c.execute("SELECT pg_terminate_backend(%s)", [pid])
     assert result_store.save_result_with(a.execute, job, make_result(job), host="mini-1", worker="mini-1")
     assert a.execute("SELECT pg_backend_pid()", {}) != (pid,)
@@ -157,17 +169,24 @@ def test_the_worker_path_raises_what_a_session_raises(url):
 
 # ------------------------------------------------------------- a short job's result: no wait for its flush
 
+
 def test_a_short_jobs_result_skips_the_fsync(url):
     job = JOBS[0]
     held = _held(url, "mini-1")
     assert result_store.SAVE_SQL_ASYNC.endswith("set_config('synchronous_commit', 'off', true) FROM ins")
-    assert result_store.SAVE_SQL_ASYNC.removesuffix(", set_config('synchronous_commit', 'off', true) FROM ins") + " FROM ins" \
-        == result_store.SAVE_SQL  # the same writes: only the commit's wait differs
+    assert (
+        result_store.SAVE_SQL_ASYNC.removesuffix(", set_config('synchronous_commit', 'off', true) FROM ins")
+        + " FROM ins"
+        == result_store.SAVE_SQL
+    )  # the same writes: only the commit's wait differs
     assert jobstate.try_claim_async_with(held.execute, job.job_id, worker="mini-1", host="mini-1") is not None
-    assert result_store.save_result_with(held.execute, job, make_result(job), host="mini-1", worker="mini-1", durable=False)
+    assert result_store.save_result_with(
+        held.execute, job, make_result(job), host="mini-1", worker="mini-1", durable=False
+    )
     assert held.execute("SHOW synchronous_commit", {}) == ("on",)  # its set_config ended with its transaction
-    assert not result_store.save_result_with(held.execute, job, make_result(job), host="mini-1", worker="mini-1",
-                                      durable=False)  # redelivered: a no-op, as the durable write
+    assert not result_store.save_result_with(
+        held.execute, job, make_result(job), host="mini-1", worker="mini-1", durable=False
+    )  # redelivered: a no-op, as the durable write
     held.close()
     assert _stored(url, job.job_id)[6][0] == "ok"
 
@@ -187,7 +206,9 @@ def test_a_lost_short_result_is_run_again_once(url):
     b = _held(url, "mini-2")
     again = jobstate.try_claim_async_with(b.execute, job.job_id, worker="mini-2", host="mini-2")
     assert again is not None and again.attempt == 1  # a lost worker is an interruption, not one of its attempts
-    assert result_store.save_result_with(b.execute, job, make_result(job), host="mini-2", worker="mini-2", durable=False)
+    assert result_store.save_result_with(
+        b.execute, job, make_result(job), host="mini-2", worker="mini-2", durable=False
+    )
     with pytest.raises(ProgrammingError):  # the first worker, had it lived on: no longer its job
         result_store.save_result_with(a.execute, job, make_result(job), host="mini-1", worker="mini-1", durable=False)
     with db.session_scope(url) as s:
@@ -206,8 +227,9 @@ def test_the_worker_waits_for_the_flush_only_after_a_long_job(url, tmp_path, mon
     with db.session_scope(url) as s:
         sweep_store.create_sweep(s, "noop", SPEC, noop)
     login = roles.create_login(url, "worker", roles.login_for("mini-1"), host="mini-1").rendered()
-    ctx = task.WorkerContext(name="mini-1", database_url=login, models_dir=tmp_path, spool=Spool(tmp_path / "spool"),
-                             hostname="mini-1")
+    ctx = task.WorkerContext(
+        name="mini-1", database_url=login, models_dir=tmp_path, spool=Spool(tmp_path / "spool"), hostname="mini-1"
+    )
     waited = []
     real = hot_path.save_result_with  # the held connection's one-statement write
     monkeypatch.setattr(hot_path, "save_result_with", lambda *a, **kw: waited.append(kw["durable"]) or real(*a, **kw))

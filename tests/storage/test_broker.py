@@ -27,8 +27,15 @@ def test_hand_built_message_equals_send_task():
     r.flushdb()
     try:
         app = broker.producer(URL)
-        app.send_task(TASK_RUN_JOB, args=["0123456789abcdef"], queue="t.celery", routing_key="t.celery",
-                      task_id="0123456789abcdef.0", argsrepr="0123456789abcdef", kwargsrepr="")
+        app.send_task(
+            TASK_RUN_JOB,
+            args=["0123456789abcdef"],
+            queue="t.celery",
+            routing_key="t.celery",
+            task_id="0123456789abcdef.0",
+            argsrepr="0123456789abcdef",
+            kwargsrepr="",
+        )
         broker.enqueue(URL, [("0123456789abcdef", "t.ours", 0)])
         ours, theirs = _strip(r.lindex("t.ours", 0)), _strip(r.lindex("t.celery", 0))
         theirs["properties"]["delivery_info"]["routing_key"] = "t.ours"

@@ -15,14 +15,27 @@ from tests.storage.records import SPEC, make_env, make_job, make_result
 def _new_style(job, engine: str):
     """The same configuration as the new defaults record it: options as effectively applied, and dtypes."""
     opts = {k: v for k, v in job.engine_options.items() if k != "flash_attn"}
-    new = job.model_copy(update={"engine_options": {**opts, "flash_attn": "auto", "type_k": "f16", "type_v": "f16"},
-                                 "sweep_id": job.sweep_id + "-new"})
+    new = job.model_copy(
+        update={
+            "engine_options": {**opts, "flash_attn": "auto", "type_k": "f16", "type_v": "f16"},
+            "sweep_id": job.sweep_id + "-new",
+        }
+    )
     new.job_id = digest({"sweep": new.sweep_id, **new.key()})
     result = make_result(new)
-    env = make_env(engine).model_copy(update={
-        "engine_options": {"threads": 16, "threads_batch": 16, "flash_attn": "auto",
-                           "flash_attn_effective": "enabled", "type_k": "f16", "type_v": "f16"},
-        "dtypes": {"weights": "F16", "activations": "f32", "kv_cache": "f16"}})
+    env = make_env(engine).model_copy(
+        update={
+            "engine_options": {
+                "threads": 16,
+                "threads_batch": 16,
+                "flash_attn": "auto",
+                "flash_attn_effective": "enabled",
+                "type_k": "f16",
+                "type_v": "f16",
+            },
+            "dtypes": {"weights": "F16", "activations": "f32", "kv_cache": "f16"},
+        }
+    )
     result.environment = env
     return new, result
 

@@ -43,8 +43,16 @@ def test_an_outage_is_waited_out_with_capped_backoff_and_logged_once_each_way(fa
             failing()
 
     with caplog.at_level(logging.WARNING):
-        run_forever(step, 1.0, name="t", log=logging.getLogger("t"), sleep=clock.sleep, clock=lambda: clock.now,
-                    max_backoff_s=8.0, stop=lambda: len(calls) >= 8)
+        run_forever(
+            step,
+            1.0,
+            name="t",
+            log=logging.getLogger("t"),
+            sleep=clock.sleep,
+            clock=lambda: clock.now,
+            max_backoff_s=8.0,
+            stop=lambda: len(calls) >= 8,
+        )
     assert clock.sleeps[:6] == [2.0, 4.0, 8.0, 8.0, 8.0, 8.0]  # doubling, capped
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2 and f"{what} is unreachable" in lines[0] and "reachable again after 38 s" in lines[1]

@@ -30,14 +30,33 @@ def url(empty_db):
 
 def counts(url: str) -> dict:
     with db.session_scope(url) as s:
-        return {t.__tablename__: s.scalar(select(func.count()).select_from(t)) for t in (Result, ResultSummary, SampleRow)}
+        return {
+            t.__tablename__: s.scalar(select(func.count()).select_from(t)) for t in (Result, ResultSummary, SampleRow)
+        }
 
 
 def add_finding(url: str, before: str, after: str, confirm_sweep: str) -> None:
     with db.session_scope(url) as s:
-        s.add(Finding(key="k", series_id="s", series="s", series_key={}, metric="prefill_tps", verdict="regression",
-                      engine="llama.cpp", model="m", before_job_id=before, after_job_id=after, before={}, after={},
-                      changes={}, comparison={}, status="confirming", confirm_sweep_id=confirm_sweep))
+        s.add(
+            Finding(
+                key="k",
+                series_id="s",
+                series="s",
+                series_key={},
+                metric="prefill_tps",
+                verdict="regression",
+                engine="llama.cpp",
+                model="m",
+                before_job_id=before,
+                after_job_id=after,
+                before={},
+                after={},
+                changes={},
+                comparison={},
+                status="confirming",
+                confirm_sweep_id=confirm_sweep,
+            )
+        )
 
 
 def test_prune_keeps_results_summaries_evidence_and_the_numbers(url):
@@ -68,8 +87,17 @@ def test_cli_prune_follows_the_setting(url, tmp_path):
     seed(url)
     env = {**os.environ, "SILICONBENCH_DATABASE_URL": url, "XDG_DATA_HOME": str(tmp_path / "xdg")}
     env.pop("SILICONBENCH_KEEP_SAMPLES_DAYS", None)
-    run = lambda *a, **e: subprocess.run([sys.executable, "-m", "cli.main", "db", "prune", *a], cwd=ROOT,  # noqa: E731
-                                         capture_output=True, text=True, env={**env, **e}, timeout=120)
+
+    def run(*a, **e):
+        return subprocess.run(
+            [sys.executable, "-m", "cli.main", "db", "prune", *a],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env={**env, **e},
+            timeout=120,
+        )
+
     out = run()
     assert out.returncode == 0 and "SILICONBENCH_KEEP_SAMPLES_DAYS is unset" in out.stdout, out.stderr
     out = run(SILICONBENCH_KEEP_SAMPLES_DAYS="30")

@@ -40,8 +40,9 @@ def _login(url: str, host: str) -> str:
 
 def _raw(url: str) -> psycopg.Connection:
     u = db.normalize_url(url)
-    return psycopg.connect(host=u.host, port=u.port or 5432, user=u.username, password=u.password,
-                           dbname=u.database, autocommit=True)
+    return psycopg.connect(
+        host=u.host, port=u.port or 5432, user=u.username, password=u.password, dbname=u.database, autocommit=True
+    )
 
 
 def test_a_worker_login_registers_claims_and_records_its_own_work(url, models_dir):
@@ -72,11 +73,21 @@ def test_a_worker_login_cannot_drop_alter_delete_or_act_as_another_host(url, mod
         result_store.save_result(s, JOBS[2], make_result(JOBS[2]), host="mini-2", worker="mini-2")
 
     with _raw(mini1) as c:
-        for statement in ("DROP TABLE results", "ALTER TABLE jobs ADD COLUMN x int", "CREATE TABLE t (x int)",
-                          "TRUNCATE samples", "DELETE FROM results", "DELETE FROM samples", "DELETE FROM jobs",
-                          "UPDATE results SET status = 'failed'", "UPDATE jobs SET spec = '{}'",
-                          "UPDATE jobs SET target_host = 'mini-1'", "DELETE FROM hosts", "DROP ROLE sbw_mini_2",
-                          "INSERT INTO worker_logins (login, host) VALUES ('sbw_mini_1', 'mini-2')"):
+        for statement in (
+            "DROP TABLE results",
+            "ALTER TABLE jobs ADD COLUMN x int",
+            "CREATE TABLE t (x int)",
+            "TRUNCATE samples",
+            "DELETE FROM results",
+            "DELETE FROM samples",
+            "DELETE FROM jobs",
+            "UPDATE results SET status = 'failed'",
+            "UPDATE jobs SET spec = '{}'",
+            "UPDATE jobs SET target_host = 'mini-1'",
+            "DELETE FROM hosts",
+            "DROP ROLE sbw_mini_2",
+            "INSERT INTO worker_logins (login, host) VALUES ('sbw_mini_1', 'mini-2')",
+        ):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 c.execute(statement)
         # Rows of another host are out of reach: not visible to UPDATE, refused to INSERT.
@@ -103,26 +114,49 @@ def test_a_worker_login_cannot_drop_alter_delete_or_act_as_another_host(url, mod
 
 def test_db_worker_role_prints_a_url_that_works_and_a_coordinator_login_has_no_ddl(url):
     env = {**os.environ, "SILICONBENCH_DATABASE_URL": url}
-    out = subprocess.run([sys.executable, "-m", "cli.main", "db", "worker-role", "mini-9", "--address", "127.0.0.1"],
-                         cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.main", "db", "worker-role", "mini-9", "--address", "127.0.0.1"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     given = out.split("--database '")[1].split("'")[0]
     assert "sbw_mini_9:" in given and "--name mini-9" in out
     with db.session_scope(given) as s:
         who = roles.identity(s)
     assert (who.login, who.worker_role, who.host) == ("sbw_mini_9", True, "mini-9")
 
-    keyed = subprocess.run([sys.executable, "-m", "cli.main", "db", "worker-role", "mini-9", "--password-env", "PW"],
-                           cwd=ROOT, env={**env, "PW": "s3cret-from-env"}, capture_output=True, text=True, check=True)
+    keyed = subprocess.run(
+        [sys.executable, "-m", "cli.main", "db", "worker-role", "mini-9", "--password-env", "PW"],
+        cwd=ROOT,
+        env={**env, "PW": "s3cret-from-env"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "sbw_mini_9:***@" in keyed.stdout and "s3cret-from-env" not in keyed.stdout  # its owner has it already
     with _raw(given.replace(given.split(":")[2].split("@")[0], "s3cret-from-env")) as c:  # re-keyed, same login
         assert c.execute("SELECT current_user").fetchone()[0] == "sbw_mini_9"
 
-    bad = subprocess.run([sys.executable, "-m", "cli.main", "db", "worker-role", "mini-9", "--login", "Bad-Name"],
-                         cwd=ROOT, env=env, capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "cli.main", "db", "worker-role", "mini-9", "--login", "Bad-Name"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "--login" in bad.stderr
 
-    out = subprocess.run([sys.executable, "-m", "cli.main", "db", "coordinator-role", "dash"],
-                         cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.main", "db", "coordinator-role", "dash"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     with _raw(out.strip().splitlines()[-1]) as c:
         assert c.execute("SELECT count(*) FROM jobs").fetchone()[0] == len(JOBS)  # sees every row
         assert c.execute("DELETE FROM results").rowcount == 0  # may prune results
@@ -137,14 +171,19 @@ def test_a_coordinator_login_stores_a_sweep(url):
     coord = roles.create_login(url, "coordinator", "sbc_submit").rendered()
     with db.session_scope(coord) as s:
         assert sweep_store._row_security_on_jobs(s)
-        sweep_store.create_sweep(s, "by-coordinator", SPEC, [j.model_copy(update={"sweep_id": "by-coordinator",
-                                                                            "job_id": j.job_id + "-c"}) for j in JOBS])
+        sweep_store.create_sweep(
+            s,
+            "by-coordinator",
+            SPEC,
+            [j.model_copy(update={"sweep_id": "by-coordinator", "job_id": j.job_id + "-c"}) for j in JOBS],
+        )
     with db.session_scope(url) as s:
         assert not sweep_store._row_security_on_jobs(s)
         mine = s.scalars(select(Job).where(Job.sweep_id == "by-coordinator").order_by(Job.idx)).all()
         theirs = s.scalars(select(Job).where(Job.sweep_id == SWEEP_ID).order_by(Job.idx)).all()
-    assert [(j.idx, j.model, j.status, j.spec["model"]) for j in mine] == \
-        [(j.idx, j.model, j.status, j.spec["model"]) for j in theirs] and len(mine) == len(JOBS)
+    assert [(j.idx, j.model, j.status, j.spec["model"]) for j in mine] == [
+        (j.idx, j.model, j.status, j.spec["model"]) for j in theirs
+    ] and len(mine) == len(JOBS)
 
 
 def test_one_login_made_from_several_places_at_once_ends_with_one_of_them(url):

@@ -33,13 +33,30 @@ from tests.conftest import new_pg_database
 from tests.storage.records import JOBS, SPEC, SWEEP_ID, make_job, make_result
 
 ROOT = Path(__file__).resolve().parents[2]
-TABLES = {"sweeps", "jobs", "results", "samples", "hosts", "findings", "job_attempts", "worker_logins",
-          "result_summaries", "result_identities", "watches", "watch_checks", "watch_versions", "campaigns",
-          "campaign_hosts", "suspect_hosts", "notifications"}
+TABLES = {
+    "sweeps",
+    "jobs",
+    "results",
+    "samples",
+    "hosts",
+    "findings",
+    "job_attempts",
+    "worker_logins",
+    "result_summaries",
+    "result_identities",
+    "watches",
+    "watch_checks",
+    "watch_versions",
+    "campaigns",
+    "campaign_hosts",
+    "suspect_hosts",
+    "notifications",
+}
 PG_ADMIN_URL = os.environ.get("SILICONBENCH_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
 # ----------------------------------------------------------------------------------------- databases
+
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def empty_url(request, tmp_path):
@@ -79,6 +96,7 @@ def n_values(result: JobResult) -> int:
 
 # ---------------------------------------------------------------------------------------- migrations
 
+
 def test_migrations_up_down_up(empty_url):
     head = db.head_revision()
     assert head and db.current_revision(empty_url) is None
@@ -102,11 +120,18 @@ def test_migrations_up_down_up(empty_url):
     assert tables(empty_url) == set()
     if empty_url.startswith("postgresql"):
         with db.engine_for(empty_url).connect() as conn:
-            leftovers = conn.execute(text(
-                "SELECT t.typname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace "
-                "WHERE n.nspname = 'public' UNION ALL "
-                "SELECT relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE n.nspname = 'public'")).scalars().all()
+            leftovers = (
+                conn.execute(
+                    text(
+                        "SELECT t.typname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace "
+                        "WHERE n.nspname = 'public' UNION ALL "
+                        "SELECT relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                        "WHERE n.nspname = 'public'"
+                    )
+                )
+                .scalars()
+                .all()
+            )
         assert leftovers == []
 
     db.upgrade(empty_url)
@@ -144,18 +169,29 @@ def test_postgres_urls_mean_psycopg():
 
 
 def test_only_migrations_create_tables():
-    offenders = [str(p.relative_to(ROOT)) for d in ("siliconbench", "coordinator", "worker", "dashboard", "migrations")
-                 for p in (ROOT / d).rglob("*.py") if "create_all(" in p.read_text()]
+    offenders = [
+        str(p.relative_to(ROOT))
+        for d in ("siliconbench", "coordinator", "worker", "dashboard", "migrations")
+        for p in (ROOT / d).rglob("*.py")
+        if "create_all(" in p.read_text()
+    ]
     assert offenders == []
 
 
 # ------------------------------------------------------------------------------------- reads, writes
 
+
 def test_create_sweep_and_round_trip(url):
     with db.session_scope(url) as s:
         sweep_store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
     with db.session_scope(url) as s:
-        assert sweep_store.sweep_progress(s, SWEEP_ID) == {"queued": 4, "running": 0, "ok": 0, "failed": 0, "cancelled": 0}
+        assert sweep_store.sweep_progress(s, SWEEP_ID) == {
+            "queued": 4,
+            "running": 0,
+            "ok": 0,
+            "failed": 0,
+            "cancelled": 0,
+        }
         assert sweep_store.mark_running(s, JOBS[0].job_id, host="studio-01", worker="studio-01/w1", lease_s=60)
         assert s.get(Sweep, SWEEP_ID).status == "running"
         job = s.get(Job, JOBS[0].job_id)
@@ -212,7 +248,7 @@ def test_save_result_is_idempotent(url):
         assert result_store.save_result(s, job, again, host="studio-02", worker="w9") is False
     assert (count(url, Result), count(url, SampleRow)) == (1, n)
     with db.session_scope(url) as s:
-        (_, stored), = result_store.load_results(s, job_ids=[job.job_id])
+        ((_, stored),) = result_store.load_results(s, job_ids=[job.job_id])
         assert stored.model_dump() == result.model_dump()
         assert (s.get(Job, job.job_id).status, s.get(Job, job.job_id).host) == ("ok", "studio-01")
 
@@ -226,8 +262,9 @@ def test_save_result_for_an_unknown_job(url):
 def test_failed_result_without_environment(url):
     with db.session_scope(url) as s:
         sweep_store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
-    bad = JobResult(job_id=JOBS[1].job_id, status=JobStatus.failed, error="child exited with signal 9",
-                    stderr_tail="Killed\n")
+    bad = JobResult(
+        job_id=JOBS[1].job_id, status=JobStatus.failed, error="child exited with signal 9", stderr_tail="Killed\n"
+    )
     with db.session_scope(url) as s:
         assert result_store.save_result(s, JOBS[1], bad)
     with db.session_scope(url) as s:
@@ -268,6 +305,7 @@ def test_concurrent_save_result_stores_one(url, rounds):
 
 # -------------------------------------------------------------------------------------------- export
 
+
 def test_export_record_contract(url):
     with db.session_scope(url) as s:
         sweep_store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
@@ -281,29 +319,81 @@ def test_export_record_contract(url):
     assert [r["job_id"] for r in records] == [JOBS[0].job_id, JOBS[1].job_id]
     for rec, (job, result) in zip(records, pairs):
         assert list(rec) == list(RECORD_KEYS) and set(rec) == {
-            "job_id", "sweep", "sweep_id", "status", "error", "engine", "engine_version", "backend", "model", "quant",
-            "quant_level", "workload", "n_prompt", "n_gen", "n_depth", "repetitions", "process", "prefill_tps", "decode_tps", "ttft_ms", "load_s",
-            "peak_memory_bytes", "host", "created_at", "worker", "warmup_samples", "environment", "identity_hash",
-            "engine_counters", "unstable", "stderr_tail", "params", "metrics", "extra"}
-        assert result_record(job, result, worker=rec["worker"], created_at=datetime.fromisoformat(rec["created_at"])) == rec
+            "job_id",
+            "sweep",
+            "sweep_id",
+            "status",
+            "error",
+            "engine",
+            "engine_version",
+            "backend",
+            "model",
+            "quant",
+            "quant_level",
+            "workload",
+            "n_prompt",
+            "n_gen",
+            "n_depth",
+            "repetitions",
+            "process",
+            "prefill_tps",
+            "decode_tps",
+            "ttft_ms",
+            "load_s",
+            "peak_memory_bytes",
+            "host",
+            "created_at",
+            "worker",
+            "warmup_samples",
+            "environment",
+            "identity_hash",
+            "engine_counters",
+            "unstable",
+            "stderr_tail",
+            "params",
+            "metrics",
+            "extra",
+        }
+        assert (
+            result_record(job, result, worker=rec["worker"], created_at=datetime.fromisoformat(rec["created_at"]))
+            == rec
+        )
         for m in ("prefill_tps", "decode_tps", "ttft_ms"):
             s = summarize([x.values[m] for x in result.samples if not x.warmup])
-            assert rec[m] == {"mean": s.mean, "median": s.median, "stddev": s.stddev, "min": s.min, "max": s.max,
-                              "samples": s.samples}
+            assert rec[m] == {
+                "mean": s.mean,
+                "median": s.median,
+                "stddev": s.stddev,
+                "min": s.min,
+                "max": s.max,
+                "samples": s.samples,
+            }
             assert len(rec[m]["samples"]) == job.repetitions  # warmup excluded
         assert rec["warmup_samples"] == [x.model_dump(mode="json") for x in result.samples if x.warmup]
         assert rec["sweep"] == "quickstart" and rec["sweep_id"] == SWEEP_ID and rec["status"] == "ok"
-        assert rec["host"] == {"hostname": "mac-studio-01.local", "os": "Darwin", "chip": "Apple M2 Ultra",
-                               "cores": 24, "memory_bytes": 192 * 2**30}
+        assert rec["host"] == {
+            "hostname": "mac-studio-01.local",
+            "os": "Darwin",
+            "chip": "Apple M2 Ultra",
+            "cores": 24,
+            "memory_bytes": 192 * 2**30,
+        }
         assert rec["backend"] == "Metal" and rec["worker"] == f"studio-01/{job.engine}"
         assert datetime.fromisoformat(rec["created_at"]).tzinfo is not None
         assert rec["identity_hash"] == result.identity_hash(job) and rec["environment"]["chip"] == "Apple M2 Ultra"
     llama, mlx = records
     assert (llama["engine_version"], mlx["engine_version"]) == ("0.3.36", "0.32.2")
     assert set(llama["engine_counters"]) == {"engine_prefill_tps", "engine_decode_tps"} and mlx["engine_counters"] == {}
-    assert llama["engine_counters"]["engine_decode_tps"]["mean"] == summarize(pairs[0][1].measured("engine_decode_tps")).mean
-    expected = stability_warnings({m: pairs[0][1].summary(m) for m in
-                                   ("prefill_tps", "decode_tps", "ttft_ms", "engine_prefill_tps", "engine_decode_tps")})
+    assert (
+        llama["engine_counters"]["engine_decode_tps"]["mean"]
+        == summarize(pairs[0][1].measured("engine_decode_tps")).mean
+    )
+    expected = stability_warnings(
+        {
+            m: pairs[0][1].summary(m)
+            for m in ("prefill_tps", "decode_tps", "ttft_ms", "engine_prefill_tps", "engine_decode_tps")
+        }
+    )
     assert llama["unstable"] == expected and expected and mlx["unstable"] == []
 
     rows = to_csv_rows(records)
@@ -337,8 +427,10 @@ def test_a_throttled_result_is_kept_but_left_out_of_compare_by_default(url):
         stored = {x.job.job_id: x.result for x in result_store.load_stored(s, SWEEP_ID)}
     assert (n_default, n_all) == (1, 2) and default[0]["n_prompt"] == 512
     assert stored[JOBS[2].job_id].throttled is True and stored[JOBS[0].job_id].throttled is False
-    assert (stored[JOBS[0].job_id].peak_footprint_bytes, stored[JOBS[0].job_id].baseline_footprint_bytes) == \
-        (734_003_200, 52_428_800)
+    assert (stored[JOBS[0].job_id].peak_footprint_bytes, stored[JOBS[0].job_id].baseline_footprint_bytes) == (
+        734_003_200,
+        52_428_800,
+    )
 
 
 def test_compare_filters_by_mac_model_and_gpu_cores(url):
@@ -370,10 +462,12 @@ def test_migration_0012_renames_the_gates_verdict_column_and_the_busy_record(url
 
     def row(column: str) -> tuple:
         with db.engine_for(url).connect() as conn:
-            flag, extra = conn.execute(text(f"SELECT {column}, extra FROM results WHERE job_id = :j"),
-                                       {"j": JOBS[0].job_id}).one()
-            summary = conn.execute(text(f"SELECT count(*) FROM result_summaries WHERE job_id = :j AND {column}"),
-                                   {"j": JOBS[0].job_id}).scalar()
+            flag, extra = conn.execute(
+                text(f"SELECT {column}, extra FROM results WHERE job_id = :j"), {"j": JOBS[0].job_id}
+            ).one()
+            summary = conn.execute(
+                text(f"SELECT count(*) FROM result_summaries WHERE job_id = :j AND {column}"), {"j": JOBS[0].job_id}
+            ).scalar()
         return bool(flag), extra if isinstance(extra, dict) else json.loads(extra), summary  # SQLite's boolean is 1
 
     flag, extra, summaries = row("disturbed")

@@ -30,9 +30,11 @@ from worker.job.child import run_in_child
 pytestmark = pytest.mark.solo  # the busy gate must see this machine quiet, and busy only by the test's own burner
 
 GEN = {"kind": "generate", "prompt_tokens": [64], "gen_tokens": [128], "depth": [0]}
-BURN = ("import multiprocessing as m\ndef spin():\n    while True: pass\nif __name__ == '__main__':\n"
-        "    ps = [m.Process(target=spin) for _ in range(m.cpu_count())]\n    [p.start() for p in ps]\n"
-        "    [p.join() for p in ps]\n")
+BURN = (
+    "import multiprocessing as m\ndef spin():\n    while True: pass\nif __name__ == '__main__':\n"
+    "    ps = [m.Process(target=spin) for _ in range(m.cpu_count())]\n    [p.start() for p in ps]\n"
+    "    [p.join() for p in ps]\n"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -72,15 +74,26 @@ ONE_THREAD = {"threads": 1}
 
 
 def job(models_dir, engine="llama.cpp", **kw):
-    return next(j for j in jobs_for(models_dir, GEN, repetitions=3, engine_options=ONE_THREAD, **kw)
-                if j.engine == engine)
+    return next(
+        j for j in jobs_for(models_dir, GEN, repetitions=3, engine_options=ONE_THREAD, **kw) if j.engine == engine
+    )
 
 
 def sweep_of(models_dir, name: str):
     # 10 repetitions (~1.5 s quiet): the burner, which starts once the job has, must cover most of the job's
     # window; with 5 repetitions on two threads it covered too little of it and others' share read 22% once.
-    spec = parse_sweep({"name": name, "models": [SMALL], "repetitions": 10, "warmup": 0, "workloads": [GEN],
-                        "engines": ["llama.cpp"], "busy": "record", "engine_options": ONE_THREAD})
+    spec = parse_sweep(
+        {
+            "name": name,
+            "models": [SMALL],
+            "repetitions": 10,
+            "warmup": 0,
+            "workloads": [GEN],
+            "engines": ["llama.cpp"],
+            "busy": "record",
+            "engine_options": ONE_THREAD,
+        }
+    )
     return spec, expand(spec, ModelCatalog(models_dir))[0]
 
 
@@ -97,11 +110,23 @@ def test_a_job_beside_a_cpu_burner_is_contended_and_a_quiet_one_is_not(models_di
     burner.stop()
     assert quiet_res.status == busy_res.status == "ok", (quiet_res.error, busy_res.error)
     calm, load = quiet_res.extra["busy"], busy_res.extra["busy"]
-    print(f"\nquiet job: others {calm['during']['others_cpu_pct']}% of the cores, decode "
-          f"{quiet_res.summary('decode_tps').median:.1f} tok/s; beside the burner: others "
-          f"{load['during']['others_cpu_pct']}%, decode {busy_res.summary('decode_tps').median:.1f} tok/s")
-    assert not calm["contended"] and calm["during"]["others_cpu_pct"] < 25 and quiet_res.disturbed is False and quiet_res.contended is False
-    assert load["contended"] and load["during"]["others_cpu_pct"] > 25 and busy_res.disturbed is True and busy_res.throttled is not True
+    print(
+        f"\nquiet job: others {calm['during']['others_cpu_pct']}% of the cores, decode "
+        f"{quiet_res.summary('decode_tps').median:.1f} tok/s; beside the burner: others "
+        f"{load['during']['others_cpu_pct']}%, decode {busy_res.summary('decode_tps').median:.1f} tok/s"
+    )
+    assert (
+        not calm["contended"]
+        and calm["during"]["others_cpu_pct"] < 25
+        and quiet_res.disturbed is False
+        and quiet_res.contended is False
+    )
+    assert (
+        load["contended"]
+        and load["during"]["others_cpu_pct"] > 25
+        and busy_res.disturbed is True
+        and busy_res.throttled is not True
+    )
     assert any("other processes used" in w for w in load["why"])
     assert _contended({"extra": busy_res.extra}) and not _contended({"extra": quiet_res.extra})
     # stored, the contended result is marked (results.disturbed) and left out of regression verdicts unless asked

@@ -17,9 +17,16 @@ from worker.runtime.doctor.machine import probe_in_fresh_interpreter
 
 
 def jobs_for(models_dir, **kw):
-    spec = parse_sweep({"name": "child", "models": [SMALL], "repetitions": 3, "warmup": 1,
-                        "workloads": [{"kind": "generate", "prompt_tokens": [32], "gen_tokens": [8], "depth": [16]}],
-                        **kw})
+    spec = parse_sweep(
+        {
+            "name": "child",
+            "models": [SMALL],
+            "repetitions": 3,
+            "warmup": 1,
+            "workloads": [{"kind": "generate", "prompt_tokens": [32], "gen_tokens": [8], "depth": [16]}],
+            **kw,
+        }
+    )
     return expand(spec, ModelCatalog(models_dir))
 
 

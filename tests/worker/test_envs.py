@@ -38,13 +38,26 @@ def cli_env(isolated_env, other_mlx, monkeypatch):
 
 
 def sb(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT, capture_output=True,
-                          text=True, env=dict(os.environ), timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=600,
+    )
 
 
 def write_sweep(tmp_path: Path, **kw) -> Path:
-    data = {"name": "versions", "models": [SMALL], "engines": ["mlx"], "repetitions": 5, "warmup": 1,
-            "workloads": [{"kind": "generate", "prompt_tokens": [32], "gen_tokens": [16]}], **kw}
+    data = {
+        "name": "versions",
+        "models": [SMALL],
+        "engines": ["mlx"],
+        "repetitions": 5,
+        "warmup": 1,
+        "workloads": [{"kind": "generate", "prompt_tokens": [32], "gen_tokens": [16]}],
+        **kw,
+    }
     p = tmp_path / "sweep.yaml"
     p.write_text(yaml.safe_dump(data))
     return p
@@ -90,11 +103,16 @@ def test_a_version_pip_cannot_find_fails_cleanly(tmp_path):
 
 def test_versions_expand_adjacent_and_keep_old_job_ids(models_dir):
     plain = parse_sweep({"name": "s", "models": [SMALL]})
-    versioned = parse_sweep({"name": "s", "models": [SMALL], "engine_versions": {"mlx": [OWN_MLX_LM, OTHER_MLX_LM]},
-                             "processes": 1})
+    versioned = parse_sweep(
+        {"name": "s", "models": [SMALL], "engine_versions": {"mlx": [OWN_MLX_LM, OTHER_MLX_LM]}, "processes": 1}
+    )
     a = expand(plain, ModelCatalog(models_dir))
     b = expand(versioned, ModelCatalog(models_dir), sweep_id=a[0].sweep_id)
-    assert [(j.engine, j.engine_version) for j in b] == [("llama.cpp", None), ("mlx", OWN_MLX_LM), ("mlx", OTHER_MLX_LM)]
+    assert [(j.engine, j.engine_version) for j in b] == [
+        ("llama.cpp", None),
+        ("mlx", OWN_MLX_LM),
+        ("mlx", OTHER_MLX_LM),
+    ]
     assert b[0].job_id == a[0].job_id  # a job with no version keeps the id it always had
     assert len({j.job_id for j in b}) == 3 and [j.index for j in b] == [0, 1, 2]
     with pytest.raises(UserError) as err:
@@ -109,12 +127,18 @@ def test_a_version_comparing_sweep_runs_interleaved_rounds_of_fresh_processes(mo
     assert len(jobs) == 3 * COMPARE_PROCESSES and len({j.job_id for j in jobs}) == len(jobs)
     # Round by round: every engine and version of the configuration, adjacent, then the next round.
     assert [(j.engine, j.engine_version, j.process) for j in jobs[:6]] == [
-        ("llama.cpp", None, 0), ("mlx", OWN_MLX_LM, 0), ("mlx", OTHER_MLX_LM, 0),
-        ("llama.cpp", None, 1), ("mlx", OWN_MLX_LM, 1), ("mlx", OTHER_MLX_LM, 1)]
+        ("llama.cpp", None, 0),
+        ("mlx", OWN_MLX_LM, 0),
+        ("mlx", OTHER_MLX_LM, 0),
+        ("llama.cpp", None, 1),
+        ("mlx", OWN_MLX_LM, 1),
+        ("mlx", OTHER_MLX_LM, 1),
+    ]
     assert [j.index for j in jobs] == list(range(len(jobs)))
     assert parse_sweep({"name": "s", "models": [SMALL]}).resolved_processes == 1  # a plain sweep: one each
-    three = expand(parse_sweep({"name": "s", "models": [SMALL], "engines": ["mlx"], "processes": 3}),
-                   ModelCatalog(models_dir))
+    three = expand(
+        parse_sweep({"name": "s", "models": [SMALL], "engines": ["mlx"], "processes": 3}), ModelCatalog(models_dir)
+    )
     assert [j.process for j in three] == [0, 1, 2] and len({j.job_id for j in three}) == 3
     # ... but one measurement: the dashboard pools the processes of a configuration as one series.
     assert len({JobResult(job_id=j.job_id, status="ok").identity_hash(j) for j in three}) == 1
@@ -129,7 +153,9 @@ def test_two_mlx_lm_versions_side_by_side_in_one_sweep_then_compare(tmp_path, cl
     got = sorted(r["environment"]["packages"]["mlx-lm"] for r in records)
     assert got == sorted([OWN_MLX_LM, OTHER_MLX_LM] * 4)  # each job ran under its own version's interpreter
     assert {r["engine_version"] for r in records} == {OWN_MLX_LM, OTHER_MLX_LM}
-    cmp = sb("compare", "--baseline", f"mlx-lm={OTHER_MLX_LM}", "--candidate", f"mlx-lm={OWN_MLX_LM}", "--format", "json")
+    cmp = sb(
+        "compare", "--baseline", f"mlx-lm={OTHER_MLX_LM}", "--candidate", f"mlx-lm={OWN_MLX_LM}", "--format", "json"
+    )
     assert cmp.returncode == 0, cmp.stderr
     rows = json.loads(cmp.stdout)
     assert {r["metric"] for r in rows} == {"prefill_tps", "decode_tps", "ttft_ms"}
@@ -171,8 +197,15 @@ def test_llama_cpp_python_from_the_wheel_cache_records_its_build_then_removes(tm
     assert env.packages["llama-cpp-python"] == own and env.engine == "llama.cpp"
     from worker.job.child import run_in_child
 
-    spec = parse_sweep({"name": "l", "models": [SMALL], "engines": ["llama.cpp"], "repetitions": 2,
-                        "workloads": [{"kind": "generate", "prompt_tokens": [16], "gen_tokens": [8]}]})
+    spec = parse_sweep(
+        {
+            "name": "l",
+            "models": [SMALL],
+            "engines": ["llama.cpp"],
+            "repetitions": 2,
+            "workloads": [{"kind": "generate", "prompt_tokens": [16], "gen_tokens": [8]}],
+        }
+    )
     job = expand(spec, ModelCatalog(models_dir))[0]
     res = run_in_child(job, models_dir, python=envs.python_for("llama.cpp", "llama-test", root=root))
     assert res.status == "ok", res.error

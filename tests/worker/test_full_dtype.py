@@ -18,8 +18,16 @@ NEW = ("F32", "f16", "bf16")  # the artifacts a manifest written before this cha
 
 
 def sweep(**kw):
-    return parse_sweep({"name": "like", "models": [SMALL], "repetitions": 2, "warmup": 0,
-                        "workloads": [{"kind": "generate", "prompt_tokens": [16], "gen_tokens": [4], "depth": [0]}], **kw})
+    return parse_sweep(
+        {
+            "name": "like",
+            "models": [SMALL],
+            "repetitions": 2,
+            "warmup": 0,
+            "workloads": [{"kind": "generate", "prompt_tokens": [16], "gen_tokens": [4], "depth": [0]}],
+            **kw,
+        }
+    )
 
 
 def catalog(models_dir, *platforms: str) -> ModelCatalog:
@@ -41,8 +49,13 @@ def old_models_dir(models_dir, tmp_path):
 
 
 def test_weight_dtype_normalises_every_name():
-    same = [("F32", "f32", "all F32", "float32"), ("F16", "f16", "float16"), ("BF16", "bf16", "bfloat16"),
-            ("Q8_0", "8bit"), ("Q4_K_M", "Q4_1", "4bit", "Q4_K - Medium", "IQ4_NL - 4.5 bpw")]
+    same = [
+        ("F32", "f32", "all F32", "float32"),
+        ("F16", "f16", "float16"),
+        ("BF16", "bf16", "bfloat16"),
+        ("Q8_0", "8bit"),
+        ("Q4_K_M", "Q4_1", "4bit", "Q4_K - Medium", "IQ4_NL - 4.5 bpw"),
+    ]
     for names in same:
         assert len({weight_dtype(n) for n in names}) == 1, names
     assert len({weight_dtype(names[0]) for names in same}) == len(same)
@@ -62,7 +75,9 @@ def test_full_is_a_matched_pair_per_platform(models_dir):
             assert j.artifact == f"{SMALL}/{art.path}" and j.model_sha256 == art.sha256
     # this machine's catalog is this machine's platform
     here = expand(spec, ModelCatalog(models_dir))
-    assert quants(here) == quants(expand(spec, catalog(models_dir, auto_full_dtype(ModelCatalog(models_dir).platforms))))
+    assert quants(here) == quants(
+        expand(spec, catalog(models_dir, auto_full_dtype(ModelCatalog(models_dir).platforms)))
+    )
 
 
 def test_full_dtype_setting_and_exact_names(models_dir):
@@ -120,8 +135,14 @@ def test_the_linux_pair_runs_with_matching_recorded_dtypes(models_dir):
 
 
 def dash_row(engine: str, quant: str, mean: float, **extra) -> dict:
-    return {"config": "tiny full · p16 g4 d0 · h", "engine": engine, "series": f"{engine} 1.0", "quant": quant,
-            "metrics": {"prefill_tps": {"mean": mean}}, **extra}
+    return {
+        "config": "tiny full · p16 g4 d0 · h",
+        "engine": engine,
+        "series": f"{engine} 1.0",
+        "quant": quant,
+        "metrics": {"prefill_tps": {"mean": mean}},
+        **extra,
+    }
 
 
 def test_dashboard_ratio_table_marks_mixed_dtypes():
@@ -131,6 +152,10 @@ def test_dashboard_ratio_table_marks_mixed_dtypes():
     matched = dashboard_ratio_table([dash_row("llama.cpp", "F32", 200.0), dash_row("mlx", "f32", 100.0)])
     assert list(matched["weights"]) == ["f32"] and list(matched["same dtype"]) == [True]
     # recorded dtypes win over the quant name where a row carries them
-    recorded = dashboard_ratio_table([dash_row("llama.cpp", "F16", 200.0, dtypes={"weights": "F16"}),
-                                      dash_row("mlx", "f32", 100.0, dtypes={"weights": "f16"})])
+    recorded = dashboard_ratio_table(
+        [
+            dash_row("llama.cpp", "F16", 200.0, dtypes={"weights": "F16"}),
+            dash_row("mlx", "f32", 100.0, dtypes={"weights": "f16"}),
+        ]
+    )
     assert list(recorded["same dtype"]) == [True]

@@ -18,9 +18,18 @@ pytestmark = pytest.mark.gpu
 
 
 def _jobs(models_dir, engine: str, quant: str, gen: int = 256):
-    spec = parse_sweep({"name": "gpu", "models": [SMALL], "engines": [engine], "quantizations": [quant],
-                        "repetitions": 3, "warmup": 1, "full_dtype": "f16",
-                        "workloads": [{"kind": "generate", "prompt_tokens": [512], "gen_tokens": [gen], "depth": [0]}]})
+    spec = parse_sweep(
+        {
+            "name": "gpu",
+            "models": [SMALL],
+            "engines": [engine],
+            "quantizations": [quant],
+            "repetitions": 3,
+            "warmup": 1,
+            "full_dtype": "f16",
+            "workloads": [{"kind": "generate", "prompt_tokens": [512], "gen_tokens": [gen], "depth": [0]}],
+        }
+    )
     return expand(spec, ModelCatalog(models_dir))
 
 
@@ -32,10 +41,11 @@ def test_nvml_sees_the_gpu():
     assert facts["bandwidth_theoretical_gbs"] and facts["bandwidth_theoretical_gbs"] > 100
 
 
-@pytest.mark.parametrize("engine, quant", [("llama.cpp", "F16"), ("llama.cpp", "Q4_K_M"), ("mlx", "f16"),
-                                           ("mlx", "4bit")])
+@pytest.mark.parametrize(
+    "engine, quant", [("llama.cpp", "F16"), ("llama.cpp", "Q4_K_M"), ("mlx", "f16"), ("mlx", "4bit")]
+)
 def test_a_job_runs_on_the_gpu_with_device_memory_and_energy(models_dir, engine, quant):
-    job, = _jobs(models_dir, engine, quant)
+    (job,) = _jobs(models_dir, engine, quant)
     res = run_in_child(job, models_dir)
     assert res.status == "ok", (res.error, res.stderr_tail)
     env = res.environment

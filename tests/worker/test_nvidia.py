@@ -52,8 +52,14 @@ def test_device_memory_per_process_or_the_devices_rise_and_energy():
 
 
 def test_hosts_are_selected_by_gpu_name():
-    a = HostView(name="h200-box", online=True, chip="Intel Xeon", memory_bytes=2**40, engines={"llama.cpp": "0.3.36"},
-                 details={"gpu": nvml().facts()})
+    a = HostView(
+        name="h200-box",
+        online=True,
+        chip="Intel Xeon",
+        memory_bytes=2**40,
+        engines={"llama.cpp": "0.3.36"},
+        details={"gpu": nvml().facts()},
+    )
     mac = HostView(name="mini", online=True, chip="Apple M4", memory_bytes=2**34, engines={"mlx": "0.32.2"})
     spec = parse_sweep({"name": "g", "models": ["m"], "hosts": {"gpu": "h200"}})
     assert [h.name for h in select_hosts(spec, [a, mac])] == ["h200-box"]
@@ -66,10 +72,13 @@ def test_the_roofline_bound_on_a_cuda_backend_is_the_gpus():
 
 
 def test_llamas_load_log_says_what_was_offloaded_and_allocated():
-    log = ["load_tensors: offloading 16 repeating layers to GPU\n", "load_tensors: offloaded 17/17 layers to GPU\n",
-           "load_tensors:        CUDA0 model buffer size =   903.71 MiB\n",
-           "load_tensors:   CPU_Mapped model buffer size =   250.50 MiB\n",
-           "llama_kv_cache:      CUDA0 KV buffer size =    64.00 MiB\n",
-           "llama_context:      CUDA0 compute buffer size =   258.50 MiB\n"]
+    log = [
+        "load_tensors: offloading 16 repeating layers to GPU\n",
+        "load_tensors: offloaded 17/17 layers to GPU\n",
+        "load_tensors:        CUDA0 model buffer size =   903.71 MiB\n",
+        "load_tensors:   CPU_Mapped model buffer size =   250.50 MiB\n",
+        "llama_kv_cache:      CUDA0 KV buffer size =    64.00 MiB\n",
+        "llama_context:      CUDA0 compute buffer size =   258.50 MiB\n",
+    ]
     assert offloaded_layers(log) == "17/17"
     assert buffers(log) == {"CUDA0 model": 903.71, "CPU_Mapped model": 250.5, "CUDA0 KV": 64.0, "CUDA0 compute": 258.5}

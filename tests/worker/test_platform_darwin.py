@@ -39,10 +39,16 @@ def test_host_facts_of_an_m4_max(monkeypatch):
     were recorded on other Macs (no Apple-silicon sw_vers or complete ioreg node was found), so each
     assertion below names the file it comes from. Python itself is taken to be a native arm64 one."""
     monkeypatch.setattr("platform.machine", lambda: "arm64")
-    mac = Darwin(Recorded(sysctl=("sysctl_m4_max_archspec.txt",),
-                          outputs={("sw_vers",): "sw_vers_catalina_rbenv1451.txt",
-                                   IOREG: "ioreg_agx_m1pro_stats1094_head.txt",
-                                   DISPLAYS: "system_profiler_displays_m1_torchserve.json"}))
+    mac = Darwin(
+        Recorded(
+            sysctl=("sysctl_m4_max_archspec.txt",),
+            outputs={
+                ("sw_vers",): "sw_vers_catalina_rbenv1451.txt",
+                IOREG: "ioreg_agx_m1pro_stats1094_head.txt",
+                DISPLAYS: "system_profiler_displays_m1_torchserve.json",
+            },
+        )
+    )
     facts = mac.host_facts()
     # sysctl_m4_max_archspec.txt
     assert (facts["chip"], facts["cores"], facts["memory_bytes"]) == ("Apple M4 Max", 16, 68719476736)
@@ -61,11 +67,14 @@ def test_host_facts_of_an_m4_max(monkeypatch):
     assert facts["os"] == "Darwin" and set(facts) >= {"hostname", "machine", "python"}
 
 
-@pytest.mark.parametrize("sysctl, p_cores, e_cores", [
-    ("sysctl_m4_max_archspec.txt", 12, 4),
-    ("sysctl_m1pro_cpufetch139.txt", 8, 2),
-    ("sysctl_m1_rosetta_archspec.txt", 4, 4),   # perflevels still describe the M1 under Rosetta
-])
+@pytest.mark.parametrize(
+    "sysctl, p_cores, e_cores",
+    [
+        ("sysctl_m4_max_archspec.txt", 12, 4),
+        ("sysctl_m1pro_cpufetch139.txt", 8, 2),
+        ("sysctl_m1_rosetta_archspec.txt", 4, 4),  # perflevels still describe the M1 under Rosetta
+    ],
+)
 def test_performance_and_efficiency_cores(sysctl, p_cores, e_cores):
     mac = Darwin(Recorded(sysctl=(sysctl,)))
     assert (mac.performance_cores(), mac.efficiency_cores()) == (p_cores, e_cores)
@@ -117,31 +126,45 @@ def test_displays_json_of_an_m1():
     assert parse_displays("") == {"gpu_model": None, "gpu_cores": None, "metal_family": None}
 
 
-@pytest.mark.parametrize("name, state, thermal, speed, scheduler, cpus", [
-    ("pmset_therm_m1pro_stats749.txt", "nominal", 0, None, None, None),
-    ("pmset_therm_cpu_power_node_exporter2031.txt", "nominal", 0, 100, 100, 12),
-    ("pmset_thermlog_throttled_menumeters158.txt", "throttled", None, 28, 40, 8),
-])
+@pytest.mark.parametrize(
+    "name, state, thermal, speed, scheduler, cpus",
+    [
+        ("pmset_therm_m1pro_stats749.txt", "nominal", 0, None, None, None),
+        ("pmset_therm_cpu_power_node_exporter2031.txt", "nominal", 0, 100, 100, 12),
+        ("pmset_thermlog_throttled_menumeters158.txt", "throttled", None, 28, 40, 8),
+    ],
+)
 def test_pmset_therm(name, state, thermal, speed, scheduler, cpus):
     t = parse_pmset_therm(recorded(name))
-    assert (t["thermal_state"], t["thermal_warning_level"], t["cpu_speed_limit"], t["cpu_scheduler_limit"],
-            t["cpu_available_cpus"]) == (state, thermal, speed, scheduler, cpus)
+    assert (
+        t["thermal_state"],
+        t["thermal_warning_level"],
+        t["cpu_speed_limit"],
+        t["cpu_scheduler_limit"],
+        t["cpu_available_cpus"],
+    ) == (state, thermal, speed, scheduler, cpus)
 
 
 def test_pmset_therm_without_output_is_unknown():
     assert parse_pmset_therm("")["thermal_state"] == "unknown"
 
 
-@pytest.mark.parametrize("name, source, percent, state", [
-    ("pmset_batt_ac_charging_powerlevel9k376.txt", "ac", 43, "charging"),
-    ("pmset_batt_ac_not_charging_battstat2.txt", "ac", 88, "AC attached"),
-    ("pmset_batt_battery_spaceship640.txt", "battery", 95, "discharging"),
-    ("pmset_batt_desktop_liquidprompt317.txt", "ac", None, None),
-    ("pmset_batt_head1_arm64_nixdarwin1850.txt", "battery", None, None),
-])
+@pytest.mark.parametrize(
+    "name, source, percent, state",
+    [
+        ("pmset_batt_ac_charging_powerlevel9k376.txt", "ac", 43, "charging"),
+        ("pmset_batt_ac_not_charging_battstat2.txt", "ac", 88, "AC attached"),
+        ("pmset_batt_battery_spaceship640.txt", "battery", 95, "discharging"),
+        ("pmset_batt_desktop_liquidprompt317.txt", "ac", None, None),
+        ("pmset_batt_head1_arm64_nixdarwin1850.txt", "battery", None, None),
+    ],
+)
 def test_pmset_batt(name, source, percent, state):
-    assert parse_pmset_batt(recorded(name)) == {"power_source": source, "battery_percent": percent,
-                                                "battery_state": state}
+    assert parse_pmset_batt(recorded(name)) == {
+        "power_source": source,
+        "battery_percent": percent,
+        "battery_state": state,
+    }
 
 
 def test_low_power_mode():
@@ -151,24 +174,45 @@ def test_low_power_mode():
 
 
 def test_thermal_power_reads_the_three_pmset_views():
-    mac = Darwin(Recorded(outputs={("pmset", "-g", "therm"): "pmset_thermlog_throttled_menumeters158.txt",
-                                   ("pmset", "-g", "batt"): "pmset_batt_battery_spaceship640.txt",
-                                   ("pmset", "-g"): "pmset_g_arm64_aldente603.txt"}))
+    mac = Darwin(
+        Recorded(
+            outputs={
+                ("pmset", "-g", "therm"): "pmset_thermlog_throttled_menumeters158.txt",
+                ("pmset", "-g", "batt"): "pmset_batt_battery_spaceship640.txt",
+                ("pmset", "-g"): "pmset_g_arm64_aldente603.txt",
+            }
+        )
+    )
     tp = mac.thermal_power()
-    assert (tp["thermal_state"], tp["power_source"], tp["battery_percent"], tp["low_power_mode"]) == \
-        ("throttled", "battery", 95, False)
+    assert (tp["thermal_state"], tp["power_source"], tp["battery_percent"], tp["low_power_mode"]) == (
+        "throttled",
+        "battery",
+        95,
+        False,
+    )
 
 
 def test_report_on_a_mac(monkeypatch):
     """worker.platform.report(), what doctor prints, with the Darwin module behind the seam."""
-    mac = Darwin(Recorded(sysctl=("sysctl_m1pro_cpufetch139.txt",),
-                          outputs={("pmset", "-g", "therm"): "pmset_therm_m1pro_stats749.txt",
-                                   ("pmset", "-g", "batt"): "pmset_batt_head1_arm64_nixdarwin1850.txt",
-                                   ("pmset", "-g"): "pmset_g_custom_m1max_alfred6_head.txt"}))
+    mac = Darwin(
+        Recorded(
+            sysctl=("sysctl_m1pro_cpufetch139.txt",),
+            outputs={
+                ("pmset", "-g", "therm"): "pmset_therm_m1pro_stats749.txt",
+                ("pmset", "-g", "batt"): "pmset_batt_head1_arm64_nixdarwin1850.txt",
+                ("pmset", "-g"): "pmset_g_custom_m1max_alfred6_head.txt",
+            },
+        )
+    )
     monkeypatch.setattr(worker.platform, "current", lambda: mac)
     r = worker.platform.report()
-    assert (r["platform"], r["performance_cores"], r["thermal_state"], r["power_source"], r["low_power_mode"]) == \
-        ("Darwin", 8, "nominal", "battery", False)
+    assert (r["platform"], r["performance_cores"], r["thermal_state"], r["power_source"], r["low_power_mode"]) == (
+        "Darwin",
+        8,
+        "nominal",
+        "battery",
+        False,
+    )
     assert r["source"] == "pmset" and r["performance_warning_level"] == 0
 
 
@@ -293,15 +337,21 @@ def test_eviction_maps_the_whole_file_shared_and_invalidates_it(tmp_path):
 def test_a_mac_minis_model_and_gpu_cores_choose_it_in_a_sweep():
     """hosts: {model, gpu_cores} against host facts read from recorded outputs: hw.model from the M2 Pro
     Mac mini's validation log, GPU cores from the M1's system_profiler (7)."""
-    mac = Darwin(Recorded(sysctl=("sysctl_m1pro_cpufetch139.txt", "sysctl_m2pro_mac_mini_validation_log.txt"),
-                          outputs={DISPLAYS: "system_profiler_displays_m1_torchserve.json"}))
+    mac = Darwin(
+        Recorded(
+            sysctl=("sysctl_m1pro_cpufetch139.txt", "sysctl_m2pro_mac_mini_validation_log.txt"),
+            outputs={DISPLAYS: "system_profiler_displays_m1_torchserve.json"},
+        )
+    )
     details = mac.host_facts()["host_details"]
     assert (details["model"], details["wired_limit_mb"], details["gpu_cores"]) == ("Mac14,12", 0, 7)
     mini = HostView(name="mini", details=details)
     other = HostView(name="other", details={**details, "model": "Mac16,11", "gpu_cores": 20})
 
     def chosen(hosts):
-        return [h.name for h in select_hosts(parse_sweep({"name": "s", "models": ["m"], "hosts": hosts}), [mini, other])]
+        return [
+            h.name for h in select_hosts(parse_sweep({"name": "s", "models": ["m"], "hosts": hosts}), [mini, other])
+        ]
 
     assert chosen({"model": "mac14,12"}) == ["mini"]
     assert chosen({"gpu_cores": 20}) == ["other"]

@@ -79,27 +79,34 @@ def write(root: Path, files: dict[str, str]) -> None:
 
 
 def laptop(root: Path, temp: int, ac_online: str, status: str) -> Linux:
-    write(root, {
-        "sys/class/thermal/thermal_zone0/type": "x86_pkg_temp",
-        "sys/class/thermal/thermal_zone0/temp": str(temp),
-        "sys/class/thermal/thermal_zone0/trip_point_0_type": "active",   # a fan trip: does not limit the CPU
-        "sys/class/thermal/thermal_zone0/trip_point_0_temp": "50000",
-        "sys/class/thermal/thermal_zone0/trip_point_1_type": "passive",
-        "sys/class/thermal/thermal_zone0/trip_point_1_temp": "95000",
-        "sys/class/power_supply/AC/type": "Mains",
-        "sys/class/power_supply/AC/online": ac_online,
-        "sys/class/power_supply/BAT0/type": "Battery",
-        "sys/class/power_supply/BAT0/status": status,
-        "sys/class/power_supply/BAT0/capacity": "81",
-        "sys/firmware/acpi/platform_profile": "low-power",
-    })
+    write(
+        root,
+        {
+            "sys/class/thermal/thermal_zone0/type": "x86_pkg_temp",
+            "sys/class/thermal/thermal_zone0/temp": str(temp),
+            "sys/class/thermal/thermal_zone0/trip_point_0_type": "active",  # a fan trip: does not limit the CPU
+            "sys/class/thermal/thermal_zone0/trip_point_0_temp": "50000",
+            "sys/class/thermal/thermal_zone0/trip_point_1_type": "passive",
+            "sys/class/thermal/thermal_zone0/trip_point_1_temp": "95000",
+            "sys/class/power_supply/AC/type": "Mains",
+            "sys/class/power_supply/AC/online": ac_online,
+            "sys/class/power_supply/BAT0/type": "Battery",
+            "sys/class/power_supply/BAT0/status": status,
+            "sys/class/power_supply/BAT0/capacity": "81",
+            "sys/firmware/acpi/platform_profile": "low-power",
+        },
+    )
     return Linux(root)
 
 
 def test_a_cool_laptop_on_mains(tmp_path):
     tp = laptop(tmp_path, 61000, "1", "Charging").thermal_power()
-    assert (tp["thermal_state"], tp["max_temp_c"], tp["power_source"], tp["battery_percent"]) == \
-        ("nominal", 61.0, "ac", 81)
+    assert (tp["thermal_state"], tp["max_temp_c"], tp["power_source"], tp["battery_percent"]) == (
+        "nominal",
+        61.0,
+        "ac",
+        81,
+    )
     assert tp["thermal_zones"][0]["limit_c"] == 95.0 and tp["low_power_mode"] is True
 
 
@@ -110,8 +117,13 @@ def test_a_hot_laptop_on_battery(tmp_path):
 
 def test_physical_cores_from_a_topology_tree(tmp_path):
     # two cores with two hyperthreads each: four CPUs, two sibling masks
-    write(tmp_path, {f"sys/devices/system/cpu/cpu{n}/topology/thread_siblings": mask
-                     for n, mask in enumerate(["5", "a", "5", "a"])})
+    write(
+        tmp_path,
+        {
+            f"sys/devices/system/cpu/cpu{n}/topology/thread_siblings": mask
+            for n, mask in enumerate(["5", "a", "5", "a"])
+        },
+    )
     write(tmp_path, {"proc/cpuinfo": "processor\t: 0\nmodel name\t: Test CPU", "etc/os-release": 'PRETTY_NAME="Tree"'})
     linux = Linux(tmp_path)
     assert (linux.physical_cores(), linux.performance_cores(), linux.cpu_model()) == (2, 2, "Test CPU")

@@ -39,8 +39,11 @@ def test_kv_bytes_agree_with_placements_kv_estimate(models_dir):
 
 @pytest.mark.parametrize("engine", ["llama.cpp", "mlx"])
 def test_every_decode_repetition_carries_its_share_of_the_bandwidth(models_dir, isolated_env, engine):
-    job = next(j for j in jobs_for(models_dir, {"kind": "generate", "prompt_tokens": [64], "gen_tokens": [16],
-                                                "depth": [0]}) if j.engine == engine)
+    job = next(
+        j
+        for j in jobs_for(models_dir, {"kind": "generate", "prompt_tokens": [64], "gen_tokens": [16], "depth": [0]})
+        if j.engine == engine
+    )
     res = run_in_child(job, models_dir)
     assert res.status == "ok", res.error
     rec = res.extra["roofline"]
@@ -55,9 +58,11 @@ def test_every_decode_repetition_carries_its_share_of_the_bandwidth(models_dir, 
 
 def _burner() -> subprocess.Popen:
     """A process that keeps every core busy (one spinning thread per core), stopped by its PID."""
-    code = "import multiprocessing as m\ndef spin():\n    while True: pass\nif __name__ == '__main__':\n" \
-           "    ps = [m.Process(target=spin) for _ in range(m.cpu_count())]\n    [p.start() for p in ps]\n" \
-           "    [p.join() for p in ps]\n"
+    code = (
+        "import multiprocessing as m\ndef spin():\n    while True: pass\nif __name__ == '__main__':\n"
+        "    ps = [m.Process(target=spin) for _ in range(m.cpu_count())]\n    [p.start() for p in ps]\n"
+        "    [p.join() for p in ps]\n"
+    )
     return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
 
 

@@ -35,13 +35,25 @@ SECRET = "s3cr%t$pw"
 BROKER = f"redis://:{SECRET}@coordinator:6379/0"
 DB = "postgresql://siliconbench@coordinator:5432/siliconbench"
 # Every key launchd.plist(5) documents that the builder may use; anything else would be a typo launchd ignores.
-PLIST_KEYS = {"Label", "ProgramArguments", "RunAtLoad", "KeepAlive", "ProcessType", "ThrottleInterval", "ExitTimeOut",
-              "EnvironmentVariables", "WorkingDirectory", "StandardOutPath", "StandardErrorPath"}
+PLIST_KEYS = {
+    "Label",
+    "ProgramArguments",
+    "RunAtLoad",
+    "KeepAlive",
+    "ProcessType",
+    "ThrottleInterval",
+    "ExitTimeOut",
+    "EnvironmentVariables",
+    "WorkingDirectory",
+    "StandardOutPath",
+    "StandardErrorPath",
+}
 
 
 def cli(*args: str, env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture
@@ -49,10 +61,14 @@ def home(tmp_path) -> dict:
     """An environment whose HOME is a temporary folder and where no systemd user manager answers."""
     run = tmp_path / "run"
     run.mkdir(mode=0o700)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("SILICONBENCH_") and k not in ("DBUS_SESSION_BUS_ADDRESS", "XDG_CONFIG_HOME")}
-    env.update(HOME=str(tmp_path / "home"), XDG_RUNTIME_DIR=str(run),
-               XDG_DATA_HOME=str(tmp_path / "home" / ".local/share"))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("SILICONBENCH_") and k not in ("DBUS_SESSION_BUS_ADDRESS", "XDG_CONFIG_HOME")
+    }
+    env.update(
+        HOME=str(tmp_path / "home"), XDG_RUNTIME_DIR=str(run), XDG_DATA_HOME=str(tmp_path / "home" / ".local/share")
+    )
     (tmp_path / "home").mkdir()
     return env
 
@@ -62,19 +78,38 @@ def home(tmp_path) -> dict:
 
 def test_launchagent_plist_for_darwin(tmp_path):
     home = Path("/Users/mini")
-    environ = {"PATH": "/opt/homebrew/bin:/usr/bin", "SILICONBENCH_MODELS_DIR": "/Users/mini/models",
-               "SILICONBENCH_LEASE_S": "30", "SILICONBENCH_API_TOKEN": "tok-123", "UNRELATED": "x"}
-    spec = make_spec("Darwin", [("--broker", BROKER), ("--database", DB), ("--name", "mini-1"),
-                                ("--engines", "mlx")], home=home, environ=environ,
-                     program=["/Users/mini/sb/.venv/bin/siliconbench"])
+    environ = {
+        "PATH": "/opt/homebrew/bin:/usr/bin",
+        "SILICONBENCH_MODELS_DIR": "/Users/mini/models",
+        "SILICONBENCH_LEASE_S": "30",
+        "SILICONBENCH_API_TOKEN": "tok-123",
+        "UNRELATED": "x",
+    }
+    spec = make_spec(
+        "Darwin",
+        [("--broker", BROKER), ("--database", DB), ("--name", "mini-1"), ("--engines", "mlx")],
+        home=home,
+        environ=environ,
+        program=["/Users/mini/sb/.venv/bin/siliconbench"],
+    )
     raw = launchd.render(spec)
-    assert raw.startswith(b'<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN"')
+    assert raw.startswith(
+        b'<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN"'
+    )
     plist = plistlib.loads(raw, fmt=plistlib.FMT_XML)
     assert set(plist) == PLIST_KEYS
     assert plist["Label"] == LABEL == "org.siliconbench.worker"
     # the arguments the user gave, but the broker URL with its password went to the 0600 file
-    assert plist["ProgramArguments"] == ["/Users/mini/sb/.venv/bin/siliconbench", "worker", "--database", DB,
-                                         "--name", "mini-1", "--engines", "mlx"]
+    assert plist["ProgramArguments"] == [
+        "/Users/mini/sb/.venv/bin/siliconbench",
+        "worker",
+        "--database",
+        DB,
+        "--name",
+        "mini-1",
+        "--engines",
+        "mlx",
+    ]
     assert plist["ProcessType"] == "Interactive"  # no background CPU/IO throttling
     assert plist["RunAtLoad"] is True and plist["KeepAlive"] is True
     assert plist["ExitTimeOut"] == DEFAULT_STOP_TIMEOUT_S > 900 and isinstance(plist["ExitTimeOut"], int)
@@ -97,8 +132,14 @@ def test_launchagent_plist_for_darwin(tmp_path):
 def test_darwin_install_writes_agent_and_secrets(tmp_path, home):
     """install() for Darwin into a temp HOME (not loaded: no launchctl here); the worker's loader reads the file."""
     h = Path(home["HOME"])
-    lines = install([("--broker", BROKER), ("--database", DB)], start=False, target="Darwin", home=h,
-                    environ={"PATH": "/usr/bin"}, stop_timeout_s=1800)
+    lines = install(
+        [("--broker", BROKER), ("--database", DB)],
+        start=False,
+        target="Darwin",
+        home=h,
+        environ={"PATH": "/usr/bin"},
+        stop_timeout_s=1800,
+    )
     agent = h / "Library/LaunchAgents/org.siliconbench.worker.plist"
     secrets = h / "Library/Application Support/siliconbench/worker.env"
     assert lines[0] == f"wrote {agent}" and f"launchctl bootstrap gui/{os.getuid()} {agent}" in lines[-1]
@@ -131,8 +172,9 @@ def unit_settings(text: str) -> dict[str, list[str]]:
 def verify(unit: Path, env: dict) -> None:
     if shutil.which("systemd-analyze") is None:
         pytest.skip("systemd-analyze is not installed (Debian: apt-get install systemd)")
-    r = subprocess.run(["systemd-analyze", "--user", "verify", str(unit)], env=env, capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run(
+        ["systemd-analyze", "--user", "verify", str(unit)], env=env, capture_output=True, text=True, timeout=60
+    )
     ours = [line for line in (r.stdout + r.stderr).splitlines() if unit.name in line]
     assert r.returncode == 0 and not ours, r.stdout + r.stderr
 
@@ -183,8 +225,13 @@ def test_unit_quoting_survives_systemd(tmp_path, home):
     exe.write_text("#!/bin/sh\nexit 0\n")
     exe.chmod(0o755)
     h = odd / "home"
-    spec = make_spec("Linux", [("--name", 'mini "2"'), ("--models-dir", str(odd)), ("--broker", BROKER)], home=h,
-                     environ={"PATH": "/usr/bin", "SILICONBENCH_MODELS_DIR": str(odd)}, program=[str(exe)])
+    spec = make_spec(
+        "Linux",
+        [("--name", 'mini "2"'), ("--models-dir", str(odd)), ("--broker", BROKER)],
+        home=h,
+        environ={"PATH": "/usr/bin", "SILICONBENCH_MODELS_DIR": str(odd)},
+        program=[str(exe)],
+    )
     assert spec.secrets and spec.paths.env_file.is_relative_to(odd)
     unit = h / ".config/systemd/user" / UNIT_NAME
     unit.parent.mkdir(parents=True)
@@ -197,7 +244,7 @@ def test_unit_quoting_survives_systemd(tmp_path, home):
 
 def test_env_file_read_by_systemds_own_parser(tmp_path):
     """systemd's env-file parser (the environment.d generator uses the same one) reads back what we wrote."""
-    values = {"A": 'x y " \\ %t # ; \'q\'', "B": "redis://:p@ss w0rd@h:6379/0", "C": "  padded  "}
+    values = {"A": "x y \" \\ %t # ; 'q'", "B": "redis://:p@ss w0rd@h:6379/0", "C": "  padded  "}
     text = envfile.render(values)
     assert envfile.parse(text) == values
     assert envfile.parse(envfile.render({"D": ""})) == {"D": ""}  # (never written: empty settings are left out)
@@ -207,8 +254,13 @@ def test_env_file_read_by_systemds_own_parser(tmp_path):
         pytest.skip("systemd's environment.d generator is not installed")
     (tmp_path / "environment.d").mkdir()
     (tmp_path / "environment.d" / "10-sb.conf").write_text(text)
-    r = subprocess.run([str(gen)], env={"XDG_CONFIG_HOME": str(tmp_path), "HOME": str(tmp_path)},
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [str(gen)],
+        env={"XDG_CONFIG_HOME": str(tmp_path), "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.returncode == 0, r.stderr
     got = envfile.parse(r.stdout)
     assert {k: got.get(k) for k in values} == values
@@ -274,12 +326,19 @@ def test_real_job_runs_inside_the_inhibitor(tmp_path, monkeypatch, models_dir):
 
     log = tmp_path / "inhibit.log"
     # systemd-inhibit [--opts...] CMD...: skip the options, run the command it guards
-    stand_in(tmp_path / "bin", "systemd-inhibit", log,
-             'while [ "${1#--}" != "$1" ]; do shift; done\nexec "$@"')
+    stand_in(tmp_path / "bin", "systemd-inhibit", log, 'while [ "${1#--}" != "$1" ]; do shift; done\nexec "$@"')
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     assert sleep_method("Linux")[0] == "systemd-inhibit"
-    spec = parse_sweep({"name": "sleep", "models": [SMALL], "engines": ["llama.cpp"], "repetitions": 1, "warmup": 0,
-                        "workloads": [{"kind": "generate", "prompt_tokens": [16], "gen_tokens": [4], "depth": [0]}]})
+    spec = parse_sweep(
+        {
+            "name": "sleep",
+            "models": [SMALL],
+            "engines": ["llama.cpp"],
+            "repetitions": 1,
+            "warmup": 0,
+            "workloads": [{"kind": "generate", "prompt_tokens": [16], "gen_tokens": [4], "depth": [0]}],
+        }
+    )
     job = expand(spec, ModelCatalog(models_dir))[0]
     ctx = WorkerContext(name="t", database_url="", models_dir=models_dir, spool=Spool(tmp_path / "spool"))
     result = _execute(job, ctx)
@@ -303,8 +362,16 @@ def test_an_embedded_run_holds_the_same_assertion_through_perform_job(tmp_path, 
     log = tmp_path / "inhibit.log"
     stand_in(tmp_path / "bin", "systemd-inhibit", log, 'while [ "${1#--}" != "$1" ]; do shift; done\nexec "$@"')
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
-    spec = parse_sweep({"name": "sleep-embedded", "models": [SMALL], "engines": ["llama.cpp"], "repetitions": 1,
-                        "warmup": 0, "workloads": [{"kind": "generate", "prompt_tokens": [16], "gen_tokens": [4]}]})
+    spec = parse_sweep(
+        {
+            "name": "sleep-embedded",
+            "models": [SMALL],
+            "engines": ["llama.cpp"],
+            "repetitions": 1,
+            "warmup": 0,
+            "workloads": [{"kind": "generate", "prompt_tokens": [16], "gen_tokens": [4]}],
+        }
+    )
     jobs = expand(spec, ModelCatalog(models_dir))
     done = []
     run_sweep(spec, jobs, database_url=sqlite_url, models_dir=models_dir, on_done=lambda j, r: done.append(r))
@@ -342,8 +409,12 @@ def test_doctor_all_fine_with_real_broker_and_database(home, models_dir, fresh_p
         redis.Redis.from_url("redis://127.0.0.1:6379/11", socket_connect_timeout=2).ping()
     except redis.exceptions.ConnectionError as exc:
         pytest.skip(f"Redis unreachable: {exc}")
-    env = {**home, "SILICONBENCH_MODELS_DIR": str(models_dir), "SILICONBENCH_BROKER_URL": "redis://127.0.0.1:6379/11",
-           "SILICONBENCH_DATABASE_URL": fresh_pg}
+    env = {
+        **home,
+        "SILICONBENCH_MODELS_DIR": str(models_dir),
+        "SILICONBENCH_BROKER_URL": "redis://127.0.0.1:6379/11",
+        "SILICONBENCH_DATABASE_URL": fresh_pg,
+    }
     r = cli("doctor", env=env)
     got = lines_of(r.stdout)
     assert r.returncode == 1 and got["database"][0] == "FAIL" and "no siliconbench tables" in got["database"][1]
@@ -380,13 +451,20 @@ def test_doctor_says_what_to_fix(home, models_dir, tmp_path):
     closed.close()  # nothing listens there now
     secrets = tmp_path / "worker.env"
     envfile.write(secrets, {"SILICONBENCH_BROKER_URL": f"redis://:{SECRET}@127.0.0.1:{port}/0"})
-    env = {**home, "SILICONBENCH_MODELS_DIR": str(tmp_path / "no-models"), "SILICONBENCH_ENV_FILE": str(secrets),
-           "SILICONBENCH_DATABASE_URL": f"postgresql://sb:{SECRET}@127.0.0.1:{port}/sb"}
+    env = {
+        **home,
+        "SILICONBENCH_MODELS_DIR": str(tmp_path / "no-models"),
+        "SILICONBENCH_ENV_FILE": str(secrets),
+        "SILICONBENCH_DATABASE_URL": f"postgresql://sb:{SECRET}@127.0.0.1:{port}/sb",
+    }
     r = cli("doctor", env=env)
     assert r.returncode == 1, r.stdout + r.stderr
     got = lines_of(r.stdout)
     assert got["broker"][0] == "FAIL" and got["broker"][1].startswith(f"redis://:***@127.0.0.1:{port}/0 unreachable")
-    assert got["database"][0] == "FAIL" and f"postgresql+psycopg://sb:***@127.0.0.1:{port}/sb unreachable" in got["database"][1]
+    assert (
+        got["database"][0] == "FAIL"
+        and f"postgresql+psycopg://sb:***@127.0.0.1:{port}/sb unreachable" in got["database"][1]
+    )
     assert got["models"][0] == "FAIL"
     assert "fix: start Redis on the coordinator" in r.stdout and "fix: check host, port, user and password" in r.stdout
     assert "fix: siliconbench models make-tiny" in r.stdout
@@ -403,8 +481,16 @@ def test_doctor_gives_up_on_a_silent_server_within_its_timeout(home, models_dir)
     try:
         env = {**home, "SILICONBENCH_MODELS_DIR": str(models_dir)}
         t0 = time.monotonic()
-        r = cli("doctor", "--timeout", "1", "--broker", f"redis://127.0.0.1:{port}/0",
-                "--database", f"postgresql://sb@127.0.0.1:{port}/sb", env=env)
+        r = cli(
+            "doctor",
+            "--timeout",
+            "1",
+            "--broker",
+            f"redis://127.0.0.1:{port}/0",
+            "--database",
+            f"postgresql://sb@127.0.0.1:{port}/sb",
+            env=env,
+        )
         took = time.monotonic() - t0
     finally:
         silent.close()
@@ -417,11 +503,21 @@ def test_doctor_gives_up_on_a_silent_server_within_its_timeout(home, models_dir)
 def test_worker_reads_its_secrets_file(home, tmp_path):
     """`siliconbench worker` under launchd gets SILICONBENCH_ENV_FILE, not the URLs: it must load them itself."""
     secrets = tmp_path / "worker.env"
-    envfile.write(secrets, {"SILICONBENCH_BROKER_URL": "redis://127.0.0.1:1/0",
-                            "SILICONBENCH_DATABASE_URL": f"postgresql://sb:{SECRET}@127.0.0.1:1/sb?connect_timeout=2"})
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "worker"], cwd=ROOT, text=True,
-                            env={**home, "SILICONBENCH_ENV_FILE": str(secrets)}, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+    envfile.write(
+        secrets,
+        {
+            "SILICONBENCH_BROKER_URL": "redis://127.0.0.1:1/0",
+            "SILICONBENCH_DATABASE_URL": f"postgresql://sb:{SECRET}@127.0.0.1:1/sb?connect_timeout=2",
+        },
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "worker"],
+        cwd=ROOT,
+        text=True,
+        env={**home, "SILICONBENCH_ENV_FILE": str(secrets)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         # past "the fleet needs a broker": it got both URLs from the file, and waits for the unreachable database
         line = proc.stdout.readline()

@@ -29,8 +29,15 @@ class Mac:
     def read(self) -> dict:
         name = self.therm[min(self.reads, len(self.therm) - 1)]
         self.reads += 1
-        return Darwin(Recorded(outputs={("pmset", "-g", "therm"): name, ("pmset", "-g", "batt"): self.batt,
-                                        ("pmset", "-g"): "pmset_g_arm64_aldente603.txt"})).thermal_power()
+        return Darwin(
+            Recorded(
+                outputs={
+                    ("pmset", "-g", "therm"): name,
+                    ("pmset", "-g", "batt"): self.batt,
+                    ("pmset", "-g"): "pmset_g_arm64_aldente603.txt",
+                }
+            )
+        ).thermal_power()
 
     def sleep(self, s: float) -> None:
         self.now += s
@@ -40,8 +47,13 @@ class Mac:
 
 
 def job(thermal_mode: str, timeout_s: float = 600.0, models_dir=None):
-    return jobs_for(models_dir, {"kind": "generate", "prompt_tokens": [16], "gen_tokens": [4], "depth": [0]},
-                    engines=["llama.cpp"], thermal=thermal_mode, thermal_timeout_s=timeout_s)[0]
+    return jobs_for(
+        models_dir,
+        {"kind": "generate", "prompt_tokens": [16], "gen_tokens": [4], "depth": [0]},
+        engines=["llama.cpp"],
+        thermal=thermal_mode,
+        thermal_timeout_s=timeout_s,
+    )[0]
 
 
 def test_wait_polls_until_the_mac_is_nominal(models_dir):
@@ -65,8 +77,11 @@ def test_record_runs_at_once_and_marks_a_job_that_ended_throttled(models_dir):
     rec = thermal.before_job(job("record", models_dir=models_dir), mac.read, mac.sleep, mac.clock)
     assert rec["waited_s"] == 0 and mac.reads == 1
     done = thermal.after_job(rec, mac.read)
-    assert (done["start"]["thermal_state"], done["end"]["thermal_state"], done["throttled"]) == \
-        ("nominal", "throttled", True)
+    assert (done["start"]["thermal_state"], done["end"]["thermal_state"], done["throttled"]) == (
+        "nominal",
+        "throttled",
+        True,
+    )
 
 
 def test_refuse_fails_the_job_before_anything_runs(models_dir):
@@ -81,8 +96,10 @@ def test_a_real_job_here_carries_its_thermal_record(models_dir):
     assert res.status == "ok", res.error
     rec = res.extra["thermal"]
     assert rec["mode"] == "wait" and rec["throttled"] is False and rec["timed_out"] is False
-    assert {"thermal_state", "power_source"} <= set(rec["start"]) and rec["end"]["thermal_state"] in \
-        ("nominal", "unknown")
+    assert {"thermal_state", "power_source"} <= set(rec["start"]) and rec["end"]["thermal_state"] in (
+        "nominal",
+        "unknown",
+    )
 
 
 def test_a_bad_thermal_mode_names_the_field():

@@ -40,8 +40,16 @@ def tools_bin():
 
 
 def _jobs(models_dir, **extra):
-    spec = parse_sweep({"name": "equiv", "models": [SMALL], "quantizations": ["F16", "f32"], "repetitions": 3,
-                        "workloads": [{"kind": "generate", "prompt_tokens": [P], "gen_tokens": [G]}], **extra})
+    spec = parse_sweep(
+        {
+            "name": "equiv",
+            "models": [SMALL],
+            "quantizations": ["F16", "f32"],
+            "repetitions": 3,
+            "workloads": [{"kind": "generate", "prompt_tokens": [P], "gen_tokens": [G]}],
+            **extra,
+        }
+    )
     return {j.engine: j for j in expand(spec, ModelCatalog(models_dir))}
 
 
@@ -103,10 +111,28 @@ def test_mlx_figures_sit_next_to_mlx_lm_benchmark(models_dir):
 def test_fidelity_stopped_takes_its_tool_with_it(models_dir, tools_bin):
     """SIGTERM to benchmarks/fidelity.py (by the PID we started) while llama-bench runs: llama-bench goes too.
     The tool runs first in fidelity's first round, so it is caught within seconds."""
-    proc = subprocess.Popen([sys.executable, "benchmarks/fidelity.py", "--models", SMALL, "--rounds", "2",
-                             "--reps", "200", "--gen", "256", "--no-perplexity", "--engines", "llama.cpp",
-                             "--models-dir", str(models_dir)],
-                            cwd=_tools.ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "benchmarks/fidelity.py",
+            "--models",
+            SMALL,
+            "--rounds",
+            "2",
+            "--reps",
+            "200",
+            "--gen",
+            "256",
+            "--no-perplexity",
+            "--engines",
+            "llama.cpp",
+            "--models-dir",
+            str(models_dir),
+        ],
+        cwd=_tools.ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         tool = None
         deadline = time.monotonic() + 120

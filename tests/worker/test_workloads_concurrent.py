@@ -20,8 +20,13 @@ from worker.workloads.concurrent import overlap
 @pytest.mark.solo  # streams in flight are read from the client's chunk times, which a loaded machine delays
 @pytest.mark.parametrize("engine", ["llama.cpp", "mlx"])
 def test_concurrent(models_dir, engine):
-    jobs = jobs_for(models_dir, {"kind": "concurrent", "clients": [1, 3], "prompt_tokens": 24, "gen_tokens": 6},
-                    engines=[engine], repetitions=2, warmup=0)
+    jobs = jobs_for(
+        models_dir,
+        {"kind": "concurrent", "clients": [1, 3], "prompt_tokens": 24, "gen_tokens": 6},
+        engines=[engine],
+        repetitions=2,
+        warmup=0,
+    )
     assert [j.params["clients"] for j in jobs] == [1, 3]
     for job in jobs:
         n = job.params["clients"]
@@ -64,7 +69,7 @@ def test_port_in_use_is_a_failed_job(models_dir):
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        job, = jobs_for(models_dir, {"kind": "concurrent", "clients": [1], "port": port}, engines=["llama.cpp"])
+        (job,) = jobs_for(models_dir, {"kind": "concurrent", "clients": [1], "port": port}, engines=["llama.cpp"])
         res, events = run(job, models_dir)
     assert res.status == "failed"
     assert f"port {port}" in res.error and "in use" in res.error and res.error.startswith("concurrent error")
@@ -76,21 +81,28 @@ def test_mlx_server_batches_three_clients(models_dir):
     arrive before the 1st stream ends, and the result records that the server batched."""
     # 400 tokens: every stream must outlast mlx_lm.server's 0.5 s time slice, after which a late request joins
     # the batch (with 160 the 5M model finished two streams in 460 ms, before the third joined)
-    job, = jobs_for(models_dir, {"kind": "concurrent", "clients": [3], "prompt_tokens": 24, "gen_tokens": 400},
-                    engines=["mlx"], repetitions=2, warmup=1)
+    (job,) = jobs_for(
+        models_dir,
+        {"kind": "concurrent", "clients": [3], "prompt_tokens": 24, "gen_tokens": 400},
+        engines=["mlx"],
+        repetitions=2,
+        warmup=1,
+    )
     res, events = run(job, models_dir)
     assert res.status == "ok", (res.error, res.stderr_tail)
     assert_no_process_left(events)
     ttft, e2e = values(res, "request_ttft_ms"), values(res, "request_e2e_ms")
     assert len(ttft) == len(e2e) == 6 and values(res, "request_errors") == [0.0, 0.0]
     for b in range(2):  # per burst (sent together, barrier): every first token before any stream's end
-        first, ends = ttft[3 * b:3 * b + 3], e2e[3 * b:3 * b + 3]
+        first, ends = ttft[3 * b : 3 * b + 3], e2e[3 * b : 3 * b + 3]
         assert max(first) < min(ends), (first, ends)
     seen = res.extra["observed"]
     assert seen["batched"] is True and seen["max_streams_in_flight"] == 3 and seen["joined_fraction"] == 1.0
     assert [b["in_flight"] for b in seen["per_burst"]] == [3, 3]
     assert res.extra["batching"]["batches"] is True and res.extra["batching"]["max_batch"] == 3
-    assert "seed" not in res.extra["request"] and res.extra["token_count_source"] == {"usage": 9}  # warm-up burst included
+    assert "seed" not in res.extra["request"] and res.extra["token_count_source"] == {
+        "usage": 9
+    }  # warm-up burst included
     bursts = [e for e in events if e["event"] == "burst"]
     assert len(bursts) == 3 and all(e["in_flight"] == 3 for e in bursts)  # the warm-up burst too
     rec = result_record(job, res)
@@ -100,6 +112,7 @@ def test_mlx_server_batches_three_clients(models_dir):
 
 def test_overlap_of_serial_and_batched_streams():
     """The overlap facts from stream timings: served one after another vs all at once."""
+
     def stream(first, last):
         return StreamResult(t_sent=0.0, ok=True, token_times=[first, (first + last) / 2, last])
 

@@ -13,8 +13,12 @@ from tests.workload_helpers import jobs_for, run, values
 def test_long_context_kv_memory_engine_and_shape(models_dir):
     jobs = jobs_for(models_dir, {"kind": "long_context", "depths": [64, 300], "gen_tokens": 8})
     m = ModelCatalog(models_dir).get(SMALL)
-    assert sorted((j.engine, j.params["depth"]) for j in jobs) == [("llama.cpp", 64), ("llama.cpp", 300),
-                                                                     ("mlx", 64), ("mlx", 300)]
+    assert sorted((j.engine, j.params["depth"]) for j in jobs) == [
+        ("llama.cpp", 64),
+        ("llama.cpp", 300),
+        ("mlx", 64),
+        ("mlx", 300),
+    ]
     for job in jobs:
         res, _ = run(job, models_dir)
         assert res.status == "ok", (res.error, res.stderr_tail)
@@ -30,4 +34,3 @@ def test_long_context_kv_memory_engine_and_shape(models_dir):
             assert res.extra["kv_dtype_bytes"] == 4
             assert kv[0] == per_token * math.ceil((depth + 8) / 256) * 256
         assert res.extra["kv_tokens"] == depth + 8
-

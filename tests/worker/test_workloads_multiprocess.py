@@ -12,8 +12,9 @@ from tests.workload_helpers import assert_no_process_left, jobs_for, run, values
 
 @pytest.mark.parametrize("engine", ["llama.cpp", "mlx"])
 def test_multiprocess(models_dir, engine):
-    job, = jobs_for(models_dir, {"kind": "multiprocess", "processes": [2], "prompt_tokens": 16, "gen_tokens": 16},
-                    engines=[engine])
+    (job,) = jobs_for(
+        models_dir, {"kind": "multiprocess", "processes": [2], "prompt_tokens": 16, "gen_tokens": 16}, engines=[engine]
+    )
     res, events = run(job, models_dir)
     assert res.status == "ok", (res.error, res.stderr_tail)
     assert_no_process_left(events)
@@ -25,4 +26,3 @@ def test_multiprocess(models_dir, engine):
         assert rss >= pss > 0
     assert len(res.extra["load_s_per_process"]) == 2
     json.dumps(result_record(job, res))
-

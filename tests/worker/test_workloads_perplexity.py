@@ -19,8 +19,9 @@ W, N = 64, 3
 
 
 def test_perplexity_same_windows_both_engines(models_dir):
-    jobs = jobs_for(models_dir, {"kind": "perplexity", "window_tokens": W, "windows": N},
-                    quantizations=["full", "q8", "q4"])
+    jobs = jobs_for(
+        models_dir, {"kind": "perplexity", "window_tokens": W, "windows": N}, quantizations=["full", "q8", "q4"]
+    )
     results = {}
     manifest = ModelCatalog(models_dir).get(SMALL)
     for job in jobs:
@@ -29,9 +30,9 @@ def test_perplexity_same_windows_both_engines(models_dir):
         assert res.status == "ok", (res.error, res.stderr_tail)
         results[(job.engine, job.quant_level)] = (job, res)
         nll = values(res, "window_nll")
-        ppl, = values(res, "perplexity")
+        (ppl,) = values(res, "perplexity")
         assert len(nll) == N and ppl == pytest.approx(math.exp(sum(nll) / N), rel=1e-9)  # equal windows
-        size, = values(res, "file_size_bytes")
+        (size,) = values(res, "file_size_bytes")
         assert size == next(a.size_bytes for a in manifest.artifacts if a.path in job.artifact)
         assert res.extra["scored_tokens"] == N * (W - W // 2 - 1)  # the second half of each window
         assert res.extra["mode"] == "llama-perplexity" and res.extra["bos"] is not None  # the tiny vocab adds BOS
@@ -44,10 +45,14 @@ def test_perplexity_same_windows_both_engines(models_dir):
 
 
 def test_both_modes_run_on_both_engines(models_dir):
-    jobs = [j for m in ("llama-perplexity", "all-tokens")
-            for j in jobs_for(models_dir, {"kind": "perplexity", "mode": m, "window_tokens": W, "windows": N})]
-    assert {(j.engine, j.params["mode"]) for j in jobs} == {(e, m) for e in ("llama.cpp", "mlx")
-                                                            for m in ("llama-perplexity", "all-tokens")}
+    jobs = [
+        j
+        for m in ("llama-perplexity", "all-tokens")
+        for j in jobs_for(models_dir, {"kind": "perplexity", "mode": m, "window_tokens": W, "windows": N})
+    ]
+    assert {(j.engine, j.params["mode"]) for j in jobs} == {
+        (e, m) for e in ("llama.cpp", "mlx") for m in ("llama-perplexity", "all-tokens")
+    }
     assert len({j.job_id for j in jobs}) == 4  # the mode is part of the job's identity
     out = {}
     for job in jobs:
@@ -69,8 +74,10 @@ def test_llama_perplexity_mode_matches_the_tools(models_dir):
     """Ours beside llama-perplexity (same GGUF) and mlx_lm.perplexity's eval_ppl (same MLX directory): within 0.5%."""
     bin_dir = tools_dir()  # scripts/build_llama_tools.sh builds them there (the bootstrap and CI do)
     if not (bin_dir / "llama-perplexity").exists():
-        pytest.skip(f"{bin_dir / 'llama-perplexity'} is not built: run scripts/build_llama_tools.sh "
-                    "(the bootstrap and CI build it)")
+        pytest.skip(
+            f"{bin_dir / 'llama-perplexity'} is not built: run scripts/build_llama_tools.sh "
+            "(the bootstrap and CI build it)"
+        )
     from harness.perplexity_tools import TARGET, perplexity_rows
 
     rows = perplexity_rows(models_dir, SMALL, bin_dir, window_tokens=W, windows=N)
@@ -91,6 +98,8 @@ def test_llama_perplexity_mode_needs_a_scored_half(models_dir):
 
 
 def test_perplexity_text_too_short_is_a_failed_job(models_dir):
-    job, = jobs_for(models_dir, {"kind": "perplexity", "window_tokens": 512, "windows": 10_000}, engines=["llama.cpp"])
+    (job,) = jobs_for(
+        models_dir, {"kind": "perplexity", "window_tokens": 512, "windows": 10_000}, engines=["llama.cpp"]
+    )
     res, _ = run(job, models_dir)
     assert res.status == "failed" and "tokens with this tokenizer" in res.error

@@ -22,8 +22,13 @@ from worker.serving.server import READY_PROBE, Server, command, free_port
 
 @pytest.mark.parametrize("engine", ["llama.cpp", "mlx"])
 def test_restart(models_dir, engine):
-    job, = jobs_for(models_dir, {"kind": "restart", "prompt_tokens": 16, "gen_tokens": 4, "client_interval_ms": 100},
-                    engines=[engine], repetitions=2, warmup=1)
+    (job,) = jobs_for(
+        models_dir,
+        {"kind": "restart", "prompt_tokens": 16, "gen_tokens": 4, "client_interval_ms": 100},
+        engines=[engine],
+        repetitions=2,
+        warmup=1,
+    )
     res, events = run(job, models_dir)
     assert res.status == "ok", (res.error, res.stderr_tail)
     assert sum(e["event"] == "spawned" for e in events) == 3  # warmup + 2 restarts, each its own group
@@ -44,7 +49,7 @@ def test_restart(models_dir, engine):
 
 
 def test_server_never_ready_is_a_failed_job(models_dir):
-    job, = jobs_for(models_dir, {"kind": "restart", "ready_timeout_s": 0.05}, engines=["llama.cpp"])
+    (job,) = jobs_for(models_dir, {"kind": "restart", "ready_timeout_s": 0.05}, engines=["llama.cpp"])
     res, events = run(job, models_dir)
     assert res.status == "failed" and "not ready within ready_timeout_s=0.05 s" in res.error
     assert [e for e in events if e["event"] == "spawned"]  # it was started, then torn down
@@ -59,15 +64,15 @@ def test_a_killed_job_leaves_no_server_and_no_file(models_dir, tmp_path, monkeyp
     scratch.mkdir()
     monkeypatch.setenv("TMPDIR", str(scratch))  # the job's process
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # the runner, this process
-    job, = jobs_for(models_dir, {"kind": "restart", "client_interval_ms": None}, engines=["llama.cpp"],
-                    repetitions=500, timeout_s=4)
+    (job,) = jobs_for(
+        models_dir, {"kind": "restart", "client_interval_ms": None}, engines=["llama.cpp"], repetitions=500, timeout_s=4
+    )
     res, events = run(job, models_dir)
     assert res.status == "failed" and res.error.startswith("timeout")
     assert [e for e in events if e["event"] == "spawned"]
     assert_no_process_left(events)
     assert [Path(e["path"]).parent for e in events if e["event"] == "scratch"] == [scratch]
     assert list(scratch.iterdir()) == []
-
 
 
 def test_mlx_ready_means_the_model_is_loaded(models_dir, monkeypatch, tmp_path):

@@ -14,11 +14,18 @@ from worker.workloads.swap import WARM_MIN_RESIDENT
 
 
 def test_swap_parts_cache_state_and_mmap(models_dir):
-    jobs = jobs_for(models_dir, {"kind": "swap", "to_quant": "q4", "cache": ["cold", "warm"], "mmap": [True, False],
-                                 "prompt_tokens": 16})
+    jobs = jobs_for(
+        models_dir,
+        {"kind": "swap", "to_quant": "q4", "cache": ["cold", "warm"], "mmap": [True, False], "prompt_tokens": 16},
+    )
     assert sorted((j.engine, j.params["cache"], j.params["mmap"]) for j in jobs) == [
-        ("llama.cpp", "cold", False), ("llama.cpp", "cold", True), ("llama.cpp", "warm", False),
-        ("llama.cpp", "warm", True), ("mlx", "cold", None), ("mlx", "warm", None)]
+        ("llama.cpp", "cold", False),
+        ("llama.cpp", "cold", True),
+        ("llama.cpp", "warm", False),
+        ("llama.cpp", "warm", True),
+        ("mlx", "cold", None),
+        ("mlx", "warm", None),
+    ]
     evicts = _eviction_works(models_dir / jobs[0].params["to_artifact"])
     for job in jobs:
         res, events = run(job, models_dir)
@@ -45,12 +52,16 @@ def _eviction_works(path) -> bool:
     return pagecache.resident_fraction(path) < 0.5
 
 
-
 def test_a_cold_swap_that_cannot_evict_fails_with_the_reason(models_dir):
     """Another process maps B's pages (as a second engine would): eviction cannot drop them, so the job fails
     instead of storing a warm load as cold."""
-    job = next(j for j in jobs_for(models_dir, {"kind": "swap", "to_quant": "q4", "cache": ["cold"], "mmap": [True],
-                                                "prompt_tokens": 16}) if j.engine == "llama.cpp")
+    job = next(
+        j
+        for j in jobs_for(
+            models_dir, {"kind": "swap", "to_quant": "q4", "cache": ["cold"], "mmap": [True], "prompt_tokens": 16}
+        )
+        if j.engine == "llama.cpp"
+    )
     b = models_dir / job.params["to_artifact"]
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(b)], stdout=subprocess.PIPE, text=True)
     try:

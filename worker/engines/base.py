@@ -100,7 +100,7 @@ class Engine(ABC):
     def token_nll(self, tokens: list[int], first: int = 0) -> list[float]:
         """Negative log-likelihood (nats) of tokens[first + 1:], each given all tokens before it, from a fresh
         cache: log-softmax of the engine's float32 logits, in float64 (the same arithmetic for every engine)."""
-        return nll_of(self.window_logits(tokens, first), tokens[first + 1:])
+        return nll_of(self.window_logits(tokens, first), tokens[first + 1 :])
 
     @abstractmethod
     def kv_cache(self) -> dict[str, float]:

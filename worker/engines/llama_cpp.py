@@ -18,8 +18,17 @@ from worker.engines.llama_threadpool import LLAMA_BENCH_POLL, Threadpools
 from worker.platform.threads import performance_cores
 
 # llama-bench's -ctk/-ctv names (ggml_type_from_name) -> ggml_type, and bytes per element for the KV arithmetic.
-KV_TYPES = {"f32": (0, 4.0), "f16": (1, 2.0), "bf16": (30, 2.0), "q8_0": (8, 34 / 32), "q4_0": (2, 18 / 32),
-            "q4_1": (3, 20 / 32), "iq4_nl": (20, 18 / 32), "q5_0": (6, 22 / 32), "q5_1": (7, 24 / 32)}
+KV_TYPES = {
+    "f32": (0, 4.0),
+    "f16": (1, 2.0),
+    "bf16": (30, 2.0),
+    "q8_0": (8, 34 / 32),
+    "q4_0": (2, 18 / 32),
+    "q4_1": (3, 20 / 32),
+    "iq4_nl": (20, 18 / 32),
+    "q5_0": (6, 22 / 32),
+    "q5_1": (7, 24 / 32),
+}
 FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}  # LLAMA_FLASH_ATTN_TYPE_AUTO / DISABLED / ENABLED
 OFFLOADED = re.compile(r"offloaded (\d+/\d+) layers to GPU")
 BUFFER = re.compile(r"(\S+) (model|KV|compute) buffer size =\s*([\d.]+) MiB")
@@ -102,8 +111,9 @@ def _engine_said(engine: str, path: Path):
     try:
         yield
     except Exception as exc:
-        raise EngineError(f"{engine} could not load {path.name}: {exc}; its last log lines: "
-                          f"{engine_log.tail() or '(none)'}") from exc
+        raise EngineError(
+            f"{engine} could not load {path.name}: {exc}; its last log lines: {engine_log.tail() or '(none)'}"
+        ) from exc
 
 
 def buffers(log: list[str]) -> dict[str, float]:
@@ -154,11 +164,19 @@ class LlamaCppEngine(Engine):
         log: list[str] = []
         with _context_flash_attn(FLASH_ATTN[fa], log), _engine_said("llama.cpp", path):
             self.llm = llama_cpp.Llama(
-                model_path=str(path), n_ctx=n_ctx, n_batch=n_batch, n_ubatch=int(options.get("n_ubatch", 512)),
-                n_threads=threads, n_threads_batch=threads, n_gpu_layers=int(options.get("n_gpu_layers", -1)),
-                use_mmap=bool(options.get("use_mmap", True)), type_k=KV_TYPES[type_k][0], type_v=KV_TYPES[type_v][0],
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_batch=n_batch,
+                n_ubatch=int(options.get("n_ubatch", 512)),
+                n_threads=threads,
+                n_threads_batch=threads,
+                n_gpu_layers=int(options.get("n_gpu_layers", -1)),
+                use_mmap=bool(options.get("use_mmap", True)),
+                type_k=KV_TYPES[type_k][0],
+                type_v=KV_TYPES[type_v][0],
                 # logits of every position only where asked (perplexity): they cost n_ctx x vocab floats
-                logits_all=bool(options.get("logits_all", False)), verbose=False,
+                logits_all=bool(options.get("logits_all", False)),
+                verbose=False,
             )
         self.ctx = self.llm._ctx.ctx
         self._buffers = buffers(log)
@@ -166,13 +184,20 @@ class LlamaCppEngine(Engine):
         self.pools = Threadpools(self.ctx, threads, threads, poll=LLAMA_BENCH_POLL)
         self.n_batch = n_batch
         self.kv_dtype_bytes = (KV_TYPES[type_k][1] + KV_TYPES[type_v][1]) / 2  # per element, K and V averaged
-        self.options = {**options, "threads": self.llm.n_threads, "threads_batch": self.llm.n_threads_batch,
-                        "n_ctx": n_ctx, "flash_attn": fa, "flash_attn_effective": resolved_flash_attn(log, fa),
-                        # only on a build that can offload: a CPU build's results keep the identity they had
-                        **({"gpu_layers_offloaded": offloaded_layers(log)}
-                           if llama_cpp.llama_supports_gpu_offload() else {}),
-                        "type_k": type_k, "type_v": type_v, "threadpool": True,
-                        "poll": LLAMA_BENCH_POLL}
+        self.options = {
+            **options,
+            "threads": self.llm.n_threads,
+            "threads_batch": self.llm.n_threads_batch,
+            "n_ctx": n_ctx,
+            "flash_attn": fa,
+            "flash_attn_effective": resolved_flash_attn(log, fa),
+            # only on a build that can offload: a CPU build's results keep the identity they had
+            **({"gpu_layers_offloaded": offloaded_layers(log)} if llama_cpp.llama_supports_gpu_offload() else {}),
+            "type_k": type_k,
+            "type_v": type_v,
+            "threadpool": True,
+            "poll": LLAMA_BENCH_POLL,
+        }
         # One preallocated single-token batch for decode, as llama-bench's test_gen reuses its batch.
         self._one = llama_cpp.llama_batch_init(1, 0, 1)
         self._one.n_tokens = 1
@@ -188,10 +213,17 @@ class LlamaCppEngine(Engine):
         vocab = lib.llama_model_get_vocab(self.llm._model.model)
         # The one rule (see Engine.special_token_ids): every id that is not an ordinary vocabulary entry —
         # control, end-of-generation, unknown, unused and user-defined (added) tokens.
-        odd = lib.LLAMA_TOKEN_ATTR_CONTROL | lib.LLAMA_TOKEN_ATTR_UNKNOWN | lib.LLAMA_TOKEN_ATTR_UNUSED \
+        odd = (
+            lib.LLAMA_TOKEN_ATTR_CONTROL
+            | lib.LLAMA_TOKEN_ATTR_UNKNOWN
+            | lib.LLAMA_TOKEN_ATTR_UNUSED
             | lib.LLAMA_TOKEN_ATTR_USER_DEFINED
-        self._special = {t for t in range(self.n_vocab)
-                         if lib.llama_vocab_get_attr(vocab, t) & odd or lib.llama_vocab_is_eog(vocab, t)}
+        )
+        self._special = {
+            t
+            for t in range(self.n_vocab)
+            if lib.llama_vocab_get_attr(vocab, t) & odd or lib.llama_vocab_is_eog(vocab, t)
+        }
 
     def load_vocab(self, path: Path) -> None:
         import llama_cpp  # the engine: optional, imported by the job that runs it
@@ -211,7 +243,7 @@ class LlamaCppEngine(Engine):
         # The whole window, as llama-perplexity evaluates it: a graph one token shorter gives logits ~1e-3 apart
         # (other kernel shapes), enough to move the tool's uint16 base rows and flip near-tied top tokens.
         self._eval(tokens)
-        return np.array(self.llm.scores[first:len(tokens) - 1], dtype=np.float32)  # needs logits_all at load
+        return np.array(self.llm.scores[first : len(tokens) - 1], dtype=np.float32)  # needs logits_all at load
 
     def perplexity_bos(self) -> int | None:
         """The BOS id when the vocab adds BOS (llama_vocab_get_add_bos, as llama-perplexity asks), else None."""
@@ -221,8 +253,11 @@ class LlamaCppEngine(Engine):
     def kv_cache(self) -> dict[str, float]:
         # The serialized state of sequence 0 is the K and V of its used cells, plus a few KB of cell metadata.
         used = self.lib.llama_memory_seq_pos_max(self.lib.llama_get_memory(self.ctx), 0) + 1
-        return {"bytes": float(self.lib.llama_state_seq_get_size(self.ctx, 0)), "dtype_bytes": self.kv_dtype_bytes,
-                "tokens": float(used)}
+        return {
+            "bytes": float(self.lib.llama_state_seq_get_size(self.ctx, 0)),
+            "dtype_bytes": self.kv_dtype_bytes,
+            "tokens": float(used),
+        }
 
     def vocab_size(self) -> int:
         return self.n_vocab
@@ -246,7 +281,7 @@ class LlamaCppEngine(Engine):
         test_prompt (llama_batch_get_one places them after what the KV cache holds)."""
         lib = self.lib
         for i in range(0, len(tokens), self.n_batch):
-            chunk = tokens[i:i + self.n_batch]
+            chunk = tokens[i : i + self.n_batch]
             arr = (lib.llama_token * len(chunk))(*chunk)
             if lib.llama_decode(self.ctx, lib.llama_batch_get_one(arr, len(chunk))) != 0:
                 raise RuntimeError(f"llama_decode failed on a batch of {len(chunk)} tokens")
@@ -293,8 +328,12 @@ class LlamaCppEngine(Engine):
     def probe() -> dict:
         info = build_info()
         offload = info.get("gpu_offload") == "True"
-        return {"version": version("llama-cpp-python"), "backend": _backend(info, offload), "gpu_offload": offload,
-                "build": f"llama.cpp build {info.get('commit') or info.get('version') or ''}"}
+        return {
+            "version": version("llama-cpp-python"),
+            "backend": _backend(info, offload),
+            "gpu_offload": offload,
+            "build": f"llama.cpp build {info.get('commit') or info.get('version') or ''}",
+        }
 
     def describe(self) -> dict:
         info = build_info()

@@ -161,14 +161,19 @@ class MlxEngine(Engine):
 
     def kv_cache(self) -> dict[str, float]:
         caches = [c for c in self.cache if getattr(c, "keys", None) is not None]
-        return {"bytes": float(sum(c.nbytes for c in caches)),  # the arrays as allocated (256-token steps)
-                "dtype_bytes": float(caches[0].keys.dtype.size) if caches else 0.0,
-                "tokens": float(caches[0].offset) if caches else 0.0}
+        return {
+            "bytes": float(sum(c.nbytes for c in caches)),  # the arrays as allocated (256-token steps)
+            "dtype_bytes": float(caches[0].keys.dtype.size) if caches else 0.0,
+            "tokens": float(caches[0].offset) if caches else 0.0,
+        }
 
     def repetition_memory(self) -> dict[str, float]:
         mx = self.mx
-        return {"mlx_peak_memory_bytes": float(mx.get_peak_memory()), "mlx_active_memory_bytes":
-                float(mx.get_active_memory()), "mlx_cache_memory_bytes": float(mx.get_cache_memory())}
+        return {
+            "mlx_peak_memory_bytes": float(mx.get_peak_memory()),
+            "mlx_active_memory_bytes": float(mx.get_active_memory()),
+            "mlx_cache_memory_bytes": float(mx.get_cache_memory()),
+        }
 
     @staticmethod
     def probe() -> dict:
@@ -176,8 +181,12 @@ class MlxEngine(Engine):
 
         dev = mx.default_device()
         gpu = "gpu" in str(dev).lower()
-        out = {"version": version("mlx-lm"), "backend": gpu_backend(mx) if gpu else "CPU", "gpu_offload": gpu,
-               "build": f"mlx {version('mlx')}, device {dev}"}
+        out = {
+            "version": version("mlx-lm"),
+            "backend": gpu_backend(mx) if gpu else "CPU",
+            "gpu_offload": gpu,
+            "build": f"mlx {version('mlx')}, device {dev}",
+        }
         if gpu:
             info = _device_info(mx)
             out["gpu"] = str(info.get("device_name") or info.get("architecture") or "")
@@ -193,8 +202,10 @@ class MlxEngine(Engine):
             "packages": {"mlx": version("mlx"), "mlx-lm": version("mlx-lm")},
             # device_info: on Metal the GPU architecture (e.g. applegpu_g15s), device name, memory size and
             # recommended working set; on the CPU build the CPU's architecture and name.
-            "engine_build": {"mlx_device": str(dev), **{k if k.startswith("device") else f"device_{k}": str(v)
-                                                        for k, v in _device_info(mx).items()}},
+            "engine_build": {
+                "mlx_device": str(dev),
+                **{k if k.startswith("device") else f"device_{k}": str(v) for k, v in _device_info(mx).items()},
+            },
             "backend": backend,
             "blas": blas,
             "engine_options": getattr(self, "options", {}),

@@ -53,8 +53,10 @@ def child_blas_env(mode: str, threads: int | None) -> dict[str, str]:
     env: dict[str, str] = {"LD_PRELOAD": inherited_preload()}
     lib = find_openblas() if mode in ("auto", "openblas") else None
     if mode == "openblas" and lib is None:
-        raise FileNotFoundError("engine_options.mlx.blas=openblas but no OpenBLAS is installed "
-                                "(Debian: apt-get install libopenblas0-pthread)")
+        raise FileNotFoundError(
+            "engine_options.mlx.blas=openblas but no OpenBLAS is installed "
+            "(Debian: apt-get install libopenblas0-pthread)"
+        )
     if lib:
         env["LD_PRELOAD"] = " ".join(p for p in (lib, env["LD_PRELOAD"]) if p)
         env["SILICONBENCH_MLX_BLAS"] = f"openblas ({lib})"

@@ -41,8 +41,9 @@ def requirement_names(reqs: Iterable[str]) -> set[str]:
     return {r.split("[")[0].split("=")[0].split("<")[0].split(">")[0].strip().lower() for r in reqs}
 
 
-def pip_args(package: str, version: str, extra: list[str], *, find_links: list[Path], index_url: str | None,
-             allow_build: bool) -> tuple[list[str], list[str]]:
+def pip_args(
+    package: str, version: str, extra: list[str], *, find_links: list[Path], index_url: str | None, allow_build: bool
+) -> tuple[list[str], list[str]]:
     """(pip options, requirements) that install one engine version and what the child needs.
 
     ``find_links`` folders serve any package (the watch's local index is a folder of mlx-lm wheels);
@@ -71,13 +72,16 @@ def constraints() -> str:
     return "\n".join(lines) + "\n"
 
 
-def install_error(requirement: str, package: str, version: str, opts: list[str], find_links: list[Path],
-                  stderr: str) -> str:
+def install_error(
+    requirement: str, package: str, version: str, opts: list[str], find_links: list[Path], stderr: str
+) -> str:
     """What a failed pip install says: pip's own last lines, and how to get a llama-cpp-python wheel."""
     tail = "\n".join(line for line in stderr.strip().splitlines() if "Location" not in line)[-1500:]
     hint = ""
     if package == "llama-cpp-python" and "--only-binary" in opts:
         where = ", ".join(map(str, find_links)) or "no wheel cache"
-        hint = (f" No prebuilt wheel of llama-cpp-python {version} was found (looked in {where} and the index); "
-                "build one once with `pip wheel --no-deps -w WHEELS llama-cpp-python==VERSION`, or pass --allow-build.")
+        hint = (
+            f" No prebuilt wheel of llama-cpp-python {version} was found (looked in {where} and the index); "
+            "build one once with `pip wheel --no-deps -w WHEELS llama-cpp-python==VERSION`, or pass --allow-build."
+        )
     return f"pip could not install {requirement}:{hint}\n{tail}"

@@ -93,6 +93,7 @@ def own_version(engine: str) -> str | None:
 
 # ------------------------------------------------------------------------------------------ registry
 
+
 @contextmanager
 def _locked(root: Path) -> Iterator[None]:
     root.mkdir(parents=True, exist_ok=True)
@@ -126,12 +127,15 @@ def list_envs(root: Path | str | None = None) -> list[EngineEnv]:
 
 # ------------------------------------------------------------------------------------------- install
 
+
 def _probe(python: str, engine: str) -> dict[str, str]:
     """Import the engine and the child's own modules under ``python``; the installed versions."""
-    code = ("import json, importlib, importlib.metadata as md\n"
-            f"for m in {list(ENGINE_MODULES[engine])!r} + ['siliconbench.results', 'worker.job.child_main']:\n"
-            "    importlib.import_module(m)\n"
-            "print(json.dumps({d.metadata['Name'].lower().replace('_', '-'): d.version for d in md.distributions()}))")
+    code = (
+        "import json, importlib, importlib.metadata as md\n"
+        f"for m in {list(ENGINE_MODULES[engine])!r} + ['siliconbench.results', 'worker.job.child_main']:\n"
+        "    importlib.import_module(m)\n"
+        "print(json.dumps({d.metadata['Name'].lower().replace('_', '-'): d.version for d in md.distributions()}))"
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     if out.returncode != 0:
@@ -139,9 +143,17 @@ def _probe(python: str, engine: str) -> dict[str, str]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def add(requirement: str, *, extra: list[str] | None = None, name: str | None = None,
-        root: Path | str | None = None, find_links: FindLinks = None, index_url: str | None = None,
-        allow_build: bool = False, progress: Callable[[str], None] | None = None) -> EngineEnv:
+def add(
+    requirement: str,
+    *,
+    extra: list[str] | None = None,
+    name: str | None = None,
+    root: Path | str | None = None,
+    find_links: FindLinks = None,
+    index_url: str | None = None,
+    allow_build: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> EngineEnv:
     """Create and record an environment holding ``requirement`` (e.g. ``mlx-lm==0.31.3``).
 
     ``extra`` pins more packages into it (``mlx[cpu]==0.31.2``). ``find_links`` (one folder or several) serves
@@ -164,8 +176,11 @@ def add(requirement: str, *, extra: list[str] | None = None, name: str | None = 
             if old.requirements == [f"{package}=={ver}", *extra] and old.ok():
                 say(f"{name} exists already")
                 return old
-            raise UserError("env", f"an environment named {name!r} exists with other requirements "
-                            f"({', '.join(old.requirements)}); remove it first or pass --name.")
+            raise UserError(
+                "env",
+                f"an environment named {name!r} exists with other requirements "
+                f"({', '.join(old.requirements)}); remove it first or pass --name.",
+            )
         path = base / name
         if path.exists():
             shutil.rmtree(path)  # left by an interrupted add: never recorded, never used
@@ -177,9 +192,25 @@ def add(requirement: str, *, extra: list[str] | None = None, name: str | None = 
         opts, reqs = pip_args(package, ver, extra, find_links=links, index_url=index_url, allow_build=allow_build)
         say(f"installing {' '.join(reqs)}")
         # This interpreter's pip installs into the new one (`--python`): no pip inside, a current pip.
-        pip = subprocess.run([sys.executable, "-m", "pip", "--python", python, "--disable-pip-version-check",
-                              "install", "-q", "-c", str(cons), *opts, *reqs], capture_output=True, text=True,
-                             timeout=PIP_TIMEOUT_S)
+        pip = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "--python",
+                python,
+                "--disable-pip-version-check",
+                "install",
+                "-q",
+                "-c",
+                str(cons),
+                *opts,
+                *reqs,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=PIP_TIMEOUT_S,
+        )
         if pip.returncode != 0:
             shutil.rmtree(path, ignore_errors=True)
             raise UserError("requirement", install_error(requirement, package, ver, opts, links, pip.stderr))
@@ -192,11 +223,18 @@ def add(requirement: str, *, extra: list[str] | None = None, name: str | None = 
         if got != ver:
             shutil.rmtree(path, ignore_errors=True)
             raise UserError("requirement", f"asked for {package} {ver} but the environment holds {got}.")
-        env = EngineEnv(name=name, engine=engine, package=package, version=ver, path=str(path), python=python,
-                        requirements=[f"{package}=={ver}", *extra],
-                        packages={k: versions[k] for k in RECORDED if k in versions},
-                        python_version=platform.python_version(),
-                        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        env = EngineEnv(
+            name=name,
+            engine=engine,
+            package=package,
+            version=ver,
+            path=str(path),
+            python=python,
+            requirements=[f"{package}=={ver}", *extra],
+            packages={k: versions[k] for k in RECORDED if k in versions},
+            python_version=platform.python_version(),
+            created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
         envs[name] = env
         _write(base, envs)
         say(f"ready: {name} ({', '.join(f'{k} {v}' for k, v in env.packages.items())})")
@@ -223,6 +261,7 @@ def remove(name: str, root: Path | str | None = None) -> EngineEnv:
 
 # -------------------------------------------------------------------------------------------- lookup
 
+
 def available(engine: str, root: Path | str | None = None) -> list[str]:
     """Every version of ``engine`` this host can run: its own first, then its environments' (names too)."""
     own = own_version(engine)
@@ -233,8 +272,14 @@ def available(engine: str, root: Path | str | None = None) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def python_for(engine: str, version: str | None, *, root: Path | str | None = None, install: bool = False,
-               progress: Callable[[str], None] | None = None) -> str:
+def python_for(
+    engine: str,
+    version: str | None,
+    *,
+    root: Path | str | None = None,
+    install: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> str:
     """The interpreter that runs ``engine`` at ``version``: this one for its own version (or None), an
     environment's otherwise. A version nothing holds is a UserError, or installed first if ``install``."""
     if version is None or version == own_version(engine):
@@ -248,18 +293,25 @@ def python_for(engine: str, version: str | None, *, root: Path | str | None = No
     if len(same) == 1:
         return same[0].python
     if len(same) > 1:
-        raise UserError(f"engine_versions.{engine}", f"{package} {version} is in several environments; "
-                        "name the one to use.", [e.name for e in same])
+        raise UserError(
+            f"engine_versions.{engine}",
+            f"{package} {version} is in several environments; name the one to use.",
+            [e.name for e in same],
+        )
     if install:
         return add(f"{package}=={version}", root=root, progress=progress).python
-    raise UserError(f"engine_versions.{engine}",
-                    f"{package} {version} is not installed on this host ({platform.node()}); run "
-                    f"`siliconbench env add {package}=={version}` first, or set `install_versions: true` in the "
-                    "sweep to install it before the run.", available(engine, root))
+    raise UserError(
+        f"engine_versions.{engine}",
+        f"{package} {version} is not installed on this host ({platform.node()}); run "
+        f"`siliconbench env add {package}=={version}` first, or set `install_versions: true` in the "
+        "sweep to install it before the run.",
+        available(engine, root),
+    )
 
 
-def interpreters(jobs, *, root: Path | str | None = None, install: bool = False,
-                 progress: Callable[[str], None] | None = None) -> dict[tuple[str, str], str]:
+def interpreters(
+    jobs, *, root: Path | str | None = None, install: bool = False, progress: Callable[[str], None] | None = None
+) -> dict[tuple[str, str], str]:
     """(engine, engine_version) -> interpreter for every versioned job; raises before anything runs."""
     out: dict[tuple[str, str], str] = {}
     for job in jobs:

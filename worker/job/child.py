@@ -82,13 +82,21 @@ def run_in_child(
     try:
         heat = thermal.before_job(job, read_thermal)
     except gate.GateRefused as exc:
-        return failed(job.job_id, str(exc), started_at=datetime.now(timezone.utc),
-                      extra={"thermal": {"mode": job.thermal, "refused": True}})
+        return failed(
+            job.job_id,
+            str(exc),
+            started_at=datetime.now(timezone.utc),
+            extra={"thermal": {"mode": job.thermal, "refused": True}},
+        )
     try:
         load = busy.before_job(job)
     except gate.GateRefused as exc:
-        return failed(job.job_id, str(exc), started_at=datetime.now(timezone.utc),
-                      extra={"busy": {"mode": job.busy, "refused": True}})
+        return failed(
+            job.job_id,
+            str(exc),
+            started_at=datetime.now(timezone.utc),
+            extra={"busy": {"mode": job.busy, "refused": True}},
+        )
     if job.workload == "generate":
         roofline.probed_gbs()  # cached a day; measured here, never in the job's own process
     result = _spawn_child(job, models_dir, python=python, timeout_s=timeout_s, on_event=on_event)
@@ -99,8 +107,14 @@ def run_in_child(
     return result
 
 
-def _spawn_child(job: JobSpec, models_dir: Path, *, python: str | None, timeout_s: float | None,
-               on_event: Callable[[dict], None] | None) -> JobResult:
+def _spawn_child(
+    job: JobSpec,
+    models_dir: Path,
+    *,
+    python: str | None,
+    timeout_s: float | None,
+    on_event: Callable[[dict], None] | None,
+) -> JobResult:
     timeout_s = timeout_s or job.timeout_s
     started = datetime.now(timezone.utc)
     try:
@@ -118,8 +132,12 @@ def _spawn_child(job: JobSpec, models_dir: Path, *, python: str | None, timeout_
     try:
         proc = subprocess.Popen(
             [python or sys.executable, "-m", "worker.job.child_main", str(write_fd)],
-            stdin=subprocess.PIPE, stdout=err, stderr=err, pass_fds=(write_fd,),
-            env=env, start_new_session=True,  # its own group: kill takes all of it
+            stdin=subprocess.PIPE,
+            stdout=err,
+            stderr=err,
+            pass_fds=(write_fd,),
+            env=env,
+            start_new_session=True,  # its own group: kill takes all of it
         )
         os.close(write_fd)
 
@@ -148,8 +166,13 @@ def _spawn_child(job: JobSpec, models_dir: Path, *, python: str | None, timeout_
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             thread.join(5)
-            return failed(job.job_id, f"timeout: the job ran past its limit of {timeout_s:g} s and was killed",
-                          _tail(err), started_at=started, wall_s=time.perf_counter() - t0)
+            return failed(
+                job.job_id,
+                f"timeout: the job ran past its limit of {timeout_s:g} s and was killed",
+                _tail(err),
+                started_at=started,
+                wall_s=time.perf_counter() - t0,
+            )
         thread.join(10)
         wall_s = time.perf_counter() - t0
         result_events = [e for e in lines if e.get("event") == "result"]

@@ -57,7 +57,6 @@ def main() -> int:
     try:
         return _run(emit)
     except Exception as exc:  # reported to the parent as a failed result, with the traceback on stderr
-
         traceback.print_exc()
         emit("error", error=f"{type(exc).__name__}: {exc}")
         return 1

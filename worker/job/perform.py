@@ -21,8 +21,9 @@ from worker.job.child import run_in_child
 from worker.service.sleep import prevent_sleep
 
 
-def perform_job(job: JobSpec, models_dir: Path, *, python: str | None = None,
-                on_event: Callable[[dict], None] | None = None) -> JobResult:
+def perform_job(
+    job: JobSpec, models_dir: Path, *, python: str | None = None, on_event: Callable[[dict], None] | None = None
+) -> JobResult:
     """The job's result; never raises for the job's own failure (see run_in_child)."""
     if not inside(job.artifact):
         return failed(job.job_id, f"artifact path {job.artifact!r} leads outside the models folder")

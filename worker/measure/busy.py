@@ -59,16 +59,24 @@ class CpuMark:
         steal = getattr(c, "steal", 0.0)
         busy = c.user + c.system + getattr(c, "nice", 0.0) + getattr(c, "irq", 0.0) + getattr(c, "softirq", 0.0) + steal
         sw = psutil.swap_memory()
-        return cls(wall=time.monotonic(), busy=busy, steal=steal,
-                   own=me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, swapped=int(sw.sin + sw.sout))
+        return cls(
+            wall=time.monotonic(),
+            busy=busy,
+            steal=steal,
+            own=me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
+            swapped=int(sw.sin + sw.sout),
+        )
 
     def since(self, start: CpuMark) -> dict:
         """Others' CPU and steal as a share of all cores, and bytes swapped, from ``start`` to this mark."""
         capacity = max(self.wall - start.wall, 1e-6) * (psutil.cpu_count() or 1)
         others = (self.busy - start.busy) - (self.own - start.own)
-        return {"others_cpu_pct": round(max(0.0, 100.0 * others / capacity), 1),
-                "steal_pct": round(max(0.0, 100.0 * (self.steal - start.steal) / capacity), 1),
-                "swapped_bytes": max(0, self.swapped - start.swapped), "seconds": round(self.wall - start.wall, 3)}
+        return {
+            "others_cpu_pct": round(max(0.0, 100.0 * others / capacity), 1),
+            "steal_pct": round(max(0.0, 100.0 * (self.steal - start.steal) / capacity), 1),
+            "swapped_bytes": max(0, self.swapped - start.swapped),
+            "seconds": round(self.wall - start.wall, 3),
+        }
 
 
 def sample(window_s: float = WINDOW_S, sleep: Callable[[float], None] = time.sleep) -> dict:
@@ -115,12 +123,15 @@ class BusyGate:
         return state["busy"]
 
     def refusal(self, state: dict) -> str:
-        return (f"busy: refuse: the host is busy now ({'; '.join(state['busy'])}); the job did not run. "
-                "Run it when the machine is quiet, or use busy: wait.")
+        return (
+            f"busy: refuse: the host is busy now ({'; '.join(state['busy'])}); the job did not run. "
+            "Run it when the machine is quiet, or use busy: wait."
+        )
 
 
-def before_job(job: JobSpec, sleep: Callable[[float], None] = time.sleep,
-               clock: Callable[[], float] = time.monotonic) -> dict:
+def before_job(
+    job: JobSpec, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic
+) -> dict:
     """Apply the job's busy gate; the record so far (``start``, ``waited_s``, ``timed_out``, and the CPU ``mark``
     the job's own share is measured from). Raises GateRefused."""
     return {**gate.hold(BusyGate(), job, sleep, clock), "mark": CpuMark.now()}

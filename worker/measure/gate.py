@@ -34,8 +34,9 @@ class Gate(Protocol):
         """The failed job's reason under mode refuse."""
 
 
-def hold(gate: Gate, job: JobSpec, sleep: Callable[[float], None] = time.sleep,
-         clock: Callable[[], float] = time.monotonic) -> dict:
+def hold(
+    gate: Gate, job: JobSpec, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic
+) -> dict:
     """Apply ``gate`` in the job's mode; the record so far (``mode``, ``start``, ``waited_s``, ``timed_out``).
     Raises GateRefused under mode refuse while the state is bad."""
     mode, timeout_s = getattr(job, gate.name), getattr(job, f"{gate.name}_timeout_s")

@@ -43,10 +43,16 @@ from worker.platform.threads import performance_cores
 # (Apple's M4 Pro/M4 Max announcement); M4 Max 546 (40-core GPU): macrumors.com/2024/10/30/apple-announces-m4-max-chip.
 # Chips without a sourced figure here (M1, M2, M3, the Ultras, the 32-core M4 Max) use the measured probe.
 PUBLISHED_GBS: dict[tuple[str, int | None], float] = {
-    ("Apple M1 Pro", None): 200, ("Apple M1 Max", None): 400,
-    ("Apple M2 Pro", None): 200, ("Apple M2 Max", None): 400,
-    ("Apple M3 Pro", None): 150, ("Apple M3 Max", 30): 300, ("Apple M3 Max", 40): 400,
-    ("Apple M4", None): 120, ("Apple M4 Pro", None): 273, ("Apple M4 Max", 40): 546,
+    ("Apple M1 Pro", None): 200,
+    ("Apple M1 Max", None): 400,
+    ("Apple M2 Pro", None): 200,
+    ("Apple M2 Max", None): 400,
+    ("Apple M3 Pro", None): 150,
+    ("Apple M3 Max", 30): 300,
+    ("Apple M3 Max", 40): 400,
+    ("Apple M4", None): 120,
+    ("Apple M4 Pro", None): 273,
+    ("Apple M4 Max", 40): 546,
 }
 KV_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "q8_0": 34 / 32, "q4_0": 18 / 32}
 PROBE_BYTES = 512 << 20  # 16x this VM's 32 MiB L3, 1/8 of an M-series Max's 48 MiB SLC x 100
@@ -105,8 +111,13 @@ def probed_gbs(cache: Path | None = None, measure: bool = True) -> dict:
     gbs = measure_gbs()
     others = CpuMark.now().since(start)["others_cpu_pct"]
     now = time.time()
-    new = {"measured_gbs": round(gbs, 2), "method": "read", "threads": performance_cores(),
-           "others_cpu_pct": round(others, 1), "measured_at": now}
+    new = {
+        "measured_gbs": round(gbs, 2),
+        "method": "read",
+        "threads": performance_cores(),
+        "others_cpu_pct": round(others, 1),
+        "measured_at": now,
+    }
     if others > BUSY_CPU_PCT:
         # The figure stays out (a stale quiet one is kept, unused past its day): only when to try again.
         _write(cache, {**rec, "busy_at": now})
@@ -137,8 +148,10 @@ def weight_bytes(artifact: Path) -> int:
     if not sizes:
         files = [artifact] if artifact.is_file() else sorted(artifact.glob("*.safetensors"))
         return sum(f.stat().st_size for f in files)
-    for embed, output, rows in (("token_embd.weight", "output.weight", None),
-                                ("model.embed_tokens.weight", "lm_head.weight", None)):
+    for embed, output, rows in (
+        ("token_embd.weight", "output.weight", None),
+        ("model.embed_tokens.weight", "lm_head.weight", None),
+    ):
         if embed in sizes and output in sizes:  # untied: one row of the input table per token
             sizes[embed] = sizes[embed] // max(sizes.get(f"{embed}#rows", 1), 1)
     return sum(v for k, v in sizes.items() if not k.endswith("#rows"))
@@ -178,8 +191,17 @@ def kv_bytes_per_token(m: ModelManifest, position: float, kv_dtype: str) -> floa
     return 2 * m.n_layers * m.n_kv_heads * (m.hidden_size // m.n_heads) * position * per_value
 
 
-def bound(manifest: ModelManifest, artifact: Path, n_depth: int, n_prompt: int, n_gen: int, kv_dtype: str,
-          chip: str | None, gpu_cores: int | None, gpu: dict | None = None) -> dict:
+def bound(
+    manifest: ModelManifest,
+    artifact: Path,
+    n_depth: int,
+    n_prompt: int,
+    n_gen: int,
+    kv_dtype: str,
+    chip: str | None,
+    gpu_cores: int | None,
+    gpu: dict | None = None,
+) -> dict:
     """The roofline record of a decode job: bytes per token, the bandwidth used and where it came from.
 
     ``gpu``: where the engine ran on a discrete GPU (a CUDA backend), its NVML facts: the weights stream from the
@@ -193,10 +215,17 @@ def bound(manifest: ModelManifest, artifact: Path, n_depth: int, n_prompt: int, 
     gbs = published or probe.get("measured_gbs")
     if not gbs:
         return {"weights_bytes": weights, "kv_bytes_per_token": round(kv), "bytes_per_token": round(weights + kv)}
-    return {"weights_bytes": weights, "kv_bytes_per_token": round(kv), "bytes_per_token": round(weights + kv),
-            "bandwidth_gbs": gbs, "bandwidth_source": "published" if published else "measured",
-            "published_gbs": published, "measured_gbs": probe.get("measured_gbs"), "probe_method": probe.get("method"),
-            "bound_tps": round(gbs * 1e9 / (weights + kv), 2)}
+    return {
+        "weights_bytes": weights,
+        "kv_bytes_per_token": round(kv),
+        "bytes_per_token": round(weights + kv),
+        "bandwidth_gbs": gbs,
+        "bandwidth_source": "published" if published else "measured",
+        "published_gbs": published,
+        "measured_gbs": probe.get("measured_gbs"),
+        "probe_method": probe.get("method"),
+        "bound_tps": round(gbs * 1e9 / (weights + kv), 2),
+    }
 
 
 def gpu_record(gpu: dict, weights: int, kv: float) -> dict:
@@ -205,8 +234,11 @@ def gpu_record(gpu: dict, weights: int, kv: float) -> dict:
     gbs = gpu.get("bandwidth_datasheet_gbs") or gpu.get("bandwidth_theoretical_gbs")
     if gbs:
         source = "datasheet" if gpu.get("bandwidth_datasheet_gbs") else "bus width x memory clock"
-        record |= {"bandwidth_gbs": gbs, "bandwidth_source": f"{gpu.get('name')} {source}",
-                   "bound_tps": round(gbs * 1e9 / (weights + kv), 2)}
+        record |= {
+            "bandwidth_gbs": gbs,
+            "bandwidth_source": f"{gpu.get('name')} {source}",
+            "bound_tps": round(gbs * 1e9 / (weights + kv), 2),
+        }
     return record
 
 

@@ -24,8 +24,16 @@ from worker import platform
 from worker.measure import gate
 
 POLL_S = 5.0
-KEPT = ("thermal_state", "power_source", "low_power_mode", "battery_percent", "max_temp_c",  # both platforms
-        "cpu_speed_limit", "thermal_warning_level", "performance_warning_level")  # pmset on a Mac
+KEPT = (
+    "thermal_state",
+    "power_source",
+    "low_power_mode",
+    "battery_percent",
+    "max_temp_c",  # both platforms
+    "cpu_speed_limit",
+    "thermal_warning_level",
+    "performance_warning_level",
+)  # pmset on a Mac
 
 
 def reading(read: Callable[[], dict] | None = None) -> dict:
@@ -49,12 +57,18 @@ class ThermalGate:
         return ["the host is throttled"] if state.get("thermal_state") == "throttled" else []
 
     def refusal(self, state: dict) -> str:
-        return (f"thermal: refuse: the host is throttled now ({_shown(state)}); the job did not run. "
-                "Let it cool (delay_s), or use thermal: wait.")
+        return (
+            f"thermal: refuse: the host is throttled now ({_shown(state)}); the job did not run. "
+            "Let it cool (delay_s), or use thermal: wait."
+        )
 
 
-def before_job(job: JobSpec, read: Callable[[], dict] | None = None, sleep: Callable[[float], None] = time.sleep,
-               clock: Callable[[], float] = time.monotonic) -> dict:
+def before_job(
+    job: JobSpec,
+    read: Callable[[], dict] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict:
     """Apply the job's thermal gate; the record so far (``start``, ``waited_s``, ``timed_out``). Raises GateRefused."""
     return gate.hold(ThermalGate(read), job, sleep, clock)
 
@@ -63,9 +77,13 @@ def after_job(record: dict, read: Callable[[], dict] | None = None) -> dict:
     """The full record: ``end`` read now, and ``throttled`` if the job began or ended throttled."""
     end = reading(read)
     states = (record["start"].get("thermal_state"), end.get("thermal_state"))
-    return {**record, "end": end, "throttled": "throttled" in states,
-            "on_battery": "battery" in (record["start"].get("power_source"), end.get("power_source")),
-            "low_power_mode": bool(record["start"].get("low_power_mode") or end.get("low_power_mode"))}
+    return {
+        **record,
+        "end": end,
+        "throttled": "throttled" in states,
+        "on_battery": "battery" in (record["start"].get("power_source"), end.get("power_source")),
+        "low_power_mode": bool(record["start"].get("low_power_mode") or end.get("low_power_mode")),
+    }
 
 
 def _shown(state: dict) -> str:

@@ -29,16 +29,27 @@ Say = Callable[[str], None]
 SHAPE_FIELDS = ("architecture", "n_layers", "hidden_size", "vocab_size")
 
 
-def add_model(models_dir: Path, name: str, sources: list[str], *, to_existing: bool = False, force: bool = False,
-              convert: bool = False, allow_tokenizer_mismatch: bool = False, say: Say | None = None,
-              progress: ByteProgress | None = None) -> ModelManifest:
+def add_model(
+    models_dir: Path,
+    name: str,
+    sources: list[str],
+    *,
+    to_existing: bool = False,
+    force: bool = False,
+    convert: bool = False,
+    allow_tokenizer_mismatch: bool = False,
+    say: Say | None = None,
+    progress: ByteProgress | None = None,
+) -> ModelManifest:
     say = say or (lambda _m: None)
     models_dir = Path(models_dir).expanduser().absolute()
     _check_name(name)
     final = models_dir / name
     existing = _existing(final, to_existing, force)
     if not sources:
-        raise UserError("source", "name at least one SOURCE: a GGUF file, a model folder, file://, https:// or hf:ORG/REPO.")
+        raise UserError(
+            "source", "name at least one SOURCE: a GGUF file, a model folder, file://, https:// or hf:ORG/REPO."
+        )
 
     forms: list[tuple[Resolved, FormFacts]] = []
     for src in sources:
@@ -78,12 +89,19 @@ def add_model(models_dir: Path, name: str, sources: list[str], *, to_existing: b
         mismatch = _tokenizers(final, stage, kept, new, allow_tokenizer_mismatch, say)
         head = next((f for _r, f in forms if f.level == "full"), forms[0][1])
         manifest = ModelManifest(
-            name=name, family=head.shape()["architecture"], params=existing.params if existing else head.params,
-            n_ctx=head.n_ctx, hidden_size=head.hidden_size, n_layers=head.n_layers, n_heads=head.n_heads,
-            n_kv_heads=head.n_kv_heads, vocab_size=head.vocab_size,
+            name=name,
+            family=head.shape()["architecture"],
+            params=existing.params if existing else head.params,
+            n_ctx=head.n_ctx,
+            hidden_size=head.hidden_size,
+            n_layers=head.n_layers,
+            n_heads=head.n_heads,
+            n_kv_heads=head.n_kv_heads,
+            vocab_size=head.vocab_size,
             source=existing.source if existing else "models add " + " ".join(sources),
             artifacts=kept + new,
-            tokenizer_mismatch=mismatch or (existing.tokenizer_mismatch if existing else None))
+            tokenizer_mismatch=mismatch or (existing.tokenizer_mismatch if existing else None),
+        )
         _move_into_place(stage, final, new, replace=force and not to_existing)
         write_manifest(final, manifest)
     finally:
@@ -104,33 +122,55 @@ def _existing(final: Path, to_existing: bool, force: bool) -> ModelManifest | No
             raise UserError("--to-existing", f"there is no model {final.name!r} in {final.parent} to add forms to.")
         return ModelManifest.model_validate_json(mf.read_text())
     if final.exists() and not force:
-        raise UserError("name", f"model {final.name!r} already exists in {final.parent}: add forms to it with "
-                        "--to-existing, or replace it with --force.")
+        raise UserError(
+            "name",
+            f"model {final.name!r} already exists in {final.parent}: add forms to it with "
+            "--to-existing, or replace it with --force.",
+        )
     return None
 
 
 def _check_same_model(forms: list[tuple[Resolved, FormFacts]], existing: ModelManifest | None) -> None:
     """Every form has the first one's architecture, layers, hidden size and vocabulary (and the model's)."""
-    ref_name, ref = (f"model {existing.name!r}", {"architecture": existing.family, "n_layers": existing.n_layers,
-                                                  "hidden_size": existing.hidden_size,
-                                                  "vocab_size": existing.vocab_size}) if existing else \
-        (forms[0][0].source, forms[0][1].shape())
+    ref_name, ref = (
+        (
+            f"model {existing.name!r}",
+            {
+                "architecture": existing.family,
+                "n_layers": existing.n_layers,
+                "hidden_size": existing.hidden_size,
+                "vocab_size": existing.vocab_size,
+            },
+        )
+        if existing
+        else (forms[0][0].source, forms[0][1].shape())
+    )
     for r, f in forms:
         shape = f.shape()
         for key in SHAPE_FIELDS:
             if shape[key] != ref[key]:
-                raise UserError(key, f"{r.source} has {key} {shape[key]!r} but {ref_name} has {ref[key]!r}: not the "
-                                "same model. Add it under another name.")
+                raise UserError(
+                    key,
+                    f"{r.source} has {key} {shape[key]!r} but {ref_name} has {ref[key]!r}: not the "
+                    "same model. Add it under another name.",
+                )
 
 
-def _artifact(stage: Path, r: Resolved, f: FormFacts, cache: DigestCache, progress: ByteProgress | None,
-              taken: set[str]) -> Artifact:
+def _artifact(
+    stage: Path, r: Resolved, f: FormFacts, cache: DigestCache, progress: ByteProgress | None, taken: set[str]
+) -> Artifact:
     """Links (or, for a converted file, the file itself) under ``stage``, and the artifact that describes them."""
     made_here = f.base.is_relative_to(stage)
     rel = _free(f"mlx-{f.quant}", taken) if f.format == "mlx" else _free_gguf(f.files[0], taken)
     # a converted file exists here only: no origin to fetch it from; its source is in details
-    art = artifact_from(f, rel, cache, origin=None if made_here else r.origin, progress=progress,
-                        details={"converted_from": r.source} if made_here else None)
+    art = artifact_from(
+        f,
+        rel,
+        cache,
+        origin=None if made_here else r.origin,
+        progress=progress,
+        details={"converted_from": r.source} if made_here else None,
+    )
     if not made_here:
         folder = Path(rel) if f.format == "mlx" else Path(rel).parent  # split parts lie beside the first
         for sf in art.files:
@@ -157,9 +197,11 @@ def _free_gguf(first: str, taken: set[str]) -> str:
     return f"{folder}/{first}"
 
 
-def _tokenizers(final: Path, stage: Path, kept: list[Artifact], new: list[Artifact], allow: bool,
-                say: Say) -> str | None:
+def _tokenizers(
+    final: Path, stage: Path, kept: list[Artifact], new: list[Artifact], allow: bool, say: Say
+) -> str | None:
     """Where the model has both a GGUF and an MLX form: both engines must turn one text into the same ids."""
+
     def where(a: Artifact) -> Path:
         return (stage if a in new else final) / a.path
 
@@ -174,9 +216,12 @@ def _tokenizers(final: Path, stage: Path, kept: list[Artifact], new: list[Artifa
     if diff is None:
         return None
     if not allow:
-        raise UserError("tokenizer", f"{diff} The two forms would not be given the same tokens; "
-                        "add them under different names, or pass --allow-tokenizer-mismatch to record the "
-                        "difference on every result.")
+        raise UserError(
+            "tokenizer",
+            f"{diff} The two forms would not be given the same tokens; "
+            "add them under different names, or pass --allow-tokenizer-mismatch to record the "
+            "difference on every result.",
+        )
     say(f"tokenizers differ (recorded on every result): {diff}")
     return diff
 

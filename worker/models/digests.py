@@ -82,11 +82,26 @@ def artifact_digest(files: list[SourceFile], directory: bool) -> str:
     return combined_sha256((f.path, f.sha256) for f in sorted(files, key=lambda f: f.path))
 
 
-def artifact_from(facts, rel: str, cache: DigestCache, *, origin=None, details: dict | None = None,
-                  progress: ByteProgress | None = None) -> Artifact:
+def artifact_from(
+    facts,
+    rel: str,
+    cache: DigestCache,
+    *,
+    origin=None,
+    details: dict | None = None,
+    progress: ByteProgress | None = None,
+) -> Artifact:
     """The artifact of one form (`facts.FormFacts`) at ``rel`` in its model's folder: its files digested (through
     the cache), their total size, the artifact's digest, and the facts read from the files."""
     files = cache.files(facts.base, facts.files, progress)
-    return Artifact(format=facts.format, quant=facts.quant, level=facts.level, path=rel,
-                    size_bytes=sum(f.size_bytes for f in files), sha256=artifact_digest(files, facts.format == "mlx"),
-                    files=files, origin=origin, details={**facts.details, **(details or {})})
+    return Artifact(
+        format=facts.format,
+        quant=facts.quant,
+        level=facts.level,
+        path=rel,
+        size_bytes=sum(f.size_bytes for f in files),
+        sha256=artifact_digest(files, facts.format == "mlx"),
+        files=files,
+        origin=origin,
+        details={**facts.details, **(details or {})},
+    )

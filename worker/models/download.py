@@ -24,8 +24,9 @@ TIMEOUT_S = 60
 
 class DigestMismatch(UserError):
     def __init__(self, what: str, expected: str, got: str):
-        super().__init__("sha256", f"{what}: sha256 {got} does not match the manifest's {expected}; the copy was "
-                         "discarded.")
+        super().__init__(
+            "sha256", f"{what}: sha256 {got} does not match the manifest's {expected}; the copy was discarded."
+        )
         self.expected, self.got = expected, got
 
 
@@ -41,8 +42,9 @@ def join(base: str, rel: str) -> str:
     return base.rstrip("/") + "/" + urllib.parse.quote(rel)
 
 
-def fetch_file(url: str, dest: Path, *, sha256: str | None = None, size: int | None = None,
-               progress: ByteProgress | None = None) -> Path:
+def fetch_file(
+    url: str, dest: Path, *, sha256: str | None = None, size: int | None = None, progress: ByteProgress | None = None
+) -> Path:
     """``url`` copied to ``dest`` (resuming ``dest.partial``), its digest checked when ``sha256`` is given."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.with_name(dest.name + ".partial")
@@ -81,8 +83,11 @@ def fetch_file(url: str, dest: Path, *, sha256: str | None = None, size: int | N
     except urllib.error.HTTPError as exc:
         raise UserError("source", f"{url}: HTTP {exc.code} {exc.reason}.") from exc
     except (urllib.error.URLError, OSError) as exc:
-        raise UserError("source", f"{url}: the download stopped ({exc}); run again to resume from "
-                        f"{partial.stat().st_size if partial.exists() else 0:,} bytes.") from exc
+        raise UserError(
+            "source",
+            f"{url}: the download stopped ({exc}); run again to resume from "
+            f"{partial.stat().st_size if partial.exists() else 0:,} bytes.",
+        ) from exc
     got = h.hexdigest()
     if sha256 is not None and got != sha256:
         partial.unlink(missing_ok=True)
@@ -111,5 +116,8 @@ def check_space(folder: Path, need: int, what: str, margin: int = 1 << 30) -> No
     """Refuse before copying anything where ``need`` bytes and a margin do not fit."""
     free = free_bytes(folder)
     if need + margin > free:
-        raise UserError("disk", f"{what} needs {need / 2**30:.2f} GiB (+{margin / 2**30:.0f} GiB margin) in {folder}, "
-                        f"which has {free / 2**30:.2f} GiB free.")
+        raise UserError(
+            "disk",
+            f"{what} needs {need / 2**30:.2f} GiB (+{margin / 2**30:.0f} GiB margin) in {folder}, "
+            f"which has {free / 2**30:.2f} GiB free.",
+        )

@@ -19,8 +19,17 @@ from siliconbench.manifest import level_of
 
 SPLIT = re.compile(r"^(?P<stem>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 # The files mlx-lm's loader reads from a model folder (mlx_lm.utils: its snapshot_download allow-list).
-MLX_PATTERNS = ("*.json", "model*.safetensors", "*.py", "tokenizer.model", "*.tiktoken", "tiktoken.model", "*.txt",
-                "*.jsonl", "*.jinja")
+MLX_PATTERNS = (
+    "*.json",
+    "model*.safetensors",
+    "*.py",
+    "tokenizer.model",
+    "*.tiktoken",
+    "tiktoken.model",
+    "*.txt",
+    "*.jsonl",
+    "*.jinja",
+)
 # Architectures that are the same network under two names (HF model_type -> llama.cpp's architecture).
 SAME_ARCH = {"mistral": "llama"}
 # safetensors dtype -> our weight dtype names
@@ -47,8 +56,12 @@ class FormFacts:
     details: dict = field(default_factory=dict)
 
     def shape(self) -> dict:
-        return {"architecture": SAME_ARCH.get(self.architecture, self.architecture), "n_layers": self.n_layers,
-                "hidden_size": self.hidden_size, "vocab_size": self.vocab_size}
+        return {
+            "architecture": SAME_ARCH.get(self.architecture, self.architecture),
+            "n_layers": self.n_layers,
+            "hidden_size": self.hidden_size,
+            "vocab_size": self.vocab_size,
+        }
 
 
 def split_parts(first: Path) -> list[Path]:
@@ -57,13 +70,18 @@ def split_parts(first: Path) -> list[Path]:
     if not m:
         return [first]
     if int(m["no"]) != 1:
-        raise UserError("source", f"{first} is part {int(m['no'])} of a split GGUF: give its first part, "
-                        f"{m['stem']}-00001-of-{m['count']}.gguf.")
+        raise UserError(
+            "source",
+            f"{first} is part {int(m['no'])} of a split GGUF: give its first part, "
+            f"{m['stem']}-00001-of-{m['count']}.gguf.",
+        )
     count = int(m["count"])
     parts = [first.with_name(f"{m['stem']}-{i:05d}-of-{m['count']}.gguf") for i in range(1, count + 1)]
     missing = [p.name for p in parts if not p.is_file()]
     if missing:
-        raise UserError("source", f"split GGUF {first.name} has {count} parts; missing beside it: {', '.join(missing)}.")
+        raise UserError(
+            "source", f"split GGUF {first.name} has {count} parts; missing beside it: {', '.join(missing)}."
+        )
     return parts
 
 
@@ -82,6 +100,7 @@ def read_gguf_header(path: Path) -> GgufHeader:
     """A GGUF's metadata and tensor table, read straight from its header (the `gguf` package's reader
     parses every element of every array into numpy: 3.6 s for SmolLM2's 49,152-token vocabulary)."""
     with path.open("rb") as f:
+
         def unpack(fmt: str):
             return struct.unpack(fmt, f.read(struct.calcsize(fmt)))[0]
 
@@ -142,7 +161,9 @@ def gguf_facts(first: Path) -> FormFacts:
     if not arch:
         raise UserError("source", f"{first} has no general.architecture: not a model GGUF.")
     if arch not in set(gguf.MODEL_ARCH_NAMES.values()):
-        raise UserError("source", f"{first}: architecture {arch!r} is not one llama.cpp (gguf {gguf.__version__}) runs.")
+        raise UserError(
+            "source", f"{first}: architecture {arch!r} is not one llama.cpp (gguf {gguf.__version__}) runs."
+        )
     tensors = [t for h in headers for t in h.tensors]
     types, n_elements, n_bytes = Counter(), 0, 0
     for _name, shape, ttype in tensors:
@@ -168,13 +189,27 @@ def gguf_facts(first: Path) -> FormFacts:
     if level is None:
         raise UserError("source", f"{first}: quantization {quant} has no level (full, q8 ... q2) to pair it at.")
     return FormFacts(
-        format="gguf", architecture=arch, params=n_elements, n_layers=int(key(f"{arch}.block_count", 0)),
-        hidden_size=int(key(f"{arch}.embedding_length", 0)), n_heads=heads, n_kv_heads=kv_heads, vocab_size=vocab,
-        n_ctx=int(key(f"{arch}.context_length", 0)), quant=quant, level=level,
-        files=[p.name for p in parts], base=first.parent,
-        details={"file_type": quant, "tensor_types": dict(sorted(types.items())),
-                 "bits_per_weight": round(8 * n_bytes / max(n_elements, 1), 3), "split_parts": len(parts),
-                 "tokenizer": key("tokenizer.ggml.model"), "pre_tokenizer": key("tokenizer.ggml.pre")},
+        format="gguf",
+        architecture=arch,
+        params=n_elements,
+        n_layers=int(key(f"{arch}.block_count", 0)),
+        hidden_size=int(key(f"{arch}.embedding_length", 0)),
+        n_heads=heads,
+        n_kv_heads=kv_heads,
+        vocab_size=vocab,
+        n_ctx=int(key(f"{arch}.context_length", 0)),
+        quant=quant,
+        level=level,
+        files=[p.name for p in parts],
+        base=first.parent,
+        details={
+            "file_type": quant,
+            "tensor_types": dict(sorted(types.items())),
+            "bits_per_weight": round(8 * n_bytes / max(n_elements, 1), 3),
+            "split_parts": len(parts),
+            "tokenizer": key("tokenizer.ggml.model"),
+            "pre_tokenizer": key("tokenizer.ggml.pre"),
+        },
     )
 
 
@@ -209,8 +244,11 @@ def hf_facts(folder: Path) -> FormFacts:
     get = lambda k, d=None: config.get(k, text.get(k, d))  # noqa: E731 - multimodal configs nest the LM's keys
     weights = sorted(folder.glob("model*.safetensors"))
     if not weights:
-        raise UserError("source", f"{folder} has no model*.safetensors (PyTorch .bin checkpoints are not supported: "
-                        "neither engine reads them without torch).")
+        raise UserError(
+            "source",
+            f"{folder} has no model*.safetensors (PyTorch .bin checkpoints are not supported: "
+            "neither engine reads them without torch).",
+        )
     model_type = get("model_type")
     _check_mlx_runs(folder, model_type)
     q = config.get("quantization") or config.get("quantization_config") or {}
@@ -247,13 +285,27 @@ def hf_facts(folder: Path) -> FormFacts:
     heads = int(get("num_attention_heads", 0))
     files = sorted(str(p.relative_to(folder)) for pat in MLX_PATTERNS for p in folder.glob(pat) if p.is_file())
     return FormFacts(
-        format="mlx", architecture=model_type or "?", params=params, n_layers=int(get("num_hidden_layers", 0)),
-        hidden_size=int(get("hidden_size", 0)), n_heads=heads, n_kv_heads=int(get("num_key_value_heads", heads)),
-        vocab_size=int(get("vocab_size", 0)), n_ctx=int(get("max_position_embeddings", 0)), quant=quant,
-        level=level, files=files, base=folder,
-        details={"quantization": {"bits": bits, "group_size": group, "mode": mode, "overridden_layers": len(overrides)}
-                 if bits else None, "weight_dtype": quant if not bits else None,
-                 "bits_per_weight": round(8 * n_bytes / max(params, 1), 3), "model_type": model_type},
+        format="mlx",
+        architecture=model_type or "?",
+        params=params,
+        n_layers=int(get("num_hidden_layers", 0)),
+        hidden_size=int(get("hidden_size", 0)),
+        n_heads=heads,
+        n_kv_heads=int(get("num_key_value_heads", heads)),
+        vocab_size=int(get("vocab_size", 0)),
+        n_ctx=int(get("max_position_embeddings", 0)),
+        quant=quant,
+        level=level,
+        files=files,
+        base=folder,
+        details={
+            "quantization": {"bits": bits, "group_size": group, "mode": mode, "overridden_layers": len(overrides)}
+            if bits
+            else None,
+            "weight_dtype": quant if not bits else None,
+            "bits_per_weight": round(8 * n_bytes / max(params, 1), 3),
+            "model_type": model_type,
+        },
     )
 
 

@@ -41,8 +41,11 @@ def fetch_for_job(models_dir: Path, payload: dict, progress: ByteProgress | None
     origin = art.origin
     if origin is None or not origin.fetchable:
         where = f"a file on {origin.host} only ({origin.location})" if origin else "made on another host"
-        raise UserError("model", f"{facts.name} {art.quant} is {where}: run `siliconbench models add {facts.name} "
-                        "<its file or folder> --to-existing` on this Mac, or add it from a source the fleet can reach.")
+        raise UserError(
+            "model",
+            f"{facts.name} {art.quant} is {where}: run `siliconbench models add {facts.name} "
+            "<its file or folder> --to-existing` on this Mac, or add it from a source the fleet can reach.",
+        )
     check_space(models_dir, art.size_bytes, f"{facts.name} {art.quant}")
     directory = art.format == "mlx"
     folder = Path(art.path) if directory else Path(art.path).parent  # where the files go, in the model's folder
@@ -86,8 +89,11 @@ def _register(final: Path, facts: ModelManifest, art: Artifact) -> None:
         m = ModelManifest.model_validate_json(mf.read_text())
         for key in ("n_layers", "hidden_size", "vocab_size"):
             if getattr(m, key) != getattr(facts, key):
-                raise UserError(key, f"this host's model {m.name!r} has {key} {getattr(m, key)} but the sweep's has "
-                                f"{getattr(facts, key)}: not the same model; rename one of them.")
+                raise UserError(
+                    key,
+                    f"this host's model {m.name!r} has {key} {getattr(m, key)} but the sweep's has "
+                    f"{getattr(facts, key)}: not the same model; rename one of them.",
+                )
         m.artifacts = [a for a in m.artifacts if a.path != art.path and a.sha256 != art.sha256] + [art]
     else:
         m = facts.model_copy(update={"artifacts": [art]})

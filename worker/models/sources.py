@@ -48,8 +48,11 @@ def resolve(source: str, models_dir: Path, progress: ByteProgress | None = None)
     if scheme in ("http", "https"):
         name = Path(urllib.parse.urlsplit(source).path).name
         if not name.lower().endswith(".gguf") or SPLIT.match(name):
-            raise UserError("source", f"{source}: an http(s) source is one GGUF file; add a folder or a split set "
-                            "from hf:, file:// or a path.")
+            raise UserError(
+                "source",
+                f"{source}: an http(s) source is one GGUF file; add a folder or a split set "
+                "from hf:, file:// or a path.",
+            )
         dest = Path(models_dir) / DOWNLOADS / urllib.parse.urlsplit(source).netloc / name
         if not dest.is_file():
             fetch_file(source, dest, progress=progress)
@@ -94,16 +97,22 @@ def resolve_hf(source: str, *, revision: str | None = None, files: list[str] | N
         return Resolved(source, snapshot, origin)
     if not pattern:
         if "config.json" not in matched:
-            raise UserError("source", f"{source}: the repository has no config.json at {snapshot.name[:12]}; name "
-                            "its GGUF files with :PATTERN (hf:ORG/REPO:Q4_K_M).")
+            raise UserError(
+                "source",
+                f"{source}: the repository has no config.json at {snapshot.name[:12]}; name "
+                "its GGUF files with :PATTERN (hf:ORG/REPO:Q4_K_M).",
+            )
         return Resolved(source, snapshot, origin)
     ggufs = [f for f in matched if f.lower().endswith(".gguf")]
     firsts = [f for f in ggufs if not SPLIT.match(Path(f).name) or SPLIT.match(Path(f).name)["no"] == "00001"]
     if not firsts:
         raise UserError("source", f"{source}: no GGUF file of {repo} at {snapshot.name[:12]} matches {pattern!r}.")
     if len(firsts) > 1:
-        raise UserError("source", f"{source}: {pattern!r} matches {len(firsts)} GGUF files ({', '.join(firsts)}); "
-                        "give a pattern that names one.")
+        raise UserError(
+            "source",
+            f"{source}: {pattern!r} matches {len(firsts)} GGUF files ({', '.join(firsts)}); "
+            "give a pattern that names one.",
+        )
     sub = str(Path(firsts[0]).parent)
     return Resolved(source, snapshot / firsts[0], origin.model_copy(update={"subfolder": None if sub == "." else sub}))
 
@@ -115,11 +124,17 @@ def _snapshot(source: str, repo: str, revision: str | None, allow: list[str]) ->
     try:
         return Path(huggingface_hub.snapshot_download(repo, revision=revision, allow_patterns=allow))
     except errors.LocalEntryNotFoundError as exc:
-        raise UserError("source", f"{source}: not in the Hugging Face cache ({huggingface_hub.constants.HF_HUB_CACHE}) "
-                        "and the Hub cannot be reached" + (" (HF_HUB_OFFLINE is set)" if huggingface_hub.constants.HF_HUB_OFFLINE else "")
-                        + ".") from exc
+        raise UserError(
+            "source",
+            f"{source}: not in the Hugging Face cache ({huggingface_hub.constants.HF_HUB_CACHE}) "
+            "and the Hub cannot be reached"
+            + (" (HF_HUB_OFFLINE is set)" if huggingface_hub.constants.HF_HUB_OFFLINE else "")
+            + ".",
+        ) from exc
     except errors.RepositoryNotFoundError as exc:
-        raise UserError("source", f"{source}: no repository {repo} on the Hub (or it is private: set HF_TOKEN).") from exc
+        raise UserError(
+            "source", f"{source}: no repository {repo} on the Hub (or it is private: set HF_TOKEN)."
+        ) from exc
     except errors.RevisionNotFoundError as exc:
         raise UserError("source", f"{source}: {repo} has no revision {revision!r}.") from exc
     except errors.HfHubHTTPError as exc:

@@ -54,12 +54,24 @@ def compare_tokenizers(gguf: Path, folder: Path, text: str | None = None) -> str
     b, binfo = mlx_ids(folder, text)
     if a != b:
         i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-        show = lambda ids, info: ", ".join(f"{t} {info['pieces'].get(t, '')!r}" for t in ids[i:i + 3]) or "end"  # noqa: E731
-        return (f"llama.cpp and mlx-lm tokenize the check text differently ({len(a)} vs {len(b)} tokens): first "
-                f"difference at token {i}: llama.cpp [{show(a, ainfo)}] vs mlx-lm [{show(b, binfo)}].")
-    diffs = [k for k in ("bos", "eos") if ainfo["special"][k] is not None and binfo["special"][k] is not None
-             and ainfo["special"][k] != binfo["special"][k]]
+        show = lambda ids, info: ", ".join(f"{t} {info['pieces'].get(t, '')!r}" for t in ids[i : i + 3]) or "end"  # noqa: E731
+        return (
+            f"llama.cpp and mlx-lm tokenize the check text differently ({len(a)} vs {len(b)} tokens): first "
+            f"difference at token {i}: llama.cpp [{show(a, ainfo)}] vs mlx-lm [{show(b, binfo)}]."
+        )
+    diffs = [
+        k
+        for k in ("bos", "eos")
+        if ainfo["special"][k] is not None
+        and binfo["special"][k] is not None
+        and ainfo["special"][k] != binfo["special"][k]
+    ]
     if diffs:
-        return "; ".join(f"{k.upper()} id is {ainfo['special'][k]} for llama.cpp and {binfo['special'][k]} for mlx-lm"
-                         for k in diffs) + "."
+        return (
+            "; ".join(
+                f"{k.upper()} id is {ainfo['special'][k]} for llama.cpp and {binfo['special'][k]} for mlx-lm"
+                for k in diffs
+            )
+            + "."
+        )
     return None

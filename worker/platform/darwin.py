@@ -37,17 +37,46 @@ LIBSYSTEM = "/usr/lib/libSystem.B.dylib"  # libproc's proc_pid_rusage is exporte
 class RusageInfoV4(ctypes.Structure):
     """``struct rusage_info_v4`` of the macOS SDK's <sys/resource.h>, field for field (byte counts, ns)."""
 
-    _fields_ = [("ri_uuid", ctypes.c_uint8 * 16)] + [(name, ctypes.c_uint64) for name in (
-        "ri_user_time", "ri_system_time", "ri_pkg_idle_wkups", "ri_interrupt_wkups", "ri_pageins",
-        "ri_wired_size", "ri_resident_size", "ri_phys_footprint", "ri_proc_start_abstime",
-        "ri_proc_exit_abstime", "ri_child_user_time", "ri_child_system_time", "ri_child_pkg_idle_wkups",
-        "ri_child_interrupt_wkups", "ri_child_pageins", "ri_child_elapsed_abstime", "ri_diskio_bytesread",
-        "ri_diskio_byteswritten", "ri_cpu_time_qos_default", "ri_cpu_time_qos_maintenance",
-        "ri_cpu_time_qos_background", "ri_cpu_time_qos_utility", "ri_cpu_time_qos_legacy",
-        "ri_cpu_time_qos_user_initiated", "ri_cpu_time_qos_user_interactive", "ri_billed_system_time",
-        "ri_serviced_system_time", "ri_logical_writes", "ri_lifetime_max_phys_footprint", "ri_instructions",
-        "ri_cycles", "ri_billed_energy", "ri_serviced_energy", "ri_interval_max_phys_footprint",
-        "ri_runnable_time")]
+    _fields_ = [("ri_uuid", ctypes.c_uint8 * 16)] + [
+        (name, ctypes.c_uint64)
+        for name in (
+            "ri_user_time",
+            "ri_system_time",
+            "ri_pkg_idle_wkups",
+            "ri_interrupt_wkups",
+            "ri_pageins",
+            "ri_wired_size",
+            "ri_resident_size",
+            "ri_phys_footprint",
+            "ri_proc_start_abstime",
+            "ri_proc_exit_abstime",
+            "ri_child_user_time",
+            "ri_child_system_time",
+            "ri_child_pkg_idle_wkups",
+            "ri_child_interrupt_wkups",
+            "ri_child_pageins",
+            "ri_child_elapsed_abstime",
+            "ri_diskio_bytesread",
+            "ri_diskio_byteswritten",
+            "ri_cpu_time_qos_default",
+            "ri_cpu_time_qos_maintenance",
+            "ri_cpu_time_qos_background",
+            "ri_cpu_time_qos_utility",
+            "ri_cpu_time_qos_legacy",
+            "ri_cpu_time_qos_user_initiated",
+            "ri_cpu_time_qos_user_interactive",
+            "ri_billed_system_time",
+            "ri_serviced_system_time",
+            "ri_logical_writes",
+            "ri_lifetime_max_phys_footprint",
+            "ri_instructions",
+            "ri_cycles",
+            "ri_billed_energy",
+            "ri_serviced_energy",
+            "ri_interval_max_phys_footprint",
+            "ri_runnable_time",
+        )
+    ]
 
 
 @lru_cache(maxsize=1)
@@ -149,9 +178,11 @@ class Darwin:
         shown = parse_displays(self.commands.run(["system_profiler", "SPDisplaysDataType", "-json"]))
         cores = registry.get("gpu-core-count")
         model = registry.get("model")
-        return {"gpu_model": model if isinstance(model, str) else shown["gpu_model"],
-                "gpu_cores": cores if isinstance(cores, int) else shown["gpu_cores"],
-                "metal_family": shown["metal_family"]}
+        return {
+            "gpu_model": model if isinstance(model, str) else shown["gpu_model"],
+            "gpu_cores": cores if isinstance(cores, int) else shown["gpu_cores"],
+            "metal_family": shown["metal_family"],
+        }
 
     def host_facts(self) -> dict:
         vers = parse_colon_lines(self.commands.run(["sw_vers"]))
@@ -172,16 +203,25 @@ class Darwin:
             "macos_build": build or None,
             "translated": self.translated(),
         }
-        return {"hostname": socket.gethostname(), "os": self.name, "os_version": f"macOS {version} ({build})",
-                "chip": chip, "cores": self.sysctl_int("hw.ncpu") or os.cpu_count() or 1,
-                "memory_bytes": memory or int(psutil.virtual_memory().total), "machine": platform.machine(),
-                "python": platform.python_version(), "host_details": details}
+        return {
+            "hostname": socket.gethostname(),
+            "os": self.name,
+            "os_version": f"macOS {version} ({build})",
+            "chip": chip,
+            "cores": self.sysctl_int("hw.ncpu") or os.cpu_count() or 1,
+            "memory_bytes": memory or int(psutil.virtual_memory().total),
+            "machine": platform.machine(),
+            "python": platform.python_version(),
+            "host_details": details,
+        }
 
     def thermal_power(self) -> dict:
-        return {**parse_pmset_therm(self.commands.run(["pmset", "-g", "therm"])),
-                **parse_pmset_batt(self.commands.run(["pmset", "-g", "batt"])),
-                "low_power_mode": parse_low_power_mode(self.commands.run(["pmset", "-g"])),
-                "source": "pmset"}
+        return {
+            **parse_pmset_therm(self.commands.run(["pmset", "-g", "therm"])),
+            **parse_pmset_batt(self.commands.run(["pmset", "-g", "batt"])),
+            "low_power_mode": parse_low_power_mode(self.commands.run(["pmset", "-g"])),
+            "source": "pmset",
+        }
 
     can_evict = True
 

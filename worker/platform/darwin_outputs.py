@@ -45,8 +45,11 @@ def parse_displays(text: str) -> dict:
     gpu = next((i for i in items if i.get("sppci_device_type") == "spdisplays_gpu"), items[0] if items else {})
     cores = str(gpu.get("sppci_cores", ""))
     metal = gpu.get("spdisplays_mtlgpufamilysupport") or gpu.get("spdisplays_metalfamily") or ""
-    out.update(gpu_model=gpu.get("sppci_model"), gpu_cores=int(cores) if cores.isdigit() else None,
-               metal_family=re.sub(r"^spdisplays_(mtlgpufamily)?", "", metal) or None)
+    out.update(
+        gpu_model=gpu.get("sppci_model"),
+        gpu_cores=int(cores) if cores.isdigit() else None,
+        metal_family=re.sub(r"^spdisplays_(mtlgpufamily)?", "", metal) or None,
+    )
     return out
 
 
@@ -55,15 +58,24 @@ def parse_pmset_therm(text: str) -> dict:
 
     Apple silicon prints only "Note: No ... has been recorded" lines when nothing limits it; a speed or
     scheduler limit under 100, or a recorded warning level above 0, is throttling."""
-    out: dict = {"thermal_state": "unknown", "thermal_warning_level": None, "performance_warning_level": None,
-                 "cpu_speed_limit": None, "cpu_scheduler_limit": None, "cpu_available_cpus": None}
+    out: dict = {
+        "thermal_state": "unknown",
+        "thermal_warning_level": None,
+        "performance_warning_level": None,
+        "cpu_speed_limit": None,
+        "cpu_scheduler_limit": None,
+        "cpu_available_cpus": None,
+    }
     for kind in ("thermal", "performance"):
         if re.search(rf"No {kind} warning level has been recorded", text, re.IGNORECASE):
             out[f"{kind}_warning_level"] = 0
         elif m := re.search(rf"{kind} warning level\D*(\d+)", text, re.IGNORECASE):
             out[f"{kind}_warning_level"] = int(m.group(1))
-    for key, field in (("CPU_Speed_Limit", "cpu_speed_limit"), ("CPU_Scheduler_Limit", "cpu_scheduler_limit"),
-                       ("CPU_Available_CPUs", "cpu_available_cpus")):
+    for key, field in (
+        ("CPU_Speed_Limit", "cpu_speed_limit"),
+        ("CPU_Scheduler_Limit", "cpu_scheduler_limit"),
+        ("CPU_Available_CPUs", "cpu_available_cpus"),
+    ):
         if values := re.findall(rf"{key}\s*=\s*(\d+)", text):
             out[field] = int(values[-1])  # a thermlog has many blocks: the last is the current one
     levels = [out[k] for k in ("thermal_warning_level", "performance_warning_level") if out[k] is not None]
@@ -78,11 +90,17 @@ def parse_pmset_therm(text: str) -> dict:
 def parse_pmset_batt(text: str) -> dict:
     """``pmset -g batt``: the power source and, where there is a battery, its charge and state."""
     m = re.search(r"Now drawing from '([^']+)'", text)
-    source = {"AC Power": "ac", "Battery Power": "battery", "UPS Power": "ups"}.get(m.group(1), "unknown") \
-        if m else "unknown"
+    source = (
+        {"AC Power": "ac", "Battery Power": "battery", "UPS Power": "ups"}.get(m.group(1), "unknown")
+        if m
+        else "unknown"
+    )
     batt = re.search(r"InternalBattery-\d+.*?(\d+)%;\s*([^;]+);", text)
-    return {"power_source": source, "battery_percent": int(batt.group(1)) if batt else None,
-            "battery_state": batt.group(2).strip() if batt else None}
+    return {
+        "power_source": source,
+        "battery_percent": int(batt.group(1)) if batt else None,
+        "battery_state": batt.group(2).strip() if batt else None,
+    }
 
 
 def parse_low_power_mode(text: str) -> bool | None:

@@ -134,13 +134,22 @@ class Linux:
 
     def host_facts(self) -> dict:
         distribution = self.distribution()
-        return {"hostname": socket.gethostname(), "os": self.name,
-                "os_version": f"{distribution} (kernel {platform.release()})".strip(),
-                "chip": self.cpu_model(), "cores": os.cpu_count() or 1,
-                "memory_bytes": int(psutil.virtual_memory().total), "machine": platform.machine(),
-                "python": platform.python_version(),
-                "host_details": {"physical_cores": self.physical_cores(), "kernel": platform.release(),
-                                 "distribution": distribution or None, **gpu_details()}}
+        return {
+            "hostname": socket.gethostname(),
+            "os": self.name,
+            "os_version": f"{distribution} (kernel {platform.release()})".strip(),
+            "chip": self.cpu_model(),
+            "cores": os.cpu_count() or 1,
+            "memory_bytes": int(psutil.virtual_memory().total),
+            "machine": platform.machine(),
+            "python": platform.python_version(),
+            "host_details": {
+                "physical_cores": self.physical_cores(),
+                "kernel": platform.release(),
+                "distribution": distribution or None,
+                **gpu_details(),
+            },
+        }
 
     def thermal_zones(self) -> list[dict]:
         """Each /sys/class/thermal zone: its type, temperature and lowest CPU-limiting trip point (deg C)."""
@@ -154,16 +163,28 @@ class Linux:
                 limit = self._read(kind.with_name(kind.name.replace("_type", "_temp")))
                 if self._read(kind) in LIMITING_TRIPS and limit and limit.lstrip("-").isdigit():
                     trips.append(int(limit) / 1000)
-            zones.append({"zone": zone.name, "type": self._read(zone / "type"), "temp_c": int(temp) / 1000,
-                          "limit_c": min(trips) if trips else None})
+            zones.append(
+                {
+                    "zone": zone.name,
+                    "type": self._read(zone / "type"),
+                    "temp_c": int(temp) / 1000,
+                    "limit_c": min(trips) if trips else None,
+                }
+            )
         return zones
 
     def power_supplies(self) -> list[dict]:
         supplies = []
         for supply in sorted((self.root / "sys/class/power_supply").glob("*")):
-            supplies.append({"name": supply.name, "type": self._read(supply / "type"),
-                             "online": self._read(supply / "online"), "status": self._read(supply / "status"),
-                             "capacity": self._read(supply / "capacity")})
+            supplies.append(
+                {
+                    "name": supply.name,
+                    "type": self._read(supply / "type"),
+                    "online": self._read(supply / "online"),
+                    "status": self._read(supply / "status"),
+                    "capacity": self._read(supply / "capacity"),
+                }
+            )
         return supplies
 
     def thermal_power(self) -> dict:
@@ -184,8 +205,13 @@ class Linux:
             source = "unknown"  # no supply class: a server or a VM, which says nothing about its power
         profile = self._read("sys/firmware/acpi/platform_profile")
         capacity = next((s["capacity"] for s in batteries if (s["capacity"] or "").isdigit()), None)
-        return {"thermal_state": thermal, "max_temp_c": max((z["temp_c"] for z in zones), default=None),
-                "thermal_zones": zones, "power_source": source,
-                "battery_percent": int(capacity) if capacity else None,
-                "low_power_mode": None if profile is None else profile == "low-power",
-                "platform_profile": profile, "source": "sysfs"}
+        return {
+            "thermal_state": thermal,
+            "max_temp_c": max((z["temp_c"] for z in zones), default=None),
+            "thermal_zones": zones,
+            "power_source": source,
+            "battery_percent": int(capacity) if capacity else None,
+            "low_power_mode": None if profile is None else profile == "low-power",
+            "platform_profile": profile,
+            "source": "sysfs",
+        }

@@ -24,15 +24,31 @@ from pathlib import Path
 # PCIe 3.9 / 2.0 TB/s (nvidia.com/en-us/data-center/h100 datasheet); A100 80GB SXM 2,039 GB/s, A100 40GB 1,555 GB/s
 # (A100 datasheet); L40S 864 GB/s (L40S datasheet); RTX 4090 1,008 GB/s and RTX 3090 936 GB/s (GeForce spec pages).
 DATASHEET_GBS: tuple[tuple[str, float], ...] = (
-    ("H200", 4800.0), ("H100 NVL", 3900.0), ("H100 PCIe", 2000.0), ("H100", 3350.0),
-    ("A100-SXM4-80GB", 2039.0), ("A100 80GB", 2039.0), ("A100", 1555.0), ("L40S", 864.0),
-    ("RTX 4090", 1008.0), ("RTX 3090", 936.0),
+    ("H200", 4800.0),
+    ("H100 NVL", 3900.0),
+    ("H100 PCIe", 2000.0),
+    ("H100", 3350.0),
+    ("A100-SXM4-80GB", 2039.0),
+    ("A100 80GB", 2039.0),
+    ("A100", 1555.0),
+    ("L40S", 864.0),
+    ("RTX 4090", 1008.0),
+    ("RTX 3090", 936.0),
 )
 # FP32 cores per SM by compute capability (CUDA C++ Programming Guide, throughput of native arithmetic
 # instructions): NVML's device attributes (multiprocessorCount) answer NotSupported outside MIG, as on the H200,
 # so the SM count is its CUDA cores over these.
-CORES_PER_SM = {"7.0": 64, "7.5": 64, "8.0": 64, "8.6": 128, "8.7": 128, "8.9": 128, "9.0": 128, "10.0": 128,
-                "12.0": 128}
+CORES_PER_SM = {
+    "7.0": 64,
+    "7.5": 64,
+    "8.0": 64,
+    "8.6": 128,
+    "8.7": 128,
+    "8.9": 128,
+    "9.0": 128,
+    "10.0": 128,
+    "12.0": 128,
+}
 SAMPLE_S = 0.02  # NVML's per-process memory is a cheap query; 20 ms catches allocations that live longer
 
 
@@ -62,6 +78,7 @@ class Recorded:
             if isinstance(value, dict) and "error" in value:
                 raise RuntimeError(value["error"])
             return _obj(value)
+
         return call
 
 
@@ -118,11 +135,15 @@ class Nvml:
         if sm is None and cores and capability in CORES_PER_SM:
             sm = cores // CORES_PER_SM[capability]
         return {
-            "name": name, "memory_bytes": int(lib.nvmlDeviceGetMemoryInfo(h).total),
+            "name": name,
+            "memory_bytes": int(lib.nvmlDeviceGetMemoryInfo(h).total),
             "driver": driver.decode() if isinstance(driver, bytes) else driver,
             "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None,
-            "compute_capability": capability, "sm_count": sm, "cuda_cores": cores,
-            "memory_bus_bits": bus_bits, "memory_clock_mhz": mem_mhz,
+            "compute_capability": capability,
+            "sm_count": sm,
+            "cuda_cores": cores,
+            "memory_bus_bits": bus_bits,
+            "memory_clock_mhz": mem_mhz,
             "bandwidth_theoretical_gbs": round(theoretical, 1) if theoretical else None,
             "bandwidth_datasheet_gbs": datasheet_gbs(name),
             "power_limit_w": power / 1000 if power else None,
@@ -196,8 +217,10 @@ class DeviceMeter:
         self.sample()
         if self.peak_process:
             return {"peak_device_memory_bytes": self.peak_process, "source": "nvml per-process"}
-        return {"peak_device_memory_bytes": self.peak_device_delta or None,
-                "source": "nvml device used above the job's start (the process was not listed)"}
+        return {
+            "peak_device_memory_bytes": self.peak_device_delta or None,
+            "source": "nvml device used above the job's start (the process was not listed)",
+        }
 
     def energy_mj(self) -> int | None:
         return self.nvml.energy_mj()

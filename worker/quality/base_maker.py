@@ -25,21 +25,36 @@ from worker.quality.kld import BaseRows, base_rows
 STDERR_TAIL = 2000
 
 
-def make(models_dir: Path, spec: dict, key: bases.BaseKey, chunks: list[list[int]], first: int, n_ctx: int,
-         options: dict) -> list[BaseRows]:
+def make(
+    models_dir: Path, spec: dict, key: bases.BaseKey, chunks: list[list[int]], first: int, n_ctx: int, options: dict
+) -> list[BaseRows]:
     """Compute and store the base ``key`` of ``spec`` (engine, artifact) in a child of that engine; its rows,
     read back once from the store."""
     env = {**os.environ, "LD_PRELOAD": inherited_preload()}  # e.g. an MLX job's OpenBLAS is not the base's business
     if describe(spec["engine"]).preloads_blas:
         env.update(child_blas_env(options.get("blas", "auto"), options.get("threads")))
-    request = {"models_dir": str(models_dir), "spec": spec, "key": key.__dict__, "chunks": chunks, "first": first,
-               "n_ctx": n_ctx, "options": options}
-    run = subprocess.run([sys.executable, "-m", "worker.quality.base_maker"], input=json.dumps(request),
-                         capture_output=True, text=True, env=env)
+    request = {
+        "models_dir": str(models_dir),
+        "spec": spec,
+        "key": key.__dict__,
+        "chunks": chunks,
+        "first": first,
+        "n_ctx": n_ctx,
+        "options": options,
+    }
+    run = subprocess.run(
+        [sys.executable, "-m", "worker.quality.base_maker"],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     rows = bases.load(key, models_dir) if run.returncode == 0 else None
     if rows is None:
-        raise WorkloadError(f"computing the KL-divergence base {spec['engine']} {spec['quant']} failed "
-                            f"(exit {run.returncode}): {run.stderr.strip()[-STDERR_TAIL:]}")
+        raise WorkloadError(
+            f"computing the KL-divergence base {spec['engine']} {spec['quant']} failed "
+            f"(exit {run.returncode}): {run.stderr.strip()[-STDERR_TAIL:]}"
+        )
     return rows
 
 

@@ -38,9 +38,11 @@ class BaseKey:
 def check_size(windows: int, positions: int, vocab: int) -> None:
     size = windows * positions * vocab * 2
     if size > MAX_BASE_BYTES:
-        raise WorkloadError(f"the KL-divergence base would take {size / 2**30:.1f} GiB ({windows} windows x "
-                            f"{positions} scored positions x {vocab} vocabulary x 2 bytes), over "
-                            f"{MAX_BASE_BYTES / 2**30:.0f} GiB: ask for fewer windows")
+        raise WorkloadError(
+            f"the KL-divergence base would take {size / 2**30:.1f} GiB ({windows} windows x "
+            f"{positions} scored positions x {vocab} vocabulary x 2 bytes), over "
+            f"{MAX_BASE_BYTES / 2**30:.0f} GiB: ask for fewer windows"
+        )
 
 
 def load(key: BaseKey, models_dir: Path) -> list[BaseRows] | None:
@@ -56,7 +58,11 @@ def save(key: BaseKey, models_dir: Path, windows: list[BaseRows]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as f:  # np.savez would add .npz to a name without it
-        np.savez(f, scale=np.stack([w.scale for w in windows]), min_log_prob=np.stack([w.min_log_prob for w in windows]),
-                 q=np.stack([w.q for w in windows]))
+        np.savez(
+            f,
+            scale=np.stack([w.scale for w in windows]),
+            min_log_prob=np.stack([w.min_log_prob for w in windows]),
+            q=np.stack([w.q for w in windows]),
+        )
     os.replace(tmp, path)
     return path

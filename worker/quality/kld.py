@@ -33,8 +33,11 @@ class BaseRows:
 
     @staticmethod
     def concat(parts: list[BaseRows]) -> BaseRows:
-        return BaseRows(np.concatenate([p.scale for p in parts]), np.concatenate([p.min_log_prob for p in parts]),
-                        np.concatenate([p.q for p in parts]))
+        return BaseRows(
+            np.concatenate([p.scale for p in parts]),
+            np.concatenate([p.min_log_prob for p in parts]),
+            np.concatenate([p.q for p in parts]),
+        )
 
 
 def _log_sum_exp(logits: np.ndarray, top: np.ndarray) -> np.ndarray:
@@ -91,10 +94,14 @@ def summary(stats: list[RowStats]) -> dict[str, float]:
     kld = np.concatenate([s.kld for s in stats]).astype(np.float32)  # the tool keeps kld_values as float
     same = np.concatenate([s.same_top for s in stats])
     ordered = np.sort(kld)
-    out = {"kld_mean": float(np.concatenate([s.kld for s in stats]).mean()),
-           "kld_median": float(np.median(ordered)), "kld_max": float(ordered[-1]),
-           "same_top_pct": 100.0 * float(same.mean()), "kld_positions": float(len(kld)),
-           "same_top_count": float(same.sum())}
+    out = {
+        "kld_mean": float(np.concatenate([s.kld for s in stats]).mean()),
+        "kld_median": float(np.median(ordered)),
+        "kld_max": float(ordered[-1]),
+        "same_top_pct": 100.0 * float(same.mean()),
+        "kld_positions": float(len(kld)),
+        "same_top_count": float(same.sum()),
+    }
     for f in PERCENTILES:
         out[f"kld_p{str(f)[2:].ljust(2, '0')}"] = percentile(ordered, f)
     return out

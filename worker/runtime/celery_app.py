@@ -56,8 +56,14 @@ def context() -> WorkerContext:
         name = _required("SILICONBENCH_WORKER_NAME")
         models_dir = Path(_required("SILICONBENCH_MODELS_DIR")).expanduser()
         spool_dir = Path(os.environ.get("SILICONBENCH_SPOOL_DIR") or data_dir() / "spool" / name)
-        _ctx = WorkerContext(name=name, database_url=_required("SILICONBENCH_DATABASE_URL"), models_dir=models_dir,
-                             spool=Spool(spool_dir), hostname=name, durable_after_s=load_settings().durable_after_s)
+        _ctx = WorkerContext(
+            name=name,
+            database_url=_required("SILICONBENCH_DATABASE_URL"),
+            models_dir=models_dir,
+            spool=Spool(spool_dir),
+            hostname=name,
+            durable_after_s=load_settings().durable_after_s,
+        )
     return _ctx
 
 
@@ -78,8 +84,13 @@ def guarded_strategy(task, app, consumer, **kwargs):
     return guarded
 
 
-@app.task(name=TASK_RUN_JOB, bind=True, max_retries=MAX_ATTEMPTS - 1, acks_late=True,
-          Strategy="worker.runtime.celery_app:guarded_strategy")
+@app.task(
+    name=TASK_RUN_JOB,
+    bind=True,
+    max_retries=MAX_ATTEMPTS - 1,
+    acks_late=True,
+    Strategy="worker.runtime.celery_app:guarded_strategy",
+)
 def run_job_task(self, job_id):
     """Validate, call the plain function, return (the thin shell)."""
     ctx = context()
@@ -110,8 +121,12 @@ def _on_ready(sender=None, **_):
     ctx = context()
     probe = roofline.probed_gbs()  # a quiet figure of the last day is reused: a restart does not make it wrong
     if probe.get("busy"):
-        log.info("memory bandwidth probe: %.1f GB/s, taken while the machine was busy: not kept, tried again at a "
-                 "job in %d s at the earliest", probe["measured_gbs"], roofline.BUSY_RETRY_S)
+        log.info(
+            "memory bandwidth probe: %.1f GB/s, taken while the machine was busy: not kept, tried again at a "
+            "job in %d s at the earliest",
+            probe["measured_gbs"],
+            roofline.BUSY_RETRY_S,
+        )
     elif probe:
         log.info("memory bandwidth probe: %.1f GB/s", probe["measured_gbs"])
     else:
@@ -142,6 +157,22 @@ def start(argv_extra: list[str] | None = None) -> None:
     queues += [q for q in env_setting("worker_extra_queues").split(",") if q]
     log.info("consuming %s", ", ".join(queues))
     quiet_celery_reconnects()  # a broker outage: one line when it starts, one when it ends
-    app.worker_main(["worker", "--pool", "solo", "--concurrency", "1", "-Q", ",".join(queues),
-                     "-n", f"{ctx.name}@%h", "--loglevel", env_setting("log_level"),
-                     "--without-gossip", "--without-mingle", "-E", *(argv_extra or [])])
+    app.worker_main(
+        [
+            "worker",
+            "--pool",
+            "solo",
+            "--concurrency",
+            "1",
+            "-Q",
+            ",".join(queues),
+            "-n",
+            f"{ctx.name}@%h",
+            "--loglevel",
+            env_setting("log_level"),
+            "--without-gossip",
+            "--without-mingle",
+            "-E",
+            *(argv_extra or []),
+        ]
+    )

@@ -40,8 +40,9 @@ class _ReconnectFilter(logging.Filter):
 
 def quiet_celery_reconnects() -> None:
     # Printed at every connection loss; we chose the setting it is about (queues.py: off on purpose).
-    warnings.filterwarnings("ignore", r"\s*In Celery 5.1 we introduced an optional breaking change",
-                            CPendingDeprecationWarning)
+    warnings.filterwarnings(
+        "ignore", r"\s*In Celery 5.1 we introduced an optional breaking change", CPendingDeprecationWarning
+    )
     f = _ReconnectFilter()
     for name in _LOGGERS:
         logging.getLogger(name).addFilter(f)

@@ -70,15 +70,23 @@ def _advertise(ctx: WorkerContext) -> None:
 
     def once():
         with session_scope(ctx.database_url) as s:
-            s.execute(update(Host).where(Host.name == ctx.name)
-                      .values(engines=[{"name": e, "version": v} for e, v in engines.items()]))
+            s.execute(
+                update(Host)
+                .where(Host.name == ctx.name)
+                .values(engines=[{"name": e, "version": v} for e, v in engines.items()])
+            )
 
     call_through(once, outages.DATABASE, outages=DATABASE_DOWN)
 
 
 def _install(payload: dict) -> envs.EngineEnv:
-    return envs.add(payload["requirement"], extra=payload.get("extra") or [], find_links=payload.get("find_links"),
-                    index_url=payload.get("index_url"), progress=lambda msg: log.info("prepare: %s", msg))
+    return envs.add(
+        payload["requirement"],
+        extra=payload.get("extra") or [],
+        find_links=payload.get("find_links"),
+        index_url=payload.get("index_url"),
+        progress=lambda msg: log.info("prepare: %s", msg),
+    )
 
 
 def prepare_env(ctx: WorkerContext, payload: dict) -> str:

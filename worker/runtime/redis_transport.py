@@ -82,10 +82,22 @@ class Channel(kombu_redis.Channel):
 
     def park(self, queue, item: bytes, reason: str) -> None:
         queue = queue.decode(errors="replace") if isinstance(queue, bytes) else str(queue)
-        log.error("dropped a malformed message from queue %s (%d bytes): %s; parked on the Redis list %s",
-                  queue, len(item), reason, DEAD_LETTER)
-        record = json.dumps({"queue": queue, "reason": reason, "bytes": len(item), "at": time.time(),
-                             "head": item[:DEAD_LETTER_HEAD].decode("latin-1")})
+        log.error(
+            "dropped a malformed message from queue %s (%d bytes): %s; parked on the Redis list %s",
+            queue,
+            len(item),
+            reason,
+            DEAD_LETTER,
+        )
+        record = json.dumps(
+            {
+                "queue": queue,
+                "reason": reason,
+                "bytes": len(item),
+                "at": time.time(),
+                "head": item[:DEAD_LETTER_HEAD].decode("latin-1"),
+            }
+        )
         try:
             with self.conn_or_acquire() as client:  # the synchronous pool: never the BRPOP connection
                 client.pipeline().lpush(DEAD_LETTER, record).ltrim(DEAD_LETTER, 0, DEAD_LETTER_KEEP - 1).execute()

@@ -46,9 +46,18 @@ def register(database_url: str, name: str, models_dir: Path) -> list[str]:
     """Upsert this worker's host row and return the queues it must consume."""
     engines, models = capabilities(models_dir)
     facts = host_facts()
-    row = dict(hostname=facts["hostname"], chip=facts["chip"], memory_bytes=facts["memory_bytes"],
-               os=facts["os_version"], info=facts, engines=[{"name": e, "version": v} for e, v in engines.items()],
-               models=list(models.values()), online=True, last_heartbeat=utcnow(), current_job_id=None)
+    row = dict(
+        hostname=facts["hostname"],
+        chip=facts["chip"],
+        memory_bytes=facts["memory_bytes"],
+        os=facts["os_version"],
+        info=facts,
+        engines=[{"name": e, "version": v} for e, v in engines.items()],
+        models=list(models.values()),
+        online=True,
+        last_heartbeat=utcnow(),
+        current_job_id=None,
+    )
     with session_scope(database_url) as s:
         warning = check_worker_name(s, name)  # a worker login may register only the host bound to it
         if s.execute(update(Host).where(Host.name == name).values(**row)).rowcount == 0:
@@ -86,8 +95,11 @@ class Heartbeat(threading.Thread):
 
     def beat(self) -> None:
         with session_scope(self.url) as s:
-            s.execute(update(Host).where(Host.name == self.name).values(
-                last_heartbeat=utcnow(), online=True, current_job_id=self.ctx.current_job if self.ctx else None))
+            s.execute(
+                update(Host)
+                .where(Host.name == self.name)
+                .values(last_heartbeat=utcnow(), online=True, current_job_id=self.ctx.current_job if self.ctx else None)
+            )
         if self.spool is not None and self.spool.pending():
             self.spool.flush(self.url)
 

@@ -31,8 +31,16 @@ class Spool:
     def put(self, job: JobSpec, result: JobResult, host: str, worker: str) -> Path:
         path = self.dir / f"{job.job_id}.json"
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"job": job.model_dump(mode="json"), "result": json.loads(result.model_dump_json()),
-                                   "host": host, "worker": worker}))
+        tmp.write_text(
+            json.dumps(
+                {
+                    "job": job.model_dump(mode="json"),
+                    "result": json.loads(result.model_dump_json()),
+                    "host": host,
+                    "worker": worker,
+                }
+            )
+        )
         os.replace(tmp, path)
         log.warning("database unreachable: result of job %s kept in %s", job.job_id, path)
         return path
@@ -47,8 +55,13 @@ class Spool:
             data = json.loads(path.read_text())
             try:
                 with session_scope(database_url) as s:
-                    save_result(s, JobSpec.model_validate(data["job"]), JobResult.model_validate(data["result"]),
-                                host=data["host"], worker=data["worker"])
+                    save_result(
+                        s,
+                        JobSpec.model_validate(data["job"]),
+                        JobResult.model_validate(data["result"]),
+                        host=data["host"],
+                        worker=data["worker"],
+                    )
             except ProgrammingError as exc:
                 if not refused_by_rules(exc):
                     raise

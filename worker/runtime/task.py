@@ -64,13 +64,12 @@ class WorkerContext:
 
 def _with_db(url: str, fn, patience_s: float = CLAIM_PATIENCE_S):
     """fn(session) in one transaction, retried while the database is unreachable (the message waits)."""
+
     def once():
         with session_scope(url) as s:
             return fn(s)
 
     return _with_db_call(once, patience_s)
-
-
 
 
 def _with_db_call(fn, patience_s: float = CLAIM_PATIENCE_S):
@@ -151,10 +150,21 @@ def _fetch(job, ctx: WorkerContext) -> str | None:
         per_file[desc] = done
         if time.monotonic() - last[0] >= 1.0 or done == total:
             last[0] = time.monotonic()
-            report({"kind": "fetch", "model": job.model, "quant": job.quant, "file": desc,
-                    "done": sum(per_file.values()), "total": art.get("size_bytes") or total, "since": since})
+            report(
+                {
+                    "kind": "fetch",
+                    "model": job.model,
+                    "quant": job.quant,
+                    "file": desc,
+                    "done": sum(per_file.values()),
+                    "total": art.get("size_bytes") or total,
+                    "since": since,
+                }
+            )
 
-    log.info("job %s: fetching %s %s from %s", job.job_id, job.model, job.quant, (art.get("origin") or {}).get("location"))
+    log.info(
+        "job %s: fetching %s %s from %s", job.job_id, job.model, job.quant, (art.get("origin") or {}).get("location")
+    )
     progress("starting", 0, 0)
     try:
         fetch.fetch_for_job(ctx.models_dir, job.fetch, progress)

@@ -37,9 +37,15 @@ def manager(target: str) -> ModuleType:
     return _MANAGERS[target]
 
 
-def install(options: list[tuple[str, str]], *, start: bool = True, target: str | None = None,
-            home: Path | None = None, environ: dict | None = None,
-            stop_timeout_s: int = DEFAULT_STOP_TIMEOUT_S) -> list[str]:
+def install(
+    options: list[tuple[str, str]],
+    *,
+    start: bool = True,
+    target: str | None = None,
+    home: Path | None = None,
+    environ: dict | None = None,
+    stop_timeout_s: int = DEFAULT_STOP_TIMEOUT_S,
+) -> list[str]:
     """Write the service running ``siliconbench worker <options>`` and (with ``start``) load it; lines to print."""
     target = target or platform.system()
     mgr = manager(target)
@@ -56,8 +62,10 @@ def install(options: list[tuple[str, str]], *, start: bool = True, target: str |
     lines = [f"wrote {p.service_file}"]
     if spec.secrets:
         envfile.write(p.env_file, spec.secrets)
-        lines.append(f"wrote {p.env_file} (mode 0600): {', '.join(spec.secrets)} "
-                     "(they carry passwords, so they are not in the service file)")
+        lines.append(
+            f"wrote {p.env_file} (mode 0600): {', '.join(spec.secrets)} "
+            "(they carry passwords, so they are not in the service file)"
+        )
         if spec.moved:
             lines.append(f"{' and '.join(spec.moved)} went into that file, off the command line")
     else:
@@ -67,13 +75,15 @@ def install(options: list[tuple[str, str]], *, start: bool = True, target: str |
     elif target == "Darwin":
         lines.append(f"not loaded (--no-start): launchctl bootstrap gui/{os.getuid()} {p.service_file}")
     else:
-        lines.append(f"not loaded (--no-start): systemctl --user daemon-reload && "
-                     f"systemctl --user enable --now {UNIT_NAME}")
+        lines.append(
+            f"not loaded (--no-start): systemctl --user daemon-reload && systemctl --user enable --now {UNIT_NAME}"
+        )
     return lines
 
 
-def uninstall(*, stop: bool = True, target: str | None = None, home: Path | None = None,
-              environ: dict | None = None) -> list[str]:
+def uninstall(
+    *, stop: bool = True, target: str | None = None, home: Path | None = None, environ: dict | None = None
+) -> list[str]:
     """Stop the service (after its running job) and remove its files; lines to print."""
     target = target or platform.system()
     mgr = manager(target)
@@ -101,6 +111,21 @@ def installed(target: str | None = None, home: Path | None = None) -> Path | Non
     return f if f.exists() else None
 
 
-__all__ = ["install", "uninstall", "installed", "prevent_sleep", "sleep_method", "SleepAssertion", "make_spec",
-           "service_paths", "ServiceSpec", "ServicePaths", "ServiceError", "LABEL", "UNIT_NAME", "envfile",
-           "launchd", "systemd"]
+__all__ = [
+    "install",
+    "uninstall",
+    "installed",
+    "prevent_sleep",
+    "sleep_method",
+    "SleepAssertion",
+    "make_spec",
+    "service_paths",
+    "ServiceSpec",
+    "ServicePaths",
+    "ServiceError",
+    "LABEL",
+    "UNIT_NAME",
+    "envfile",
+    "launchd",
+    "systemd",
+]

@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 ENV_FILE_VAR = "SILICONBENCH_ENV_FILE"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_ESCAPED = "\\\"`$"
+_ESCAPED = '\\"`$'
 
 
 def quote(value: str) -> str:

@@ -67,7 +67,8 @@ def load(spec: ServiceSpec) -> list[str]:
         raise ServiceError(
             f"`launchctl bootstrap {domain()} {spec.paths.service_file}` failed ({done.returncode}): "
             f"{(done.stderr or done.stdout).strip()}. A LaunchAgent needs the user logged in at the console "
-            "(on a headless Mac mini: System Settings > Users & Groups > Automatic login).")
+            "(on a headless Mac mini: System Settings > Users & Groups > Automatic login)."
+        )
     return [f"loaded {target} (launchctl print {target} shows its state; logs: {spec.paths.stderr_log})"]
 
 

@@ -35,8 +35,17 @@ def sleep_command(system: str, worker_pid: int, reason: str) -> list[str] | None
     if system == "Darwin":
         return ["caffeinate", "-i", "-s", "-w", str(worker_pid)]
     if system == "Linux":
-        return ["systemd-inhibit", "--what=idle:sleep", f"--who={WHO}", f"--why={reason}", "--mode=block",
-                "tail", f"--pid={worker_pid}", "-f", "/dev/null"]
+        return [
+            "systemd-inhibit",
+            "--what=idle:sleep",
+            f"--who={WHO}",
+            f"--why={reason}",
+            "--mode=block",
+            "tail",
+            f"--pid={worker_pid}",
+            "-f",
+            "/dev/null",
+        ]
     return None
 
 
@@ -51,8 +60,12 @@ def _usable(system: str, tool: str | None) -> tuple[str, str]:
         method, why = "caffeinate", tool
     else:  # systemd-inhibit needs logind on the system bus; containers often have neither
         try:
-            r = subprocess.run([tool, "--what=idle:sleep", f"--who={WHO}", "--why=probe", "--mode=block", "true"],
-                               capture_output=True, text=True, timeout=5)
+            r = subprocess.run(
+                [tool, "--what=idle:sleep", f"--who={WHO}", "--why=probe", "--mode=block", "true"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+            )
             ok, said = r.returncode == 0, (r.stderr or r.stdout).strip()
         except (OSError, subprocess.SubprocessError) as exc:
             ok, said = False, str(exc)
@@ -92,8 +105,9 @@ def prevent_sleep(reason: str, *, system: str | None = None) -> Iterator[SleepAs
         yield SleepAssertion("none", why)
         return
     try:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
     except OSError as exc:  # the job runs anyway; the machine may sleep
         log.warning("could not start %s: %s", cmd[0], exc)
         yield SleepAssertion("none", f"{cmd[0]} failed to start: {exc}")

@@ -63,14 +63,22 @@ def service_paths(target: str, home: Path, environ: dict | None = None) -> Servi
     environ = os.environ if environ is None else environ
     if target == "Darwin":
         logs = home / "Library" / "Logs" / "siliconbench"
-        return ServicePaths(service_file=home / "Library" / "LaunchAgents" / f"{LABEL}.plist",
-                            env_file=home / "Library" / "Application Support" / "siliconbench" / "worker.env",
-                            stdout_log=logs / "worker.log", stderr_log=logs / "worker.err.log", working_dir=home)
+        return ServicePaths(
+            service_file=home / "Library" / "LaunchAgents" / f"{LABEL}.plist",
+            env_file=home / "Library" / "Application Support" / "siliconbench" / "worker.env",
+            stdout_log=logs / "worker.log",
+            stderr_log=logs / "worker.err.log",
+            working_dir=home,
+        )
     if target == "Linux":
         config = Path(environ.get("XDG_CONFIG_HOME") or home / ".config")
-        return ServicePaths(service_file=config / "systemd" / "user" / UNIT_NAME,
-                            env_file=config / "siliconbench" / "worker.env",
-                            stdout_log=None, stderr_log=None, working_dir=home)
+        return ServicePaths(
+            service_file=config / "systemd" / "user" / UNIT_NAME,
+            env_file=config / "siliconbench" / "worker.env",
+            stdout_log=None,
+            stderr_log=None,
+            working_dir=home,
+        )
     raise ValueError(f"no worker service for {target!r}: Darwin (launchd) or Linux (systemd)")
 
 
@@ -103,8 +111,15 @@ def _path_value(program: list[str], environ: dict, target: str) -> str:
     return os.pathsep.join(dict.fromkeys(p for p in parts if p))
 
 
-def make_spec(target: str, options: list[tuple[str, str]], *, home: Path, environ: dict | None = None,
-              program: list[str] | None = None, stop_timeout_s: int = DEFAULT_STOP_TIMEOUT_S) -> ServiceSpec:
+def make_spec(
+    target: str,
+    options: list[tuple[str, str]],
+    *,
+    home: Path,
+    environ: dict | None = None,
+    program: list[str] | None = None,
+    stop_timeout_s: int = DEFAULT_STOP_TIMEOUT_S,
+) -> ServiceSpec:
     """The service for ``siliconbench worker <options>`` on ``target`` (pure: nothing is written).
 
     ``options``: the (flag, value) pairs the user gave, in order, values already absolute where they are
@@ -135,5 +150,12 @@ def make_spec(target: str, options: list[tuple[str, str]], *, home: Path, enviro
     env = {"PATH": _path_value(argv, environ, target), "PYTHONUNBUFFERED": "1", **clear}
     if secrets and target == "Darwin":  # launchd has no EnvironmentFile=: the worker loads it itself
         env[ENV_FILE_VAR] = str(paths.env_file)
-    return ServiceSpec(target=target, program=argv, environment=env, secrets=secrets, paths=paths,
-                       stop_timeout_s=int(stop_timeout_s), moved=moved)
+    return ServiceSpec(
+        target=target,
+        program=argv,
+        environment=env,
+        secrets=secrets,
+        paths=paths,
+        stop_timeout_s=int(stop_timeout_s),
+        moved=moved,
+    )

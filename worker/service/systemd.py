@@ -91,16 +91,19 @@ def load(spec: ServiceSpec) -> list[str]:
     ok, why = user_manager()
     commands = f"systemctl --user daemon-reload && systemctl --user enable --now {UNIT_NAME}"
     if not ok:
-        return [f"no systemd user manager here ({why}): the unit is written but not started.",
-                f"Where one runs (a login session, or after `loginctl enable-linger $USER`): {commands}"]
+        return [
+            f"no systemd user manager here ({why}): the unit is written but not started.",
+            f"Where one runs (a login session, or after `loginctl enable-linger $USER`): {commands}",
+        ]
     for args in (("daemon-reload",), ("enable", UNIT_NAME), ("restart", UNIT_NAME)):
         # restart, not start: a reinstall must pick up the new unit (waits for a running job to finish).
         r = _systemctl(*args, timeout_s=spec.stop_timeout_s + 60)
         if r.returncode != 0:
             said = (r.stderr or r.stdout).strip()
             raise ServiceError(f"`systemctl --user {' '.join(args)}` failed ({r.returncode}): {said}")
-    return [f"enabled and started {UNIT_NAME} (systemctl --user status {UNIT_NAME}; "
-            f"logs: journalctl --user -u {UNIT_NAME})"]
+    return [
+        f"enabled and started {UNIT_NAME} (systemctl --user status {UNIT_NAME}; logs: journalctl --user -u {UNIT_NAME})"
+    ]
 
 
 def unload(stop_timeout_s: float) -> list[str]:

@@ -27,11 +27,14 @@ HOST = "127.0.0.1"
 # At temperature 0 both sample greedily (llama.cpp's greedy sampler, mlx's argmax), so top_p/top_k/min_p
 # change nothing; the penalties would (llama.cpp applies repeat_penalty before the greedy pick).
 SAMPLING = {
-    "temperature": 0.0,         # greedy on both: this, not a seed, is what makes the output deterministic
-    "top_p": 1.0, "top_k": 0, "min_p": 0.0,
-    "repeat_penalty": 1.0,      # llama_cpp.server's key (default 1.1); 1.0 is off. mlx_lm.server ignores it
+    "temperature": 0.0,  # greedy on both: this, not a seed, is what makes the output deterministic
+    "top_p": 1.0,
+    "top_k": 0,
+    "min_p": 0.0,
+    "repeat_penalty": 1.0,  # llama_cpp.server's key (default 1.1); 1.0 is off. mlx_lm.server ignores it
     "repetition_penalty": 0.0,  # mlx_lm.server's key (default 0.0, off). llama_cpp.server ignores it
-    "presence_penalty": 0.0, "frequency_penalty": 0.0,  # both servers' keys, both default off
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,  # both servers' keys, both default off
 }
 
 
@@ -89,8 +92,14 @@ def completion_body(prompt: str, max_tokens: int, banned: set[int]) -> dict:
       the tiny model's 4,096-token vocabulary, more with a larger one. That cost is part of its figures.
     - Token counts from the usage report (``stream_options.include_usage``) where the server sends one.
     """
-    return {"prompt": prompt, "max_tokens": max_tokens, "stream": True, **SAMPLING,
-            "logit_bias": {str(t): -100.0 for t in sorted(banned)}, "stream_options": {"include_usage": True}}
+    return {
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "stream": True,
+        **SAMPLING,
+        "logit_bias": {str(t): -100.0 for t in sorted(banned)},
+        "stream_options": {"include_usage": True},
+    }
 
 
 def request_facts(body: dict) -> dict:
@@ -103,8 +112,12 @@ def answers_completion(port: int, timeout_s: float) -> bool:
     payload = json.dumps({"prompt": "ready", "max_tokens": 1, "stream": False, **SAMPLING}).encode()
     conn = http.client.HTTPConnection(HOST, port, timeout=timeout_s)
     try:
-        conn.request("POST", "/v1/completions", body=payload,
-                     headers={"Content-Type": "application/json", "Content-Length": str(len(payload))})
+        conn.request(
+            "POST",
+            "/v1/completions",
+            body=payload,
+            headers={"Content-Type": "application/json", "Content-Length": str(len(payload))},
+        )
         resp = conn.getresponse()
         data = resp.read()
         return resp.status == 200 and bool(json.loads(data).get("choices"))
@@ -120,8 +133,12 @@ def stream_completion(port: int, body: dict, timeout_s: float) -> StreamResult:
     res = StreamResult(t_sent=time.perf_counter(), max_tokens=body.get("max_tokens"))
     conn = http.client.HTTPConnection(HOST, port, timeout=timeout_s)
     try:
-        conn.request("POST", "/v1/completions", body=payload,
-                     headers={"Content-Type": "application/json", "Content-Length": str(len(payload))})
+        conn.request(
+            "POST",
+            "/v1/completions",
+            body=payload,
+            headers={"Content-Type": "application/json", "Content-Length": str(len(payload))},
+        )
         resp = conn.getresponse()
         if resp.status != 200:
             res.error = f"HTTP {resp.status}: {resp.read(300).decode(errors='replace')}"

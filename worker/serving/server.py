@@ -70,29 +70,66 @@ def command(engine: str, artifact: Path, port: int, options: dict, n_ctx: int, m
     return SERVERS[describe(engine).server_module].command(sys.executable, artifact, port, options, n_ctx, max_tokens)
 
 
-def _llama_cpp_python_server(py: str, artifact: Path, port: int, options: dict, n_ctx: int,
-                             max_tokens: int) -> list[str]:
+def _llama_cpp_python_server(
+    py: str, artifact: Path, port: int, options: dict, n_ctx: int, max_tokens: int
+) -> list[str]:
     # The in-process adapter's threads: the sweep's, else the physical performance cores (llama-bench's -t).
     threads = options.get("threads") or performance_cores()
     thread_args = ["--n_threads", str(threads), "--n_threads_batch", str(threads)]
-    return [py, "-m", "llama_cpp.server", "--model", str(artifact), "--host", HOST, "--port", str(port),
-            "--n_ctx", str(n_ctx), *thread_args,
-            "--n_batch", str(options.get("n_batch", 2048)), "--n_ubatch", str(options.get("n_ubatch", 512)),
-            "--n_gpu_layers", str(options.get("n_gpu_layers", -1)), "--use_mmap", str(options.get("use_mmap", True)),
-            "--use_mlock", "False",  # the server's default is True, the library's False: keep the library's
-            # llama_cpp.server takes flash attention on/off only: 'auto' is sent as on, which is what llama.cpp's
-            # auto chooses on Metal and CPU (the backends a worker runs) (the job's options record the request).
-            "--flash_attn", str(server_flash_attn(options)), "--verbose", "False",
-            # By default a new request cuts the one streaming (it ends after a token): queue them instead.
-            "--interrupt_requests", "False"]
+    return [
+        py,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(artifact),
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(n_ctx),
+        *thread_args,
+        "--n_batch",
+        str(options.get("n_batch", 2048)),
+        "--n_ubatch",
+        str(options.get("n_ubatch", 512)),
+        "--n_gpu_layers",
+        str(options.get("n_gpu_layers", -1)),
+        "--use_mmap",
+        str(options.get("use_mmap", True)),
+        "--use_mlock",
+        "False",  # the server's default is True, the library's False: keep the library's
+        # llama_cpp.server takes flash attention on/off only: 'auto' is sent as on, which is what llama.cpp's
+        # auto chooses on Metal and CPU (the backends a worker runs) (the job's options record the request).
+        "--flash_attn",
+        str(server_flash_attn(options)),
+        "--verbose",
+        "False",
+        # By default a new request cuts the one streaming (it ends after a token): queue them instead.
+        "--interrupt_requests",
+        "False",
+    ]
 
 
 def _mlx_lm_server(py: str, artifact: Path, port: int, options: dict, n_ctx: int, max_tokens: int) -> list[str]:
-    return [py, "-m", "mlx_lm", "server", "--model", str(artifact), "--host", HOST, "--port", str(port),
-            "--prefill-step-size", str(options.get("prefill_step_size", 2048)), "--max-tokens", str(max_tokens),
-            "--log-level", "WARNING"]
-
-
+    return [
+        py,
+        "-m",
+        "mlx_lm",
+        "server",
+        "--model",
+        str(artifact),
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--prefill-step-size",
+        str(options.get("prefill_step_size", 2048)),
+        "--max-tokens",
+        str(max_tokens),
+        "--log-level",
+        "WARNING",
+    ]
 
 
 def mlx_server_defaults() -> dict:
@@ -120,21 +157,28 @@ def batching(engine: str, clients: int) -> dict:
 
 
 def _one_at_a_time(clients: int) -> dict:
-    return {"batches": False, "max_batch": 1,
-            "how": "llama_cpp.server holds one Llama behind a lock: one request at a time; with "
-                   "--interrupt_requests False the others wait for it (queued), FIFO"}
+    return {
+        "batches": False,
+        "max_batch": 1,
+        "how": "llama_cpp.server holds one Llama behind a lock: one request at a time; with "
+        "--interrupt_requests False the others wait for it (queued), FIFO",
+    }
 
 
 def _mlx_batching(clients: int) -> dict:
     d = mlx_server_defaults()
     dc = d["decode_concurrency"]
-    return {"batches": True, "max_batch": min(clients, dc) if dc else None, **d,
-            "how": "mlx_lm.server continuous batching (BatchGenerator) at its defaults: a request joins the "
-                   "running batch when it carries no seed, the server has no --kv-bits and no draft model and "
-                   "the model's KV cache can merge; prefill of up to prompt_concurrency prompts at once, decode "
-                   "of up to decode_concurrency. The generation thread picks up new requests only between time "
-                   "slices of time_slice_s (or when the batch empties): of a burst, the requests queued when a "
-                   "slice starts begin together, later ones join up to time_slice_s later"}
+    return {
+        "batches": True,
+        "max_batch": min(clients, dc) if dc else None,
+        **d,
+        "how": "mlx_lm.server continuous batching (BatchGenerator) at its defaults: a request joins the "
+        "running batch when it carries no seed, the server has no --kv-bits and no draft model and "
+        "the model's KV cache can merge; prefill of up to prompt_concurrency prompts at once, decode "
+        "of up to decode_concurrency. The generation thread picks up new requests only between time "
+        "slices of time_slice_s (or when the batch empties): of a burst, the requests queued when a "
+        "slice starts begin together, later ones join up to time_slice_s later",
+    }
 
 
 @dataclass(frozen=True)
@@ -146,8 +190,10 @@ class ServerKind:
     batching: Callable[[int], dict]
 
 
-SERVERS = {"llama_cpp.server": ServerKind(_llama_cpp_python_server, _one_at_a_time),
-           "mlx_lm.server": ServerKind(_mlx_lm_server, _mlx_batching)}
+SERVERS = {
+    "llama_cpp.server": ServerKind(_llama_cpp_python_server, _one_at_a_time),
+    "mlx_lm.server": ServerKind(_mlx_lm_server, _mlx_batching),
+}
 
 
 def server_flash_attn(options: dict) -> bool:
@@ -155,8 +201,14 @@ def server_flash_attn(options: dict) -> bool:
 
 
 class Server:
-    def __init__(self, engine: str, cmd: list[str], port: int, log_path: Path,
-                 on_spawn: Callable[[int, float], None] | None = None):
+    def __init__(
+        self,
+        engine: str,
+        cmd: list[str],
+        port: int,
+        log_path: Path,
+        on_spawn: Callable[[int, float], None] | None = None,
+    ):
         self.engine, self.cmd, self.port, self.log_path = engine, cmd, port, Path(log_path)
         self.on_spawn = on_spawn
         self.proc: subprocess.Popen | None = None
@@ -172,8 +224,9 @@ class Server:
             raise ServerError(f"port {self.port} on {HOST} is in use: the {self.engine} server cannot bind it")
         with open(self.log_path, "ab") as log:
             self.t_spawn = time.perf_counter()
-            self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         _LIVE[self.proc.pid] = self
         if self.on_spawn:
             try:
@@ -200,14 +253,18 @@ class Server:
             if rc is not None:
                 tail = self.log_tail()
                 hint = f" (port {self.port} in use)" if "address already in use" in tail.lower() else ""
-                raise ServerError(f"the {self.engine} server exited with status {rc} before it was ready{hint}: "
-                                  f"{tail.strip()[-400:]}", tail)
+                raise ServerError(
+                    f"the {self.engine} server exited with status {rc} before it was ready{hint}: "
+                    f"{tail.strip()[-400:]}",
+                    tail,
+                )
             left = deadline - time.perf_counter()
             if left > 0 and answers_completion(self.port, max(left, 0.01)):
                 return time.perf_counter() - self.t_spawn
             if time.perf_counter() > deadline:
-                raise ServerError(f"the {self.engine} server was not ready within ready_timeout_s={timeout_s:g} s",
-                                  self.log_tail())
+                raise ServerError(
+                    f"the {self.engine} server was not ready within ready_timeout_s={timeout_s:g} s", self.log_tail()
+                )
             time.sleep(POLL_S)
 
     def stop(self, timeout_s: float) -> tuple[float, bool]:

@@ -51,8 +51,13 @@ def run_workload(job: JobSpec, models_dir: Path, emit: Callable[..., None]) -> J
             out = module.run(ctx)
         except WorkloadError as exc:
             env = Environment(**host_facts(), **engine_for(job).describe())
-            return failed(job.job_id, f"{job.workload} error: {exc}", getattr(exc, "log_tail", None),
-                          started_at=started, environment=env)
+            return failed(
+                job.job_id,
+                f"{job.workload} error: {exc}",
+                getattr(exc, "log_tail", None),
+                started_at=started,
+                environment=env,
+            )
         finally:
             kill_live_groups()  # normally none: each workload stops its servers itself
     env = Environment(**host_facts(), **out.engine.describe())
@@ -61,14 +66,21 @@ def run_workload(job: JobSpec, models_dir: Path, emit: Callable[..., None]) -> J
     if device:
         extra["device_memory"] = device
     result = JobResult(
-        job_id=job.job_id, status=JobStatus.ok, started_at=started, load_s=out.load_s,
+        job_id=job.job_id,
+        status=JobStatus.ok,
+        started_at=started,
+        load_s=out.load_s,
         peak_memory_bytes=rss_peak_bytes() if out.own_peak else None,
         peak_footprint_bytes=footprint_peak_bytes() if out.own_peak else None,
-        baseline_memory_bytes=out.baseline_memory_bytes, baseline_footprint_bytes=out.baseline_footprint_bytes,
-        samples=out.samples, environment=env, extra=extra,
+        baseline_memory_bytes=out.baseline_memory_bytes,
+        baseline_footprint_bytes=out.baseline_footprint_bytes,
+        samples=out.samples,
+        environment=env,
+        extra=extra,
     )
     problems = contract_problems(result, job.workload)
     if problems:  # a figure the registry does not define is never stored as a result
-        return failed(job.job_id, "result outside the contract: " + "; ".join(problems), started_at=started,
-                      environment=env)
+        return failed(
+            job.job_id, "result outside the contract: " + "; ".join(problems), started_at=started, environment=env
+        )
     return result

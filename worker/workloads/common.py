@@ -145,4 +145,4 @@ class Prompts:
     def text(self, index: int) -> str:
         span = len(self.ids) - self.n
         start = (index * 7919 + self.seed * 104_729) % span  # primes: slices spread over the whole text
-        return self.engine.detokenize(self.ids[start:start + self.n])
+        return self.engine.detokenize(self.ids[start : start + self.n])

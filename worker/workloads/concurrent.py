@@ -95,31 +95,50 @@ def run(ctx: Context) -> Outcome:
                     sources[x.token_source] = sources.get(x.token_source, 0) + 1
             good = [x for x in results if x.ok and x.n_tokens >= job.n_gen]
             for x in results:
-                log.add({"request_ttft_ms": x.ttft_s * 1000.0 if x.ttft_s is not None else None,
-                         "request_e2e_ms": (x.t_end - x.t_sent) * 1000.0 if x.ok else None}, warmup=warm)
+                log.add(
+                    {
+                        "request_ttft_ms": x.ttft_s * 1000.0 if x.ttft_s is not None else None,
+                        "request_e2e_ms": (x.t_end - x.t_sent) * 1000.0 if x.ok else None,
+                    },
+                    warmup=warm,
+                )
                 for gap in x.gaps_s():
                     log.add({"request_itl_ms": gap * 1000.0}, warmup=warm)
             span = max((x.t_end for x in good), default=0.0) - min(x.t_sent for x in results)
-            log.add({"aggregate_output_tps": sum(x.n_tokens for x in good) / span if good else 0.0,
-                     "request_errors": len(results) - len(good), "server_peak_rss_bytes": sampler.peak,
-                     "server_hwm_rss_bytes": hwm, "server_peak_footprint_bytes": sampler.footprint_peak},
-                    warmup=warm)
+            log.add(
+                {
+                    "aggregate_output_tps": sum(x.n_tokens for x in good) / span if good else 0.0,
+                    "request_errors": len(results) - len(good),
+                    "server_peak_rss_bytes": sampler.peak,
+                    "server_hwm_rss_bytes": hwm,
+                    "server_peak_footprint_bytes": sampler.footprint_peak,
+                },
+                warmup=warm,
+            )
             errors = [x.error for x in results if not x.ok]
             ctx.emit("burst", index=r, errors=errors[:3], samples=sampler.samples, **seen)
             done(ctx, r, warm)
     finally:
         stop_s, clean = server.stop(p["stop_timeout_s"])
-    extra = {"clients": n, "ready_s": ready_s, "stop_s": stop_s, "clean_stop": clean, "n_ctx": n_ctx,
-             "memory_interval_ms": p["memory_interval_ms"], "hwm_supported": hwm_ok,
-             "server": describe(job.engine).server_module, "server_args": cmd[2:],
-             "ready_probe": READY_PROBE,
-             # the body every request had (prompt aside), the same for both servers
-             "request": request_facts(body) if body else None,
-             # successful requests by where their token count came from (client.py: usage / finish_length /
-             # chunks); 'chunks' is a lower bound, never the count of a server that reported one
-             "token_count_source": sources,
-             "batching": batching(job.engine, n),
-             "observed": observed(bursts)}
+    extra = {
+        "clients": n,
+        "ready_s": ready_s,
+        "stop_s": stop_s,
+        "clean_stop": clean,
+        "n_ctx": n_ctx,
+        "memory_interval_ms": p["memory_interval_ms"],
+        "hwm_supported": hwm_ok,
+        "server": describe(job.engine).server_module,
+        "server_args": cmd[2:],
+        "ready_probe": READY_PROBE,
+        # the body every request had (prompt aside), the same for both servers
+        "request": request_facts(body) if body else None,
+        # successful requests by where their token count came from (client.py: usage / finish_length /
+        # chunks); 'chunks' is a lower bound, never the count of a server that reported one
+        "token_count_source": sources,
+        "batching": batching(job.engine, n),
+        "observed": observed(bursts),
+    }
     return Outcome(samples=log.samples, engine=engine_for(job), extra=extra, own_peak=False)
 
 
@@ -128,7 +147,9 @@ def observed(bursts: list[dict]) -> dict:
     measured = [b for b in bursts if not b["warmup"]] or bursts
     joined = [b["joined"] for b in measured if b["joined"] is not None]
     most = max((b["in_flight"] for b in measured), default=0)
-    return {"max_streams_in_flight": most,
-            "joined_fraction": sum(joined) / len(joined) if joined else None,
-            "per_burst": [{"in_flight": b["in_flight"], "joined": b["joined"]} for b in measured],
-            "batched": most > 1}
+    return {
+        "max_streams_in_flight": most,
+        "joined_fraction": sum(joined) / len(joined) if joined else None,
+        "per_burst": [{"in_flight": b["in_flight"], "joined": b["joined"]} for b in measured],
+        "batched": most > 1,
+    }

@@ -81,10 +81,21 @@ def run(ctx: Context) -> Outcome:
         if not s.warmup:
             measured.append(s.values.get("decode_bandwidth_pct", 0.0))
     roofline.mark_exceeded(ceiling, measured)
-    extra = {"n_ctx": n_ctx, "vocab_size": engine.vocab_size(), "prompt_ids_sha256": prompt_ids_digest(engine, job),
-             "roofline": ceiling}
-    outcome = Outcome(samples=log.samples, engine=engine, extra=extra, load_s=load_s, baseline_memory_bytes=baseline,
-                      baseline_footprint_bytes=baseline_footprint, device_memory=engine.memory_facts())
+    extra = {
+        "n_ctx": n_ctx,
+        "vocab_size": engine.vocab_size(),
+        "prompt_ids_sha256": prompt_ids_digest(engine, job),
+        "roofline": ceiling,
+    }
+    outcome = Outcome(
+        samples=log.samples,
+        engine=engine,
+        extra=extra,
+        load_s=load_s,
+        baseline_memory_bytes=baseline,
+        baseline_footprint_bytes=baseline_footprint,
+        device_memory=engine.memory_facts(),
+    )
     engine.close()
     return outcome
 
@@ -92,6 +103,14 @@ def run(ctx: Context) -> Outcome:
 def _roofline(ctx: Context, engine: Engine) -> dict:
     job, facts, desc = ctx.job, host_facts(), engine.describe()
     details = facts.get("host_details") or {}
-    return roofline.bound(ModelCatalog(ctx.models_dir).get(job.model), ctx.artifact, job.n_depth, job.n_prompt,
-                          job.n_gen, engine.dtypes().get("kv_cache", "f16"), facts["chip"], details.get("gpu_cores"),
-                          gpu=details.get("gpu") if desc.get("backend") == "CUDA" else None)
+    return roofline.bound(
+        ModelCatalog(ctx.models_dir).get(job.model),
+        ctx.artifact,
+        job.n_depth,
+        job.n_prompt,
+        job.n_gen,
+        engine.dtypes().get("kv_cache", "f16"),
+        facts["chip"],
+        details.get("gpu_cores"),
+        gpu=details.get("gpu") if desc.get("backend") == "CUDA" else None,
+    )

@@ -34,12 +34,19 @@ class Base:
 
 
 class BaseSet:
-    def __init__(self, ctx: Context, specs: list[dict], tokens_sha256: str, first: int, chunks: list[list[int]],
-                 n_ctx: int):
+    def __init__(
+        self, ctx: Context, specs: list[dict], tokens_sha256: str, first: int, chunks: list[list[int]], n_ctx: int
+    ):
         self.ctx, self.first, self.chunks, self.n_ctx = ctx, first, chunks, n_ctx
         job = ctx.job
-        self.bases = [Base(s, store.BaseKey(s["engine"], s["sha256"], tokens_sha256, first),
-                           own=s["engine"] == job.engine and s["artifact"] == job.artifact) for s in specs]
+        self.bases = [
+            Base(
+                s,
+                store.BaseKey(s["engine"], s["sha256"], tokens_sha256, first),
+                own=s["engine"] == job.engine and s["artifact"] == job.artifact,
+            )
+            for s in specs
+        ]
 
     def prepare(self) -> None:
         for b in self.bases:
@@ -55,13 +62,18 @@ class BaseSet:
     def _compute(self, b: Base) -> list[BaseRows]:
         path = self.ctx.models_dir / b.spec["artifact"]
         if not path.exists():
-            raise WorkloadError(f"the KL-divergence base {b.spec['engine']} {b.spec['quant']} ({b.spec['artifact']}) "
-                                "is not on this host: add that form here, or run the job where it is")
+            raise WorkloadError(
+                f"the KL-divergence base {b.spec['engine']} {b.spec['quant']} ({b.spec['artifact']}) "
+                "is not on this host: add that form here, or run the job where it is"
+            )
         self.ctx.emit("kld_base", engine=b.spec["engine"], quant=b.spec["quant"])
         job = self.ctx.job
         # the job's threads for either engine; its other options only where the base runs on its own engine
-        options = dict(job.engine_options) if b.spec["engine"] == job.engine else \
-            {"threads": job.engine_options.get("threads")}
+        options = (
+            dict(job.engine_options)
+            if b.spec["engine"] == job.engine
+            else {"threads": job.engine_options.get("threads")}
+        )
         return base_maker.make(self.ctx.models_dir, b.spec, b.key, self.chunks, self.first, self.n_ctx, options)
 
     def window(self, i: int, logits, targets: list[int]) -> dict[str, float]:
@@ -73,8 +85,10 @@ class BaseSet:
             try:
                 s = compare(logits, b.rows[i], targets)
             except ValueError as e:
-                raise WorkloadError(f"KL-divergence against {b.spec['engine']} {b.spec['quant']}: {e} (the two "
-                                    "forms' vocabularies differ in size)") from None
+                raise WorkloadError(
+                    f"KL-divergence against {b.spec['engine']} {b.spec['quant']}: {e} (the two "
+                    "forms' vocabularies differ in size)"
+                ) from None
             b.stats.append(s)
             if b.spec["engine"] == self.ctx.job.engine:
                 out["window_kld"] = float(s.kld.mean())
@@ -95,6 +109,12 @@ class BaseSet:
 
     def describe(self) -> dict:
         """extra.kld: each base (engine, quant, digest, whether this job computed it) and its full statistics."""
-        return {("same" if b.spec["engine"] == self.ctx.job.engine else "cross"): {
-            **{k: b.spec[k] for k in ("engine", "quant", "sha256")}, "store": b.key.path(self.ctx.models_dir).name,
-            "computed_here": b.computed_here, **b.summary} for b in self.bases}
+        return {
+            ("same" if b.spec["engine"] == self.ctx.job.engine else "cross"): {
+                **{k: b.spec[k] for k in ("engine", "quant", "sha256")},
+                "store": b.key.path(self.ctx.models_dir).name,
+                "computed_here": b.computed_here,
+                **b.summary,
+            }
+            for b in self.bases
+        }

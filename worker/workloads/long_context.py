@@ -20,8 +20,11 @@ from worker.workloads.timing import prompt_ids, rep_seed, timed_generation
 def model_shape(ctx: Context) -> dict:
     """Layers, KV heads and head size from the models folder's manifest (the same for every artifact)."""
     manifest = json.loads((ctx.models_dir / ctx.job.model / "manifest.json").read_text())
-    return {"n_layers": manifest["n_layers"], "n_kv_heads": manifest["n_kv_heads"],
-            "head_dim": manifest["hidden_size"] // manifest["n_heads"]}
+    return {
+        "n_layers": manifest["n_layers"],
+        "n_kv_heads": manifest["n_kv_heads"],
+        "head_dim": manifest["hidden_size"] // manifest["n_heads"],
+    }
 
 
 def run(ctx: Context) -> Outcome:
@@ -46,8 +49,14 @@ def run(ctx: Context) -> Outcome:
         log.add({**values, "kv_cache_bytes": kv["bytes"], "kv_cache_computed_bytes": computed}, warmup=warm)
         done(ctx, r, warm)
     source = engine.kv_source
-    extra = {"depth": depth, "n_ctx": n_ctx, "kv_cache_source": source, "kv_tokens": kv.get("tokens"),
-             "kv_dtype_bytes": kv.get("dtype_bytes"), **shape}
+    extra = {
+        "depth": depth,
+        "n_ctx": n_ctx,
+        "kv_cache_source": source,
+        "kv_tokens": kv.get("tokens"),
+        "kv_dtype_bytes": kv.get("dtype_bytes"),
+        **shape,
+    }
     outcome = Outcome(samples=log.samples, engine=engine, extra=extra, load_s=load_s, baseline_memory_bytes=baseline)
     engine.close()
     return outcome

@@ -31,8 +31,14 @@ class Proc:
     def __init__(self, ctx: Context, i: int, config: dict):
         self.log_path = ctx.workdir / f"engine-{i}.log"
         with open(self.log_path, "wb") as log:
-            self.p = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=log, text=True, bufsize=1)
+            self.p = subprocess.Popen(
+                [sys.executable, "-m", __name__],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                bufsize=1,
+            )
         self.send(config)
 
     def send(self, msg: dict) -> None:
@@ -58,8 +64,14 @@ class Proc:
 
 def run(ctx: Context) -> Outcome:
     job, k = ctx.job, ctx.job.params["processes"]
-    config = {"engine": job.engine, "artifact": str(ctx.artifact), "options": job.engine_options,
-              "n_ctx": job.n_prompt + job.n_gen + CTX_SLACK, "n_prompt": job.n_prompt, "n_gen": job.n_gen}
+    config = {
+        "engine": job.engine,
+        "artifact": str(ctx.artifact),
+        "options": job.engine_options,
+        "n_ctx": job.n_prompt + job.n_gen + CTX_SLACK,
+        "n_prompt": job.n_prompt,
+        "n_gen": job.n_gen,
+    }
     procs: list[Proc] = []
     log = SampleLog()
     try:
@@ -83,14 +95,25 @@ def run(ctx: Context) -> Outcome:
             for s in spans:
                 log.add({"mp_process_decode_tps": job.n_gen / (s["t1"] - s["t0"])}, warmup=warm)
             wall = max(s["t1"] for s in spans) - min(s["t0"] for s in spans)
-            log.add({"mp_aggregate_decode_tps": k * job.n_gen / wall, "mp_total_rss_bytes": total_rss,
-                     "mp_total_pss_bytes": total_pss, "mp_total_footprint_bytes": footprint}, warmup=warm)
+            log.add(
+                {
+                    "mp_aggregate_decode_tps": k * job.n_gen / wall,
+                    "mp_total_rss_bytes": total_rss,
+                    "mp_total_pss_bytes": total_pss,
+                    "mp_total_footprint_bytes": footprint,
+                },
+                warmup=warm,
+            )
             done(ctx, r, warm)
     finally:
         for pr in procs:
             pr.close()
-    extra = {"processes": k, "load_s_per_process": loads, "n_ctx": config["n_ctx"],
-             "effective_options": hello[0]["options"]}  # threads as the engine resolved them, in each process
+    extra = {
+        "processes": k,
+        "load_s_per_process": loads,
+        "n_ctx": config["n_ctx"],
+        "effective_options": hello[0]["options"],
+    }  # threads as the engine resolved them, in each process
     return Outcome(samples=log.samples, engine=engine_for(job), extra=extra, load_s=max(loads), own_peak=False)
 
 

@@ -40,9 +40,11 @@ def windows_of(ids: list[int], window: int, count: int, offset: int) -> list[lis
     """``count`` consecutive non-overlapping windows from ``offset``; WorkloadError if the text is too short."""
     need = offset + window * count
     if need > len(ids):
-        raise WorkloadError(f"the text has {len(ids)} tokens with this tokenizer; offset_tokens {offset} + "
-                            f"windows {count} x window_tokens {window} = {need} do not fit")
-    return [ids[offset + i * window: offset + (i + 1) * window] for i in range(count)]
+        raise WorkloadError(
+            f"the text has {len(ids)} tokens with this tokenizer; offset_tokens {offset} + "
+            f"windows {count} x window_tokens {window} = {need} do not fit"
+        )
+    return [ids[offset + i * window : offset + (i + 1) * window] for i in range(count)]
 
 
 def format_label(ctx: Context) -> str:
@@ -64,8 +66,9 @@ def bos_for(engine, mode: str) -> int | None:
     return engine.perplexity_bos() if mode == "llama-perplexity" else None
 
 
-def scored_windows(ids: list[int], mode: str, bos: int | None, window: int, count: int,
-                   offset: int) -> tuple[list[list[int]], int]:
+def scored_windows(
+    ids: list[int], mode: str, bos: int | None, window: int, count: int, offset: int
+) -> tuple[list[list[int]], int]:
     """(the windows as evaluated, the position ``first`` whose logits predict the first scored token)."""
     if mode == "all-tokens":
         return windows_of(ids, window, count, offset), 0
@@ -101,25 +104,32 @@ def run(ctx: Context) -> Outcome:
     total_nll, scored = 0.0, 0
     for i, chunk in enumerate(chunks):
         logits = engine.window_logits(chunk, first)
-        nll = nll_of(logits, chunk[first + 1:])
+        nll = nll_of(logits, chunk[first + 1 :])
         if not all(math.isfinite(x) for x in nll):
             raise WorkloadError(f"window {i}: the engine returned non-finite log-likelihoods")
         total_nll += sum(nll)
         scored += len(nll)
-        log.add({"window_nll": sum(nll) / len(nll), **bases.window(i, logits, chunk[first + 1:])})
+        log.add({"window_nll": sum(nll) / len(nll), **bases.window(i, logits, chunk[first + 1 :])})
         ctx.emit("window", index=i)
     done(ctx, 0, False)  # the job's one repetition: all windows
-    log.add({"perplexity": math.exp(total_nll / scored), "file_size_bytes": size_path(ctx.artifact),
-             **bases.finish()})
-    extra = {"format": format_label(ctx), "text": p["text"], "mode": mode, "bos": bos, "first_scored": first + 1,
-             "text_tokens": len(ids), "scored_tokens": scored, "tokens_sha256": tokens_sha, "n_ctx": window + CTX_SLACK,
-             **weights_facts(ctx)}
+    log.add({"perplexity": math.exp(total_nll / scored), "file_size_bytes": size_path(ctx.artifact), **bases.finish()})
+    extra = {
+        "format": format_label(ctx),
+        "text": p["text"],
+        "mode": mode,
+        "bos": bos,
+        "first_scored": first + 1,
+        "text_tokens": len(ids),
+        "scored_tokens": scored,
+        "tokens_sha256": tokens_sha,
+        "n_ctx": window + CTX_SLACK,
+        **weights_facts(ctx),
+    }
     if bases.bases:
         extra["kld"] = bases.describe()
     outcome = Outcome(samples=log.samples, engine=engine, extra=extra, load_s=load_s, baseline_memory_bytes=baseline)
     engine.close()
     return outcome
-
 
 
 def weights_facts(ctx: Context) -> dict:

@@ -85,16 +85,23 @@ def run(ctx: Context) -> Outcome:
             if not first.ok:
                 raise WorkloadError(f"the first request after start failed: {first.error}")
             t_first = first.token_times[0]
-            warm_req = stream_completion(port, completion_body(prompts.text(2 * r + 1), job.n_gen, banned),
-                                         p["ready_timeout_s"])
+            warm_req = stream_completion(
+                port, completion_body(prompts.text(2 * r + 1), job.n_gen, banned), p["ready_timeout_s"]
+            )
             windows.append((t_window, t_first))
             t_window = time.perf_counter()  # the next window opens with this server's stop signal
             stop_s, clean = server.stop(p["stop_timeout_s"])
             server = None
             unclean += not clean
-            log.add({"restart_ready_s": ready_s, "restart_first_token_s": t_first - t_spawn,
-                     "restart_warm_ttft_ms": warm_req.ttft_s * 1000.0 if warm_req.ok else None,
-                     "restart_stop_s": stop_s}, warmup=warm)
+            log.add(
+                {
+                    "restart_ready_s": ready_s,
+                    "restart_first_token_s": t_first - t_spawn,
+                    "restart_warm_ttft_ms": warm_req.ttft_s * 1000.0 if warm_req.ok else None,
+                    "restart_stop_s": stop_s,
+                },
+                warmup=warm,
+            )
             done(ctx, r, warm)
     finally:
         if server is not None:
@@ -105,8 +112,13 @@ def run(ctx: Context) -> Outcome:
         for s, (t0, t1) in zip(log.samples, windows):
             n, failed = traffic.in_window(t0, t1)
             s.values.update({"restart_requests": float(n), "restart_failed_requests": float(failed)})
-    extra = {"unclean_stops": unclean, "n_ctx": n_ctx, "traffic_interval_ms": p["client_interval_ms"],
-             "server": describe(job.engine).server_module, "server_args": cmd[2:],
-             "ready_probe": READY_PROBE,
-             "request": request_facts(body) if body else None}  # the body of the timed requests (prompt aside), as both servers get
+    extra = {
+        "unclean_stops": unclean,
+        "n_ctx": n_ctx,
+        "traffic_interval_ms": p["client_interval_ms"],
+        "server": describe(job.engine).server_module,
+        "server_args": cmd[2:],
+        "ready_probe": READY_PROBE,
+        "request": request_facts(body) if body else None,
+    }  # the body of the timed requests (prompt aside), as both servers get
     return Outcome(samples=log.samples, engine=engine_for(job), extra=extra, own_peak=False)

@@ -72,15 +72,22 @@ def run(ctx: Context) -> Outcome:
         gc.collect()  # no collector pause inside the timed region from the untimed work above
         resident = pagecache.resident_fraction(b_path)
         if p["cache"] == "cold" and resident > COLD_MAX_RESIDENT:
-            how = "the OS cannot evict here" if not pagecache.can_evict() else \
-                "another process maps them, or the filesystem (tmpfs) keeps them"
-            raise WorkloadError(f"cache: cold: {resident:.0%} of {p['to_artifact']}'s pages are still in the page "
-                                f"cache after eviction ({how}); a warm load would be stored as cold. Close what "
-                                f"maps the model, or measure cache: warm.")
+            how = (
+                "the OS cannot evict here"
+                if not pagecache.can_evict()
+                else "another process maps them, or the filesystem (tmpfs) keeps them"
+            )
+            raise WorkloadError(
+                f"cache: cold: {resident:.0%} of {p['to_artifact']}'s pages are still in the page "
+                f"cache after eviction ({how}); a warm load would be stored as cold. Close what "
+                f"maps the model, or measure cache: warm."
+            )
         if p["cache"] == "warm" and resident < WARM_MIN_RESIDENT:
-            raise WorkloadError(f"cache: warm: only {resident:.0%} of {p['to_artifact']}'s pages are in the page "
-                                f"cache after reading it (memory pressure evicts them); a partly cold load would "
-                                f"be stored as warm. Free memory on the host, or measure cache: cold.")
+            raise WorkloadError(
+                f"cache: warm: only {resident:.0%} of {p['to_artifact']}'s pages are in the page "
+                f"cache after reading it (memory pressure evicts them); a partly cold load would "
+                f"be stored as warm. Free memory on the host, or measure cache: cold."
+            )
 
         t0 = time.perf_counter()
         a.close()
@@ -96,23 +103,32 @@ def run(ctx: Context) -> Outcome:
         b.first_token(b.prefill(prompt))
         t3 = time.perf_counter()
 
-        log.add({
-            "swap_unload_s": t1 - t0,
-            "swap_load_s": t2 - t1b,
-            "swap_first_token_ms": (t3 - t2b) * 1000.0,
-            "swap_total_s": (t3 - t0) - (t1b - t1) - (t2b - t2),
-            "page_cache_resident_fraction": resident,
-            "swap_rss_after_unload_bytes": rss_after_unload,
-        }, warmup=warm)
+        log.add(
+            {
+                "swap_unload_s": t1 - t0,
+                "swap_load_s": t2 - t1b,
+                "swap_first_token_ms": (t3 - t2b) * 1000.0,
+                "swap_total_s": (t3 - t0) - (t1b - t1) - (t2b - t2),
+                "page_cache_resident_fraction": resident,
+                "swap_rss_after_unload_bytes": rss_after_unload,
+            },
+            warmup=warm,
+        )
         last = b
         if r < job.warmup + job.repetitions - 1:
             b.close()
             del b
         done(ctx, r, warm)
     engine = last
-    extra = {"cache_requested": p["cache"], "cache_evict_supported": pagecache.can_evict(),
-             "mmap": p["mmap"], "a_artifact": job.artifact, "b_artifact": p["to_artifact"],
-             "a_load_s_untimed": a_load_s, "n_ctx": n_ctx}
+    extra = {
+        "cache_requested": p["cache"],
+        "cache_evict_supported": pagecache.can_evict(),
+        "mmap": p["mmap"],
+        "a_artifact": job.artifact,
+        "b_artifact": p["to_artifact"],
+        "a_load_s_untimed": a_load_s,
+        "n_ctx": n_ctx,
+    }
     outcome = Outcome(samples=log.samples, engine=engine, extra=extra, load_s=a_load_s[-1] if a_load_s else None)
     engine.close()
     return outcome

@@ -38,13 +38,18 @@ def versions_with_history(session: Session, engine: str, package: str, among: li
         col = Result.engine_version  # indexed (0007)
     else:
         col = Result.environment["packages"][package].as_string()
-    q = (select(col).distinct().join(Job, Job.id == Result.job_id)
-         .where(Job.engine == engine, Result.status == "ok", col.in_(among)))
+    q = (
+        select(col)
+        .distinct()
+        .join(Job, Job.id == Result.job_id)
+        .where(Job.engine == engine, Result.status == "ok", col.in_(among))
+    )
     return {v for v in session.scalars(q) if v}
 
 
-def choose_baseline(session: Session, engine: str, package: str, candidate: str,
-                    seen: list[str]) -> tuple[str, str] | None:
+def choose_baseline(
+    session: Session, engine: str, package: str, candidate: str, seen: list[str]
+) -> tuple[str, str] | None:
     """(baseline, reason) for ``candidate`` among the versions the watch has seen; None when none is older."""
     cand = Version(candidate)
     older = sorted((v for v in seen if (pv := _version(v)) is not None and pv < cand), key=Version, reverse=True)
@@ -54,8 +59,10 @@ def choose_baseline(session: Session, engine: str, package: str, candidate: str,
     for v in older:
         if v in measured:
             return v, f"{package} {v}: the newest earlier version with ok results of {engine}"
-    return older[0], (f"{package} {older[0]}: no earlier version has results of {engine} yet, so the newest earlier "
-                      "version the watch has seen")
+    return older[0], (
+        f"{package} {older[0]}: no earlier version has results of {engine} yet, so the newest earlier "
+        "version the watch has seen"
+    )
 
 
 def target_hosts(session: Session, spec: WatchSpec, engine: str) -> list[str]:

@@ -49,9 +49,16 @@ def suite_of(doc: dict) -> dict:
 
 
 def sweep_spec(c: Campaign, doc: dict, hosts: list[str], *, name: str, processes: int) -> SweepSpec:
-    data = {**suite_of(doc), "name": name, "engines": [c.engine], "hosts": sorted(hosts), "placement": "each",
-            "engine_versions": {c.engine: [c.baseline, c.candidate]}, "processes": processes,
-            "install_versions": False}
+    data = {
+        **suite_of(doc),
+        "name": name,
+        "engines": [c.engine],
+        "hosts": sorted(hosts),
+        "placement": "each",
+        "engine_versions": {c.engine: [c.baseline, c.candidate]},
+        "processes": processes,
+        "install_versions": False,
+    }
     return parse_sweep(data, source=f"watch {c.watch}: suite")
 
 
@@ -110,6 +117,13 @@ def undecided(decided: dict[tuple[str, str], dict[str, Decision]]) -> list[tuple
 
 def decision_dict(d: Decision) -> dict:
     c = d.comparison
-    return {"verdict": d.verdict.value, "decided": d.decided, "processes": d.processes, "look": d.look,
-            "ratio": c.ratio if c else None, "ci_low": c.ci_low if c else None, "ci_high": c.ci_high if c else None,
-            "p_value": c.p_value if c else None}
+    return {
+        "verdict": d.verdict.value,
+        "decided": d.decided,
+        "processes": d.processes,
+        "look": d.look,
+        "ratio": c.ratio if c else None,
+        "ci_low": c.ci_low if c else None,
+        "ci_high": c.ci_high if c else None,
+        "p_value": c.p_value if c else None,
+    }

@@ -86,13 +86,27 @@ def prepare(session: Session, broker_url: str, c: Campaign, doc: dict) -> tuple[
             sent.append(need[0])
             waiting = True
         elif row is not None and row["status"] == "ready" and need:
-            report_env(session, c.id, name, status="failed", error=(
-                f"the worker reported {c.package} {need[0]} ready but does not advertise it (its engines: "
-                f"{', '.join(versions_on(hosts.get(name), c.engine)) or 'none'}); restart it and run the watch again"))
+            report_env(
+                session,
+                c.id,
+                name,
+                status="failed",
+                error=(
+                    f"the worker reported {c.package} {need[0]} ready but does not advertise it (its engines: "
+                    f"{', '.join(versions_on(hosts.get(name), c.engine)) or 'none'}); restart it and run the watch again"
+                ),
+            )
         elif row is not None and row["status"] == "pending":
             if row["reported_at"] is not None and row["reported_at"] < stale:
-                report_env(session, c.id, name, status="failed", error=(
-                    f"no report for {PREPARE_TIMEOUT_S:.0f} s after the prepare task was sent (worker offline?)"))
+                report_env(
+                    session,
+                    c.id,
+                    name,
+                    status="failed",
+                    error=(
+                        f"no report for {PREPARE_TIMEOUT_S:.0f} s after the prepare task was sent (worker offline?)"
+                    ),
+                )
             else:
                 waiting = True
     c.verdicts = {**(c.verdicts or {}), "hosts": book}
@@ -102,7 +116,8 @@ def prepare(session: Session, broker_url: str, c: Campaign, doc: dict) -> tuple[
     ready = [h for h in c.hosts or [] if rows.get(h, {}).get("status") == "ready"]
     failed = {h: rows[h]["error"] or "failed" for h in c.hosts or [] if rows.get(h, {}).get("status") == "failed"}
     for h in c.hosts or []:
-        book[h].update(status=rows.get(h, {}).get("status"), error=failed.get(h),
-                       env_name=rows.get(h, {}).get("env_name"))
+        book[h].update(
+            status=rows.get(h, {}).get("status"), error=failed.get(h), env_name=rows.get(h, {}).get("env_name")
+        )
     c.verdicts = {**(c.verdicts or {}), "hosts": book}
     return ready, failed

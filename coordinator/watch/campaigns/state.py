@@ -75,9 +75,22 @@ def webhook_of(doc: dict) -> str | None:
 
 def fail(session: Session, c: Campaign, doc: dict, why: str) -> None:
     c.status, c.error, c.updated_at = "failed", why, utcnow()
-    queue_notification(session, kind="campaign_failed", key=f"campaign {c.id}:failed", url=webhook_of(doc), payload={
-        "watch": c.watch, "campaign_id": c.id, "package": c.package, "engine": c.engine, "baseline": c.baseline,
-        "candidate": c.candidate, "error": why, "command": f"siliconbench env add {c.package}=={c.candidate}"})
+    queue_notification(
+        session,
+        kind="campaign_failed",
+        key=f"campaign {c.id}:failed",
+        url=webhook_of(doc),
+        payload={
+            "watch": c.watch,
+            "campaign_id": c.id,
+            "package": c.package,
+            "engine": c.engine,
+            "baseline": c.baseline,
+            "candidate": c.candidate,
+            "error": why,
+            "command": f"siliconbench env add {c.package}=={c.candidate}",
+        },
+    )
 
 
 def _preparing(session: Session, broker_url: str, c: Campaign, doc: dict) -> Step:
@@ -91,8 +104,9 @@ def _preparing(session: Session, broker_url: str, c: Campaign, doc: dict) -> Ste
         fail(session, c, doc, c.error or "no target host")
         return Step(f"failed: no host could prepare {c.package} {c.candidate}")
     c.verdicts = {**c.verdicts, "ready": ready}
-    return Step(f"preparing: {len(ready)} host(s) ready, look 1 enqueued", look_sweep_id(c, 1),
-                look_spec(c, doc, 1, ready))
+    return Step(
+        f"preparing: {len(ready)} host(s) ready, look 1 enqueued", look_sweep_id(c, 1), look_spec(c, doc, 1, ready)
+    )
 
 
 def _unfinished(session: Session, sweep_id: str) -> int:
@@ -115,8 +129,11 @@ def _running(session: Session, c: Campaign, doc: dict) -> Step:
         v["looks"][-1]["undecided"] = sorted({f"{series[k].label} · {k[1]}" for k in still})
         c.verdicts = v
         if still and c.look < len(looks):
-            return Step(f"running: {len(still)} series undecided after look {c.look}, look {c.look + 1} enqueued",
-                        look_sweep_id(c, c.look + 1), look_spec(c, doc, c.look + 1, hosts))
+            return Step(
+                f"running: {len(still)} series undecided after look {c.look}, look {c.look + 1} enqueued",
+                look_sweep_id(c, c.look + 1),
+                look_spec(c, doc, c.look + 1, hosts),
+            )
     skus = {h.name: sku_of(h) for h in session.scalars(select(Host).where(Host.name.in_(hosts)))}
     again = group(worker_points(session, [current]), c, metrics, [current]) if confirming else None
     out = conclude(session, c, series, decided, points, skus, metrics, webhook_of(doc), again)
@@ -124,8 +141,12 @@ def _running(session: Session, c: Campaign, doc: dict) -> Step:
     if need:
         c.verdicts = {**v, **out}
         sid = f"campaign-{c.id}-confirm"
-        return Step(f"running: a change on single-host SKU(s) to confirm on {', '.join(need)}", sid,
-                    sweep_spec(c, doc, need, name=sid, processes=COMPARE_PROCESSES), kind="confirm")
+        return Step(
+            f"running: a change on single-host SKU(s) to confirm on {', '.join(need)}",
+            sid,
+            sweep_spec(c, doc, need, name=sid, processes=COMPARE_PROCESSES),
+            kind="confirm",
+        )
     n = publish(session, c, series, out, webhook_of(doc))
     c.verdicts = {**v, **out, "phase": "done"}
     c.status, c.updated_at = "done", utcnow()

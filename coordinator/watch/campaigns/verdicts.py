@@ -35,7 +35,9 @@ from storage.watch_tables import Campaign
 CHANGES = ("regression", "improvement")
 
 
-def find_suspects(session: Session, c: Campaign, points, skus: dict[str, str], metrics, webhook: str | None) -> list[str]:
+def find_suspects(
+    session: Session, c: Campaign, points, skus: dict[str, str], metrics, webhook: str | None
+) -> list[str]:
     """Store and announce the campaign's suspect hosts; their names."""
     rows = [t for m in metrics for t in suspect_hosts(points, skus, m)]
     save_suspects(session, rows, campaign_id=c.id)
@@ -43,12 +45,28 @@ def find_suspects(session: Session, c: Campaign, points, skus: dict[str, str], m
         worst = min((t for t in rows if t.host == host and t.ratio is not None), key=lambda t: t.ratio, default=None)
         if worst is None:
             continue
-        queue_notification(session, kind="suspect_host", key=f"campaign {c.id}:suspect:{host}", url=webhook, payload={
-            "host": host, "sku": worst.sku, "series": worst.series, "metric": worst.metric, "ratio": worst.ratio,
-            "ci_low": worst.ci_low, "ci_high": worst.ci_high, "peers": list(worst.peers), "campaign_id": c.id,
-            "watch": c.watch, "reason": worst.reason,
-            "command": f"siliconbench compare -b host={worst.peers[0]} -c host={host} -m {worst.metric}"
-                       if worst.peers else None})
+        queue_notification(
+            session,
+            kind="suspect_host",
+            key=f"campaign {c.id}:suspect:{host}",
+            url=webhook,
+            payload={
+                "host": host,
+                "sku": worst.sku,
+                "series": worst.series,
+                "metric": worst.metric,
+                "ratio": worst.ratio,
+                "ci_low": worst.ci_low,
+                "ci_high": worst.ci_high,
+                "peers": list(worst.peers),
+                "campaign_id": c.id,
+                "watch": c.watch,
+                "reason": worst.reason,
+                "command": f"siliconbench compare -b host={worst.peers[0]} -c host={host} -m {worst.metric}"
+                if worst.peers
+                else None,
+            },
+        )
     return sorted({t.host for t in rows})
 
 
@@ -74,15 +92,26 @@ def pooled(s: Series, per_host: dict, hosts: list[str]):
 def series_verdict(s: Series, per_host: dict, skus: dict, suspects: list[str], confirm=None) -> dict:
     conf = confirmations(s, list(per_host), confirm)
     verdict, detail = fleet_verdict(per_host, skus, confirmations=conf, suspects=suspects)
-    out = {"series_id": s.series_id, "verdict": verdict, "detail": detail,
-           "hosts": {h: decision_dict(d) for h, d in sorted(per_host.items())},
-           "confirmations": {h: c.as_dict() for h, c in conf.items()}}
+    out = {
+        "series_id": s.series_id,
+        "verdict": verdict,
+        "detail": detail,
+        "hosts": {h: decision_dict(d) for h, d in sorted(per_host.items())},
+        "confirmations": {h: c.as_dict() for h, c in conf.items()},
+    }
     if verdict in CHANGES:
         skus_changed = detail["regressed_on"] if verdict == "regression" else detail["improved_on"]
         changed = sorted(h for sku in skus_changed for h, v in detail["skus"][sku]["hosts"].items() if v == verdict)
         comp = pooled(s, per_host, changed)
-        out.update(changed_hosts=changed, skus=skus_changed, ratio=comp.ratio, ci_low=comp.ci_low,
-                   ci_high=comp.ci_high, p_value=comp.p_value, comparison=comp.as_dict())
+        out.update(
+            changed_hosts=changed,
+            skus=skus_changed,
+            ratio=comp.ratio,
+            ci_low=comp.ci_low,
+            ci_high=comp.ci_high,
+            p_value=comp.p_value,
+            comparison=comp.as_dict(),
+        )
     return out
 
 
@@ -93,12 +122,26 @@ def save_finding(session: Session, c: Campaign, s: Series, v: dict) -> int:
     if f is None:
         first = v["changed_hosts"][0]
         before, after = s.points[first][0][0], s.points[first][1][0]
-        f = Finding(key=key, series_id=s.series_id, series=s.label, series_key=series_key(after, s.metric, ("host",)),
-                    metric=s.metric, verdict=v["verdict"], host=None, engine=after.engine, model=after.model,
-                    before_job_id=before.job_id, after_job_id=after.job_id, before=before.components,
-                    after=after.components, changes=changed_components(before, after), ratio=v["ratio"],
-                    p_value=v["p_value"], status="open",
-                    comparison={**v["comparison"], "campaign_id": c.id, "hosts": v["hosts"]})
+        f = Finding(
+            key=key,
+            series_id=s.series_id,
+            series=s.label,
+            series_key=series_key(after, s.metric, ("host",)),
+            metric=s.metric,
+            verdict=v["verdict"],
+            host=None,
+            engine=after.engine,
+            model=after.model,
+            before_job_id=before.job_id,
+            after_job_id=after.job_id,
+            before=before.components,
+            after=after.components,
+            changes=changed_components(before, after),
+            ratio=v["ratio"],
+            p_value=v["p_value"],
+            status="open",
+            comparison={**v["comparison"], "campaign_id": c.id, "hosts": v["hosts"]},
+        )
         session.add(f)
         session.flush()
     return f.id
@@ -106,21 +149,56 @@ def save_finding(session: Session, c: Campaign, s: Series, v: dict) -> int:
 
 def announce(session: Session, c: Campaign, s: Series, v: dict, finding_id: int, webhook: str | None) -> None:
     hosts = " ".join(f"--host {shlex.quote(h)}" for h in v["changed_hosts"])
-    queue_notification(session, kind="finding", key=f"campaign {c.id}:{s.label}:{s.metric}", url=webhook, payload={
-        "watch": c.watch, "campaign_id": c.id, "package": c.package, "engine": c.engine, "baseline": c.baseline,
-        "candidate": c.candidate, "series": s.label, "metric": s.metric, "verdict": v["verdict"],
-        "ratio": v["ratio"], "ci_low": v["ci_low"], "ci_high": v["ci_high"], "p_value": v["p_value"],
-        "hosts": v["changed_hosts"], "sku": ", ".join(v["skus"]), "finding_id": finding_id,
-        "command": f"siliconbench confirm {finding_id} {hosts}"})
+    queue_notification(
+        session,
+        kind="finding",
+        key=f"campaign {c.id}:{s.label}:{s.metric}",
+        url=webhook,
+        payload={
+            "watch": c.watch,
+            "campaign_id": c.id,
+            "package": c.package,
+            "engine": c.engine,
+            "baseline": c.baseline,
+            "candidate": c.candidate,
+            "series": s.label,
+            "metric": s.metric,
+            "verdict": v["verdict"],
+            "ratio": v["ratio"],
+            "ci_low": v["ci_low"],
+            "ci_high": v["ci_high"],
+            "p_value": v["p_value"],
+            "hosts": v["changed_hosts"],
+            "sku": ", ".join(v["skus"]),
+            "finding_id": finding_id,
+            "command": f"siliconbench confirm {finding_id} {hosts}",
+        },
+    )
 
 
 def needing_confirmation(verdicts: dict) -> list[str]:
-    return sorted({h for by_metric in verdicts.values() for v in by_metric.values()
-                   if v["verdict"] == "needs_confirmation" for h in v["detail"]["confirm"]})
+    return sorted(
+        {
+            h
+            for by_metric in verdicts.values()
+            for v in by_metric.values()
+            if v["verdict"] == "needs_confirmation"
+            for h in v["detail"]["confirm"]
+        }
+    )
 
 
-def conclude(session: Session, c: Campaign, series: dict, decided: dict, points, skus: dict, metrics,
-             webhook: str | None, confirm: dict | None = None) -> dict:
+def conclude(
+    session: Session,
+    c: Campaign,
+    series: dict,
+    decided: dict,
+    points,
+    skus: dict,
+    metrics,
+    webhook: str | None,
+    confirm: dict | None = None,
+) -> dict:
     """{label: {metric: verdict dict}}, suspects stored and announced; findings only once ``final``."""
     suspects = find_suspects(session, c, points, skus, metrics, webhook)
     out: dict[str, dict] = {}

@@ -95,13 +95,16 @@ def _save_safetensors(tensors: dict[str, np.ndarray], path: Path, dtype: str) ->
         else:
             a = np.ascontiguousarray(v, dtype=np.float32 if dtype == "f32" else np.float16)
             arrays[k] = (a.dtype.name, a)
-    specs = {k: TensorSpec(dtype=name, shape=a.shape, data_ptr=a.ctypes.data, data_len=a.nbytes)
-             for k, (name, a) in arrays.items()}
+    specs = {
+        k: TensorSpec(dtype=name, shape=a.shape, data_ptr=a.ctypes.data, data_len=a.nbytes)
+        for k, (name, a) in arrays.items()
+    }
     serialize_file(specs, str(path), metadata={"format": "pt"})  # arrays stay referenced until written
 
 
-def write_hf_dir(out_dir: Path, config: dict, weights: dict[str, np.ndarray], vocab: BpeVocab,
-                 dtype: str = "f32") -> None:
+def write_hf_dir(
+    out_dir: Path, config: dict, weights: dict[str, np.ndarray], vocab: BpeVocab, dtype: str = "f32"
+) -> None:
     """An HF ``LlamaForCausalLM`` directory with every tensor in ``dtype`` (f32, f16 or bf16), which mlx-lm
     loads as is and computes in (its activations and KV cache take the weights' dtype)."""
     if dtype not in HF_DTYPES:
@@ -117,16 +120,20 @@ def write_hf_dir(out_dir: Path, config: dict, weights: dict[str, np.ndarray], vo
     vocab.write_hf(out_dir, model_max_length=config["max_position_embeddings"])
 
 
-def write_gguf(path: Path, config: dict, weights: dict[str, np.ndarray], vocab: BpeVocab, *, name: str,
-               dtype: str = "f16") -> None:
+def write_gguf(
+    path: Path, config: dict, weights: dict[str, np.ndarray], vocab: BpeVocab, *, name: str, dtype: str = "f16"
+) -> None:
     """A GGUF F16 (``dtype`` f16), BF16 (bf16) or F32 (f32) file; 1-D norms stay F32, as llama.cpp requires."""
     import gguf  # an engine's own package: optional, needed by that format only
 
     if dtype not in ("f16", "f32", "bf16"):
         raise ValueError(f"dtype {dtype!r}: f16, bf16 or f32")
     matrix = np.float16 if dtype == "f16" else np.float32
-    file_type = {"f16": gguf.LlamaFileType.MOSTLY_F16, "bf16": gguf.LlamaFileType.MOSTLY_BF16,
-                 "f32": gguf.LlamaFileType.ALL_F32}[dtype]
+    file_type = {
+        "f16": gguf.LlamaFileType.MOSTLY_F16,
+        "bf16": gguf.LlamaFileType.MOSTLY_BF16,
+        "f32": gguf.LlamaFileType.ALL_F32,
+    }[dtype]
 
     path.parent.mkdir(parents=True, exist_ok=True)
     n_head, n_kv = config["num_attention_heads"], config["num_key_value_heads"]
@@ -181,15 +188,28 @@ def quantize_gguf(src: Path, dst: Path, quant: str) -> None:
         raise EngineError(f"llama_model_quantize {src.name} -> {quant} failed with status {rc}")
 
 
-def convert_mlx(src_dir: Path, dst_dir: Path, bits: int, group_size: int = 64, quant_predicate: str | None = None,
-                dtype: str = "float32") -> None:
+def convert_mlx(
+    src_dir: Path,
+    dst_dir: Path,
+    bits: int,
+    group_size: int = 64,
+    quant_predicate: str | None = None,
+    dtype: str = "float32",
+) -> None:
     """mlx-lm affine quantization (or one of its mixed recipes, ``bits`` then its low width); float32 scales
     and norms by default because f16 math is slow on MLX's CPU (a GPU's model takes bfloat16, as published)."""
     from mlx_lm import convert  # an engine's own package: optional, needed by that format only
 
     with contextlib.redirect_stdout(io.StringIO()):  # mlx-lm prints [INFO] lines
-        convert(str(src_dir), str(dst_dir), quantize=True, q_bits=bits, q_group_size=group_size, dtype=dtype,
-                quant_predicate=quant_predicate)
+        convert(
+            str(src_dir),
+            str(dst_dir),
+            quantize=True,
+            q_bits=bits,
+            q_group_size=group_size,
+            dtype=dtype,
+            quant_predicate=quant_predicate,
+        )
 
 
 def artifact(model_dir: Path, rel: str, fmt: str, quant: str, level: str) -> Artifact:

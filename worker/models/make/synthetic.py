@@ -32,18 +32,46 @@ from worker.models.make.tokenizer import BpeVocab
 # (Llama 3.2 1B ties them: one embedding-sized matrix more here, said in the note). "qwen2.5-32b" is Qwen2.5-32B's
 # dimensions on the llama architecture (no QKV biases): a 32B-class shape both engines load as llama.
 SHAPES: dict[str, dict] = {
-    "llama-3.2-1b": {"hidden_size": 2048, "num_hidden_layers": 16, "num_attention_heads": 32,
-                     "num_key_value_heads": 8, "intermediate_size": 8192, "vocab_size": 128256,
-                     "rope_theta": 500000.0, "max_position_embeddings": 131072},
-    "llama-3-8b": {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-                   "intermediate_size": 14336, "vocab_size": 128256, "rope_theta": 500000.0,
-                   "max_position_embeddings": 131072},
-    "qwen2.5-32b": {"hidden_size": 5120, "num_hidden_layers": 64, "num_attention_heads": 40,
-                    "num_key_value_heads": 8, "intermediate_size": 27648, "vocab_size": 152064,
-                    "rope_theta": 1000000.0, "max_position_embeddings": 32768},
-    "llama-3-70b": {"hidden_size": 8192, "num_hidden_layers": 80, "num_attention_heads": 64,
-                    "num_key_value_heads": 8, "intermediate_size": 28672, "vocab_size": 128256,
-                    "rope_theta": 500000.0, "max_position_embeddings": 131072},
+    "llama-3.2-1b": {
+        "hidden_size": 2048,
+        "num_hidden_layers": 16,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 8192,
+        "vocab_size": 128256,
+        "rope_theta": 500000.0,
+        "max_position_embeddings": 131072,
+    },
+    "llama-3-8b": {
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+        "rope_theta": 500000.0,
+        "max_position_embeddings": 131072,
+    },
+    "qwen2.5-32b": {
+        "hidden_size": 5120,
+        "num_hidden_layers": 64,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 8,
+        "intermediate_size": 27648,
+        "vocab_size": 152064,
+        "rope_theta": 1000000.0,
+        "max_position_embeddings": 32768,
+    },
+    "llama-3-70b": {
+        "hidden_size": 8192,
+        "num_hidden_layers": 80,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "intermediate_size": 28672,
+        "vocab_size": 128256,
+        "rope_theta": 500000.0,
+        "max_position_embeddings": 131072,
+    },
 }
 POOL = 1 << 24  # 16M seeded normals, tiled
 
@@ -52,10 +80,20 @@ def shape_config(shape: str, vocab: BpeVocab) -> dict:
     if shape not in SHAPES:
         raise UserError("--shape", f"unknown shape {shape!r}.", sorted(SHAPES))
     s = SHAPES[shape]
-    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **s,
-            "head_dim": s["hidden_size"] // s["num_attention_heads"], "hidden_act": "silu",
-            "rms_norm_eps": RMS_NORM_EPS, "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False,
-            "bos_token_id": vocab.bos_id, "eos_token_id": vocab.eos_id, "torch_dtype": "float16"}
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        **s,
+        "head_dim": s["hidden_size"] // s["num_attention_heads"],
+        "hidden_act": "silu",
+        "rms_norm_eps": RMS_NORM_EPS,
+        "tie_word_embeddings": False,
+        "attention_bias": False,
+        "mlp_bias": False,
+        "bos_token_id": vocab.bos_id,
+        "eos_token_id": vocab.eos_id,
+        "torch_dtype": "float16",
+    }
 
 
 def padded_vocab(size: int) -> BpeVocab:
@@ -73,7 +111,9 @@ def full_bytes(config: dict) -> int:
 
 def weights(config: dict, seed: int) -> dict[str, np.ndarray]:
     """Every tensor a window of one seeded float16 pool (distinct offsets), norms 1: HF names and layout."""
-    pool = (np.random.default_rng(seed).standard_normal(POOL, dtype=np.float32) * np.float32(INIT_STD)).astype(np.float16)
+    pool = (np.random.default_rng(seed).standard_normal(POOL, dtype=np.float32) * np.float32(INIT_STD)).astype(
+        np.float16
+    )
     offset = 0
 
     def mat(rows: int, cols: int) -> np.ndarray:
@@ -84,10 +124,19 @@ def weights(config: dict, seed: int) -> dict[str, np.ndarray]:
     return llama_weights(config, mat)
 
 
-def make_synthetic(models_dir: Path, shape: str, *, name: str | None = None, seed: int = 0,
-                   gguf_types: tuple[str, ...] = ("Q4_K_M",), mlx_bits: tuple[int, ...] = (4,),
-                   n_ctx: int | None = None, drop_full: bool = False, overwrite: bool = False,
-                   progress: Callable[[str], None] | None = None) -> ModelManifest:
+def make_synthetic(
+    models_dir: Path,
+    shape: str,
+    *,
+    name: str | None = None,
+    seed: int = 0,
+    gguf_types: tuple[str, ...] = ("Q4_K_M",),
+    mlx_bits: tuple[int, ...] = (4,),
+    n_ctx: int | None = None,
+    drop_full: bool = False,
+    overwrite: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> ModelManifest:
     say = progress or (lambda _m: None)
     name = name or f"synthetic-{shape}"
     vocab = padded_vocab(SHAPES[shape]["vocab_size"]) if shape in SHAPES else None
@@ -97,9 +146,12 @@ def make_synthetic(models_dir: Path, shape: str, *, name: str | None = None, see
     need = 2 * full_bytes(config) * 1.15  # GGUF F16 + MLX bf16, and the quantized forms beside them
     free = shutil.disk_usage(Path(models_dir) if Path(models_dir).exists() else Path(models_dir).parent).free
     if need > free:
-        raise UserError("--shape", f"{shape} at full precision takes {full_bytes(config) / 1e9:,.1f} GB per engine "
-                        f"({need / 1e9:,.0f} GB with the quantized forms); {free / 1e9:,.0f} GB are free here. "
-                        "Writing its quantized forms directly is not built: use a smaller shape or a bigger disk.")
+        raise UserError(
+            "--shape",
+            f"{shape} at full precision takes {full_bytes(config) / 1e9:,.1f} GB per engine "
+            f"({need / 1e9:,.0f} GB with the quantized forms); {free / 1e9:,.0f} GB are free here. "
+            "Writing its quantized forms directly is not built: use a smaller shape or a bigger disk.",
+        )
     say(f"{shape}: {full_bytes(config) / 2e9:,.2f}B parameters of seeded random weights")
     w = weights(config, seed)
     params = formats.count_params(w)
@@ -110,8 +162,10 @@ def make_synthetic(models_dir: Path, shape: str, *, name: str | None = None, see
         say("writing the MLX bf16 folder")
         formats.write_hf_dir(d / "mlx-bf16", config, w, vocab, dtype="bf16")
         del w
-        arts = [formats.artifact(d, f"gguf/{name}-F16.gguf", "gguf", "F16", "full"),
-                formats.artifact(d, "mlx-bf16", "mlx", "bf16", "full")]
+        arts = [
+            formats.artifact(d, f"gguf/{name}-F16.gguf", "gguf", "F16", "full"),
+            formats.artifact(d, "mlx-bf16", "mlx", "bf16", "full"),
+        ]
         for t in gguf_types:
             say(f"quantizing GGUF {t} with llama.cpp")
             formats.quantize_gguf(f16, d / "gguf" / f"{name}-{t}.gguf", t)
@@ -125,10 +179,18 @@ def make_synthetic(models_dir: Path, shape: str, *, name: str | None = None, see
             shutil.rmtree(d / "mlx-bf16")
             arts = [a for a in arts if a.level != "full"]
         manifest = ModelManifest(
-            name=name, params=params, n_ctx=config["max_position_embeddings"], hidden_size=config["hidden_size"],
-            n_layers=config["num_hidden_layers"], n_heads=config["num_attention_heads"],
-            n_kv_heads=config["num_key_value_heads"], vocab_size=len(vocab),
-            source=f"make-synthetic shape={shape} seed={seed}", synthetic=True, artifacts=arts)
+            name=name,
+            params=params,
+            n_ctx=config["max_position_embeddings"],
+            hidden_size=config["hidden_size"],
+            n_layers=config["num_hidden_layers"],
+            n_heads=config["num_attention_heads"],
+            n_kv_heads=config["num_key_value_heads"],
+            vocab_size=len(vocab),
+            source=f"make-synthetic shape={shape} seed={seed}",
+            synthetic=True,
+            artifacts=arts,
+        )
         write_manifest(d, manifest)
     say(f"wrote {Path(models_dir) / name}")
     return manifest

@@ -42,12 +42,23 @@ def default_intermediate_size(hidden_size: int) -> int:
     return math.ceil(8 * hidden_size / 3 / KQUANT_ROW) * KQUANT_ROW
 
 
-def tiny_config(*, hidden_size: int, n_layers: int, n_heads: int, n_kv_heads: int,
-                intermediate_size: int, vocab: BpeVocab, n_ctx: int) -> dict:
+def tiny_config(
+    *,
+    hidden_size: int,
+    n_layers: int,
+    n_heads: int,
+    n_kv_heads: int,
+    intermediate_size: int,
+    vocab: BpeVocab,
+    n_ctx: int,
+) -> dict:
     """The HF ``config.json`` of a tiny model (untied lm_head, as in Llama 2/3)."""
     if hidden_size % n_heads or n_heads % n_kv_heads or (hidden_size // n_heads) % 2:
-        raise UserError("hidden_size", f"hidden_size {hidden_size} must split into {n_heads} heads of even size, "
-                        f"and n_heads {n_heads} into n_kv_heads {n_kv_heads} groups.")
+        raise UserError(
+            "hidden_size",
+            f"hidden_size {hidden_size} must split into {n_heads} heads of even size, "
+            f"and n_heads {n_heads} into n_kv_heads {n_kv_heads} groups.",
+        )
     return {
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",
@@ -104,6 +115,7 @@ def llama_weights(config: dict, mat: Callable[[int, int], np.ndarray]) -> dict[s
     weights["lm_head.weight"] = mat(v, h)
     return weights
 
+
 def make_tiny(
     models_dir: Path,
     *,
@@ -123,9 +135,15 @@ def make_tiny(
     say = progress or (lambda _msg: None)
     say(f"training a {vocab_size}-token BPE tokenizer on the shipped corpus")
     vocab = BpeVocab.train(vocab_size)
-    config = tiny_config(hidden_size=hidden_size, n_layers=n_layers, n_heads=n_heads, n_kv_heads=n_kv_heads,
-                         intermediate_size=intermediate_size or default_intermediate_size(hidden_size),
-                         vocab=vocab, n_ctx=n_ctx)
+    config = tiny_config(
+        hidden_size=hidden_size,
+        n_layers=n_layers,
+        n_heads=n_heads,
+        n_kv_heads=n_kv_heads,
+        intermediate_size=intermediate_size or default_intermediate_size(hidden_size),
+        vocab=vocab,
+        n_ctx=n_ctx,
+    )
     weights = init_weights(config, seed)
     params = formats.count_params(weights)
     with formats.staged_model_dir(models_dir, name, overwrite=overwrite) as d:
@@ -135,8 +153,9 @@ def make_tiny(
         f16 = d / "gguf" / f"{name}-F16.gguf"
         for dtype in ("f16", "f32"):
             say(f"writing GGUF {dtype.upper()}")
-            formats.write_gguf(d / "gguf" / f"{name}-{dtype.upper()}.gguf", config, weights, vocab, name=name,
-                               dtype=dtype)
+            formats.write_gguf(
+                d / "gguf" / f"{name}-{dtype.upper()}.gguf", config, weights, vocab, name=name, dtype=dtype
+            )
         del weights
         for quant in ("Q8_0", "Q4_K_M"):
             say(f"quantizing GGUF {quant} with llama.cpp")
@@ -158,9 +177,16 @@ def make_tiny(
             formats.artifact(d, "mlx-4bit", "mlx", "4bit", "q4"),
         ]
         manifest = ModelManifest(
-            name=name, params=params, n_ctx=n_ctx, hidden_size=hidden_size, n_layers=n_layers,
-            n_heads=n_heads, n_kv_heads=n_kv_heads, vocab_size=len(vocab),
-            source=f"make-tiny seed={seed}", artifacts=arts,
+            name=name,
+            params=params,
+            n_ctx=n_ctx,
+            hidden_size=hidden_size,
+            n_layers=n_layers,
+            n_heads=n_heads,
+            n_kv_heads=n_kv_heads,
+            vocab_size=len(vocab),
+            source=f"make-tiny seed={seed}",
+            artifacts=arts,
         )
         write_manifest(d, manifest)
     say(f"wrote {Path(models_dir) / name}")

@@ -65,10 +65,13 @@ class BpeVocab:
         model = json.loads(tok.to_str())["model"]
         tokens = [t for t, _ in sorted(model["vocab"].items(), key=lambda kv: kv[1])]
         if len(tokens) < vocab_size:
-            raise UserError("vocab_size", f"the corpus {corpus} supports at most {len(tokens)} tokens, not {vocab_size}.")
+            raise UserError(
+                "vocab_size", f"the corpus {corpus} supports at most {len(tokens)} tokens, not {vocab_size}."
+            )
         merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
-        return cls(tokens=tokens, merges=merges, control_ids=[0, 1], bos_id=0, eos_id=1,
-                   chat_template=TINY_CHAT_TEMPLATE)
+        return cls(
+            tokens=tokens, merges=merges, control_ids=[0, 1], bos_id=0, eos_id=1, chat_template=TINY_CHAT_TEMPLATE
+        )
 
     @classmethod
     def from_gguf(cls, reader) -> BpeVocab:
@@ -80,8 +83,11 @@ class BpeVocab:
 
         model, pre = field("tokenizer.ggml.model"), field("tokenizer.ggml.pre", "default")
         if model != "gpt2" or pre not in SUPPORTED_PRE:
-            raise UserError("model", f"GGUF tokenizer {model!r}/{pre!r} is not supported; "
-                            f"only gpt2 with pre-tokenizer {' or '.join(SUPPORTED_PRE)}.")
+            raise UserError(
+                "model",
+                f"GGUF tokenizer {model!r}/{pre!r} is not supported; "
+                f"only gpt2 with pre-tokenizer {' or '.join(SUPPORTED_PRE)}.",
+            )
         types = field("tokenizer.ggml.token_type")
         return cls(
             tokens=list(field("tokenizer.ggml.tokens")),
@@ -102,16 +108,22 @@ class BpeVocab:
         pre-tokenizer only: the two llama.cpp pre-tokenizers `to_hf` mirrors exactly)."""
         path = folder / "tokenizer.json"
         if not path.is_file():
-            raise UserError("--convert", f"{folder} has no tokenizer.json (a sentencepiece tokenizer.model is not "
-                            "supported here: convert with llama.cpp's convert_hf_to_gguf.py).")
+            raise UserError(
+                "--convert",
+                f"{folder} has no tokenizer.json (a sentencepiece tokenizer.model is not "
+                "supported here: convert with llama.cpp's convert_hf_to_gguf.py).",
+            )
         tj = json.loads(path.read_text(encoding="utf-8"))
         model = tj.get("model") or {}
         pre = _pre_name(tj.get("pre_tokenizer"))
         if model.get("type") != "BPE" or pre is None:
-            raise UserError("--convert", f"{folder}: tokenizer {model.get('type')!r} with pre-tokenizer "
-                            f"{(tj.get('pre_tokenizer') or {}).get('type')!r} is not one this converter writes "
-                            f"(byte-level BPE, pre-tokenizer {' or '.join(SUPPORTED_PRE)}); convert with "
-                            "llama.cpp's convert_hf_to_gguf.py and add the GGUF.")
+            raise UserError(
+                "--convert",
+                f"{folder}: tokenizer {model.get('type')!r} with pre-tokenizer "
+                f"{(tj.get('pre_tokenizer') or {}).get('type')!r} is not one this converter writes "
+                f"(byte-level BPE, pre-tokenizer {' or '.join(SUPPORTED_PRE)}); convert with "
+                "llama.cpp's convert_hf_to_gguf.py and add the GGUF.",
+            )
         vocab = model["vocab"]
         tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
         for added in tj.get("added_tokens") or []:
@@ -133,9 +145,18 @@ class BpeVocab:
         if bos is None or eos is None:
             raise UserError("--convert", f"{folder}: no BOS/EOS token in tokenizer_config.json or config.json.")
         merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges") or []]
-        return cls(tokens=tokens, merges=merges, control_ids=control, bos_id=int(bos), eos_id=int(eos), pre=pre,
-                   add_bos=bool(tcfg.get("add_bos_token", False)), pad_id=special("pad"), unk_id=special("unk"),
-                   chat_template=tcfg.get("chat_template") if isinstance(tcfg.get("chat_template"), str) else None)
+        return cls(
+            tokens=tokens,
+            merges=merges,
+            control_ids=control,
+            bos_id=int(bos),
+            eos_id=int(eos),
+            pre=pre,
+            add_bos=bool(tcfg.get("add_bos_token", False)),
+            pad_id=special("pad"),
+            unk_id=special("unk"),
+            chat_template=tcfg.get("chat_template") if isinstance(tcfg.get("chat_template"), str) else None,
+        )
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -163,11 +184,13 @@ class BpeVocab:
         post = [processors.ByteLevel(trim_offsets=False)]
         if self.add_bos:  # llama.cpp prepends BOS when add_bos_token is set; mirror it
             bos = self.tokens[self.bos_id]
-            post.append(processors.TemplateProcessing(
-                single=f"{bos} $A", pair=f"{bos} $A $B:1", special_tokens=[(bos, self.bos_id)]))
+            post.append(
+                processors.TemplateProcessing(
+                    single=f"{bos} $A", pair=f"{bos} $A $B:1", special_tokens=[(bos, self.bos_id)]
+                )
+            )
         tok.post_processor = processors.Sequence(post)
-        tok.add_special_tokens([AddedToken(self.tokens[i], special=True, normalized=False)
-                                for i in self.control_ids])
+        tok.add_special_tokens([AddedToken(self.tokens[i], special=True, normalized=False) for i in self.control_ids])
         return tok
 
     def write_hf(self, out_dir: Path, *, model_max_length: int) -> None:
@@ -198,8 +221,9 @@ class BpeVocab:
         writer.add_tokenizer_model("gpt2")
         writer.add_tokenizer_pre(self.pre)
         writer.add_token_list(self.tokens)
-        writer.add_token_types([TOKEN_TYPE_CONTROL if i in control else TOKEN_TYPE_NORMAL
-                                for i in range(len(self.tokens))])
+        writer.add_token_types(
+            [TOKEN_TYPE_CONTROL if i in control else TOKEN_TYPE_NORMAL for i in range(len(self.tokens))]
+        )
         writer.add_token_merges(self.merges)
         writer.add_bos_token_id(self.bos_id)
         writer.add_eos_token_id(self.eos_id)

@@ -37,14 +37,17 @@ def read_safetensors(folder: Path) -> tuple[dict[str, np.ndarray], str]:
             if name == "__metadata__":
                 continue
             start, end = t["data_offsets"]
-            buf = raw[base + start: base + end]
+            buf = raw[base + start : base + end]
             if t["dtype"] == "BF16":
                 w = (buf.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
             elif t["dtype"] in ("F16", "F32"):
                 w = buf.view(np.float16 if t["dtype"] == "F16" else np.float32).astype(np.float32)
             else:
-                raise UserError("--convert", f"{path.name}: tensor {name} is {t['dtype']}; only an unquantized "
-                                "(F32, F16, BF16) checkpoint converts.")
+                raise UserError(
+                    "--convert",
+                    f"{path.name}: tensor {name} is {t['dtype']}; only an unquantized "
+                    "(F32, F16, BF16) checkpoint converts.",
+                )
             if t["shape"] and len(t["shape"]) > 1 or name.endswith("embed_tokens.weight"):
                 dtypes.add(t["dtype"])
             weights[name] = w.reshape(t["shape"])
@@ -56,20 +59,27 @@ def read_safetensors(folder: Path) -> tuple[dict[str, np.ndarray], str]:
 def convert_to_gguf(folder: Path, out: Path, *, name: str) -> Path:
     config = json.loads((folder / "config.json").read_text())
     if config.get("model_type") not in CONVERTIBLE:
-        raise UserError("--convert", f"{folder}: model_type {config.get('model_type')!r}; this converter writes "
-                        f"{', '.join(CONVERTIBLE)} only: convert with llama.cpp's convert_hf_to_gguf.py and add the GGUF.")
+        raise UserError(
+            "--convert",
+            f"{folder}: model_type {config.get('model_type')!r}; this converter writes "
+            f"{', '.join(CONVERTIBLE)} only: convert with llama.cpp's convert_hf_to_gguf.py and add the GGUF.",
+        )
     for key in ("rope_scaling", "attention_bias", "mlp_bias"):
         if config.get(key):
-            raise UserError("--convert", f"{folder}: {key} is set; this converter does not write it: convert with "
-                            "llama.cpp's convert_hf_to_gguf.py and add the GGUF.")
+            raise UserError(
+                "--convert",
+                f"{folder}: {key} is set; this converter does not write it: convert with "
+                "llama.cpp's convert_hf_to_gguf.py and add the GGUF.",
+            )
     vocab = BpeVocab.from_hf_dir(folder)
     weights, dtype = read_safetensors(folder)
     for k in weights:
         try:
             formats.gguf_name(k)
         except KeyError as exc:
-            raise UserError("--convert", f"{folder}: tensor {k} has no llama.cpp name; convert with "
-                            "convert_hf_to_gguf.py.") from exc
+            raise UserError(
+                "--convert", f"{folder}: tensor {k} has no llama.cpp name; convert with convert_hf_to_gguf.py."
+            ) from exc
     if config.get("tie_word_embeddings"):
         weights.pop("lm_head.weight", None)  # llama.cpp reuses token_embd where output.weight is absent
     config.setdefault("num_key_value_heads", config["num_attention_heads"])

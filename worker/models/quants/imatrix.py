@@ -39,8 +39,11 @@ def tools_dir() -> Path:
 def tool(name: str, option: str) -> Path:
     path = tools_dir() / name
     if not path.is_file():
-        raise UserError(option, f"{name} is not built at {path}: run scripts/build_llama_tools.sh (the bootstrap "
-                        "does), or point SILICONBENCH_LLAMA_TOOLS_DIR at a llama.cpp build's bin folder.")
+        raise UserError(
+            option,
+            f"{name} is not built at {path}: run scripts/build_llama_tools.sh (the bootstrap "
+            "does), or point SILICONBENCH_LLAMA_TOOLS_DIR at a llama.cpp build's bin folder.",
+        )
     return path
 
 
@@ -49,8 +52,11 @@ def calibration_text() -> tuple[str, dict]:
     corpus = CORPUS_PATH.read_text()
     start = corpus.index("\n\n", len(corpus) // 2) + 2
     text = corpus[start:]
-    return text, {"source": f"{CORPUS_PATH.parent.name}/{CORPUS_PATH.name}", "from_char": start,
-                  "sha256": hashlib.sha256(text.encode()).hexdigest()}
+    return text, {
+        "source": f"{CORPUS_PATH.parent.name}/{CORPUS_PATH.name}",
+        "from_char": start,
+        "sha256": hashlib.sha256(text.encode()).hexdigest(),
+    }
 
 
 def compute(src_gguf: Path, out: Path, say) -> dict:
@@ -59,16 +65,34 @@ def compute(src_gguf: Path, out: Path, say) -> dict:
     text, calibration = calibration_text()
     calib = out.with_suffix(".txt")
     calib.write_text(text)
-    say(f"computing an importance matrix with llama-imatrix on {calibration['source']} from character "
-        f"{calibration['from_char']:,}")
-    cmd = [str(exe), "-m", str(src_gguf), "-f", str(calib), "-o", str(out), "-c", str(CALIBRATION_CHUNK_TOKENS),
-           "--no-ppl", "-lv", "0"]
+    say(
+        f"computing an importance matrix with llama-imatrix on {calibration['source']} from character "
+        f"{calibration['from_char']:,}"
+    )
+    cmd = [
+        str(exe),
+        "-m",
+        str(src_gguf),
+        "-f",
+        str(calib),
+        "-o",
+        str(out),
+        "-c",
+        str(CALIBRATION_CHUNK_TOKENS),
+        "--no-ppl",
+        "-lv",
+        "0",
+    ]
     run = subprocess.run(cmd, capture_output=True, text=True)
     calib.unlink(missing_ok=True)
     if run.returncode != 0 or not out.is_file():
         raise EngineError(f"llama-imatrix failed ({run.returncode}): {run.stderr.strip()[-600:]}")
-    return {"sha256": sha256_path(out), "calibration": calibration, "chunk_tokens": CALIBRATION_CHUNK_TOKENS,
-            "tool": "llama-imatrix"}
+    return {
+        "sha256": sha256_path(out),
+        "calibration": calibration,
+        "chunk_tokens": CALIBRATION_CHUNK_TOKENS,
+        "tool": "llama-imatrix",
+    }
 
 
 def from_file(path: Path) -> dict:
@@ -80,9 +104,11 @@ def from_file(path: Path) -> dict:
 def quantize(src: Path, dst: Path, quant: str, imatrix: Path) -> None:
     """llama-quantize --imatrix: the same quantizer as the binding, with the matrix."""
     exe = tool("llama-quantize", "--gguf")
-    run = subprocess.run([str(exe), "--imatrix", str(imatrix), str(src), str(dst), quant], capture_output=True,
-                         text=True)
+    run = subprocess.run(
+        [str(exe), "--imatrix", str(imatrix), str(src), str(dst), quant], capture_output=True, text=True
+    )
     if run.returncode != 0 or not dst.is_file():
-        raise EngineError(f"llama-quantize {src.name} -> {quant} with an importance matrix failed "
-                          f"({run.returncode}): {run.stderr.strip()[-600:]}")
-
+        raise EngineError(
+            f"llama-quantize {src.name} -> {quant} with an importance matrix failed "
+            f"({run.returncode}): {run.stderr.strip()[-600:]}"
+        )

@@ -40,8 +40,9 @@ def gguf_type_known(name: str) -> bool:
     return hasattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{name}")
 
 
-def check_request(gguf_types: list[str], mlx_bits: list[int], group_size: int, recipe: str | None,
-                  imatrix_file: Path | None = None) -> None:
+def check_request(
+    gguf_types: list[str], mlx_bits: list[int], group_size: int, recipe: str | None, imatrix_file: Path | None = None
+) -> None:
     """Every requested form is one the quantizers make, with the tools it needs, before anything is written."""
     if imatrix_file is not None:
         imatrix.from_file(imatrix_file)
@@ -51,8 +52,11 @@ def check_request(gguf_types: list[str], mlx_bits: list[int], group_size: int, r
             imatrix.tool(name, "--gguf")  # names the build script where the tools are missing
     for t in gguf_types:
         if not gguf_type_known(t):
-            raise UserError("--gguf", f"{t!r} is not a type llama.cpp's quantizer knows (Q8_0, Q6_K, Q5_K_M, Q4_K_M, "
-                            "Q4_0, IQ4_XS, IQ3_S, Q3_K_M, Q2_K ...).")
+            raise UserError(
+                "--gguf",
+                f"{t!r} is not a type llama.cpp's quantizer knows (Q8_0, Q6_K, Q5_K_M, Q4_K_M, "
+                "Q4_0, IQ4_XS, IQ3_S, Q3_K_M, Q2_K ...).",
+            )
     for b in mlx_bits:
         if b not in MLX_BITS:
             raise UserError("--mlx", f"{b} bits: mlx-lm quantizes to {', '.join(map(str, MLX_BITS))} bits.")
@@ -62,9 +66,17 @@ def check_request(gguf_types: list[str], mlx_bits: list[int], group_size: int, r
         raise UserError("--mlx-recipe", f"{recipe!r} is not one of mlx-lm's recipes.", list(MLX_RECIPES))
 
 
-def quantize_model(models_dir: Path, name: str, *, gguf_types: list[str], mlx_bits: list[int],
-                   group_size: int = 64, recipe: str | None = None, imatrix_file: Path | None = None,
-                   say: Callable[[str], None] | None = None):
+def quantize_model(
+    models_dir: Path,
+    name: str,
+    *,
+    gguf_types: list[str],
+    mlx_bits: list[int],
+    group_size: int = 64,
+    recipe: str | None = None,
+    imatrix_file: Path | None = None,
+    say: Callable[[str], None] | None = None,
+):
     say = say or (lambda _m: None)
     gguf_types = [t.strip().upper() for t in gguf_types if t.strip()]
     check_request(gguf_types, mlx_bits, group_size, recipe, imatrix_file)
@@ -116,8 +128,9 @@ def quantize_model(models_dir: Path, name: str, *, gguf_types: list[str], mlx_bi
     return m, new
 
 
-def _importance_matrix(final: Path, src: Artifact | None, todo: list[str], given: Path | None,
-                       say) -> tuple[Path, dict] | None:
+def _importance_matrix(
+    final: Path, src: Artifact | None, todo: list[str], given: Path | None, say
+) -> tuple[Path, dict] | None:
     """(the matrix file, what to record) where one is given or a type needs one; computed once per source
     digest and calibration text, then reused from the model's imatrix/ folder."""
     if given is not None:
@@ -132,7 +145,11 @@ def _importance_matrix(final: Path, src: Artifact | None, todo: list[str], given
         return path, json.loads(record_path.read_text())
     path.parent.mkdir(exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}")
-    record = {**imatrix.compute(final / src.path, partial, say), "from": src.quant, "path": str(path.relative_to(final))}
+    record = {
+        **imatrix.compute(final / src.path, partial, say),
+        "from": src.quant,
+        "path": str(path.relative_to(final)),
+    }
     os.replace(partial, path)
     record_path.write_text(json.dumps(record, indent=1))
     return path, record
@@ -143,8 +160,11 @@ def _source(m, fmt: str, option: str) -> Artifact:
     for dtype in SOURCE_ORDER:
         if dtype in full:
             return full[dtype]
-    raise UserError(option, f"model {m.name!r} has no unquantized {fmt.upper()} form to quantize from "
-                    f"(add one with `models add {m.name} ... --to-existing`, or --convert a checkpoint).")
+    raise UserError(
+        option,
+        f"model {m.name!r} has no unquantized {fmt.upper()} form to quantize from "
+        f"(add one with `models add {m.name} ... --to-existing`, or --convert a checkpoint).",
+    )
 
 
 def _artifact(stage: Path, rel: str, cache: DigestCache, src: Artifact, matrix: dict | None = None) -> Artifact:

@@ -21,14 +21,38 @@ from worker.runtime.doctor.machine import (
     check_sleep,
 )
 
-__all__ = ["Check", "Status", "check_broker", "check_database", "check_engines", "check_host", "check_models",
-           "check_platform", "check_service", "check_sleep", "run_checks"]
+__all__ = [
+    "Check",
+    "Status",
+    "check_broker",
+    "check_database",
+    "check_engines",
+    "check_host",
+    "check_models",
+    "check_platform",
+    "check_service",
+    "check_sleep",
+    "run_checks",
+]
 
 
-def run_checks(*, broker_url: str | None, database_url: str | None, models_dir: Path,
-               timeout_s: float = 3.0, system: str | None = None) -> list[Check]:
+def run_checks(
+    *,
+    broker_url: str | None,
+    database_url: str | None,
+    models_dir: Path,
+    timeout_s: float = 3.0,
+    system: str | None = None,
+) -> list[Check]:
     """Every check, in the order printed."""
     system = system or platform.system()
-    return [*check_host(system), *check_engines(system), *check_models(models_dir), *check_sleep(system),
-            *check_platform(), *check_service(system), *check_broker(broker_url, timeout_s),
-            *check_database(database_url, timeout_s)]
+    return [
+        *check_host(system),
+        *check_engines(system),
+        *check_models(models_dir),
+        *check_sleep(system),
+        *check_platform(),
+        *check_service(system),
+        *check_broker(broker_url, timeout_s),
+        *check_database(database_url, timeout_s),
+    ]

@@ -38,12 +38,21 @@ def hide_password(url: str) -> str:
 
 def check_broker(url: str | None, timeout_s: float) -> list[Check]:
     if not url:
-        return [Check("broker", Status.info, "not configured (embedded runs need none); a worker needs "
-                      "--broker redis://HOST:6379/0 or SILICONBENCH_BROKER_URL")]
+        return [
+            Check(
+                "broker",
+                Status.info,
+                "not configured (embedded runs need none); a worker needs "
+                "--broker redis://HOST:6379/0 or SILICONBENCH_BROKER_URL",
+            )
+        ]
     shown = hide_password(url)
     if urlsplit(url).scheme not in ("redis", "rediss"):
-        return [Check("broker", Status.fail, f"{shown} is not a Redis URL",
-                      "set SILICONBENCH_BROKER_URL=redis://HOST:6379/0")]
+        return [
+            Check(
+                "broker", Status.fail, f"{shown} is not a Redis URL", "set SILICONBENCH_BROKER_URL=redis://HOST:6379/0"
+            )
+        ]
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
         try:
@@ -51,12 +60,24 @@ def check_broker(url: str | None, timeout_s: float) -> list[Check]:
         finally:
             client.close()
     except redis.exceptions.AuthenticationError as exc:
-        return [Check("broker", Status.fail, f"{shown} refused the password: {exc}",
-                      "use the password the coordinator's Redis requires (its .env) in the broker URL")]
+        return [
+            Check(
+                "broker",
+                Status.fail,
+                f"{shown} refused the password: {exc}",
+                "use the password the coordinator's Redis requires (its .env) in the broker URL",
+            )
+        ]
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
-        return [Check("broker", Status.fail, f"{shown} unreachable within {timeout_s:g} s: {exc}",
-                      "start Redis on the coordinator (`docker compose up -d`) and make sure this machine reaches "
-                      "that host and port (the compose ports bind 127.0.0.1 unless SILICONBENCH_BIND says otherwise)")]
+        return [
+            Check(
+                "broker",
+                Status.fail,
+                f"{shown} unreachable within {timeout_s:g} s: {exc}",
+                "start Redis on the coordinator (`docker compose up -d`) and make sure this machine reaches "
+                "that host and port (the compose ports bind 127.0.0.1 unless SILICONBENCH_BIND says otherwise)",
+            )
+        ]
     except redis.exceptions.RedisError as exc:
         return [Check("broker", Status.fail, f"{shown}: {exc}", "check the broker URL")]
     return [Check("broker", Status.ok, f"{shown} answers")]
@@ -64,13 +85,25 @@ def check_broker(url: str | None, timeout_s: float) -> list[Check]:
 
 def check_database(url: str | None, timeout_s: float) -> list[Check]:
     if not url:
-        return [Check("database", Status.info, "not configured (embedded runs use the SQLite file); a worker needs "
-                      "--database postgresql://USER@HOST/siliconbench or SILICONBENCH_DATABASE_URL")]
+        return [
+            Check(
+                "database",
+                Status.info,
+                "not configured (embedded runs use the SQLite file); a worker needs "
+                "--database postgresql://USER@HOST/siliconbench or SILICONBENCH_DATABASE_URL",
+            )
+        ]
     try:
         u = normalize_url(url)
     except UserError as exc:
-        return [Check("database", Status.fail, exc.message,
-                      "set SILICONBENCH_DATABASE_URL=postgresql://USER@HOST/siliconbench")]
+        return [
+            Check(
+                "database",
+                Status.fail,
+                exc.message,
+                "set SILICONBENCH_DATABASE_URL=postgresql://USER@HOST/siliconbench",
+            )
+        ]
     where = shown(u)
     args = {"connect_timeout": max(1, int(round(timeout_s)))} if u.get_backend_name() == "postgresql" else {}
     try:
@@ -83,19 +116,36 @@ def check_database(url: str | None, timeout_s: float) -> list[Check]:
             login = _login_check(conn) if current == head_revision() else []
     except DBAPIError as exc:
         said = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
-        return [Check("database", Status.fail, f"{where} unreachable within {timeout_s:g} s: {said}",
-                      "check host, port, user and password in the URL; PostgreSQL must accept connections from this "
-                      "machine (the compose ports bind 127.0.0.1 unless SILICONBENCH_BIND says otherwise)")]
+        return [
+            Check(
+                "database",
+                Status.fail,
+                f"{where} unreachable within {timeout_s:g} s: {said}",
+                "check host, port, user and password in the URL; PostgreSQL must accept connections from this "
+                "machine (the compose ports bind 127.0.0.1 unless SILICONBENCH_BIND says otherwise)",
+            )
+        ]
     finally:
         engine.dispose()
     head = head_revision()
     if current is None:
-        return [Check("database", Status.fail, f"{where} answers but has no siliconbench tables",
-                      "run `siliconbench db upgrade` against it (the compose stack's one-shot migration does)")]
+        return [
+            Check(
+                "database",
+                Status.fail,
+                f"{where} answers but has no siliconbench tables",
+                "run `siliconbench db upgrade` against it (the compose stack's one-shot migration does)",
+            )
+        ]
     if current != head:
-        return [Check("database", Status.fail,
-                      f"{where} is at schema revision {current}, this siliconbench needs {head}",
-                      "upgrade siliconbench here, or run `siliconbench db upgrade` there: both at one revision")]
+        return [
+            Check(
+                "database",
+                Status.fail,
+                f"{where} is at schema revision {current}, this siliconbench needs {head}",
+                "upgrade siliconbench here, or run `siliconbench db upgrade` there: both at one revision",
+            )
+        ]
     return [Check("database", Status.ok, f"{where} answers, schema at {head}"), *login]
 
 
@@ -105,9 +155,21 @@ def _login_check(conn) -> list[Check]:
     if who is None:
         return []
     if who.worker_role:
-        return [Check("login", Status.ok if who.host else Status.fail,
-                      f"{who.login}, a worker login bound to host {who.host!r}" if who.host else
-                      f"{who.login} is a worker login with no host bound to it in this database",
-                      "" if who.host else "on the coordinator: `siliconbench db worker-role HOST`")]
-    return [Check("login", Status.info, f"{who.login} is not a worker login: it may change every table",
-                  "give this Mac its own: `siliconbench db worker-role HOST` on the coordinator, and use its URL")]
+        return [
+            Check(
+                "login",
+                Status.ok if who.host else Status.fail,
+                f"{who.login}, a worker login bound to host {who.host!r}"
+                if who.host
+                else f"{who.login} is a worker login with no host bound to it in this database",
+                "" if who.host else "on the coordinator: `siliconbench db worker-role HOST`",
+            )
+        ]
+    return [
+        Check(
+            "login",
+            Status.info,
+            f"{who.login} is not a worker login: it may change every table",
+            "give this Mac its own: `siliconbench db worker-role HOST` on the coordinator, and use its URL",
+        )
+    ]

@@ -35,15 +35,23 @@ def _rosetta() -> bool:
 
 def check_host(system: str) -> list[Check]:
     f = host_facts()
-    detail = (f"{f['hostname']} · {f['chip']} · {f['cores']} cores · {f['memory_bytes'] / 2**30:.1f} GiB · "
-              f"{f['os_version']} · {f['machine']} · Python {f['python']}")
+    detail = (
+        f"{f['hostname']} · {f['chip']} · {f['cores']} cores · {f['memory_bytes'] / 2**30:.1f} GiB · "
+        f"{f['os_version']} · {f['machine']} · Python {f['python']}"
+    )
     extra = {k: v for k, v in f.items() if k not in _HOST_KEYS}
     if extra:
         detail += " · " + ", ".join(f"{k}={v}" for k, v in extra.items())
     if system == "Darwin" and (f["machine"] != "arm64" or _rosetta()):
-        return [Check("host", Status.fail, detail + " (not native arm64: Rosetta or an Intel Python)",
-                      "install a native arm64 Python 3.11+ (python.org, or Homebrew under /opt/homebrew) and "
-                      "reinstall siliconbench with it: no mlx wheel exists for x86_64 and llama.cpp gets no Metal")]
+        return [
+            Check(
+                "host",
+                Status.fail,
+                detail + " (not native arm64: Rosetta or an Intel Python)",
+                "install a native arm64 Python 3.11+ (python.org, or Homebrew under /opt/homebrew) and "
+                "reinstall siliconbench with it: no mlx wheel exists for x86_64 and llama.cpp gets no Metal",
+            )
+        ]
     return [Check("host", Status.ok, detail)]
 
 
@@ -60,8 +68,13 @@ def probe_engine(name: str) -> dict:
 def probe_in_fresh_interpreter(name: str) -> tuple[dict | None, str]:
     """(probe_engine's answer, "") from a new interpreter, or (None, why it failed)."""
     try:
-        r = subprocess.run([sys.executable, "-c", _PROBE, name], capture_output=True, text=True,
-                           timeout=PROBE_TIMEOUT_S, cwd=Path(__file__).resolve().parents[3])
+        r = subprocess.run(
+            [sys.executable, "-c", _PROBE, name],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            cwd=Path(__file__).resolve().parents[3],
+        )
     except subprocess.TimeoutExpired:
         return None, f"importing it took over {PROBE_TIMEOUT_S} s"
     if r.returncode != 0:
@@ -72,24 +85,36 @@ def probe_in_fresh_interpreter(name: str) -> tuple[dict | None, str]:
 
 _METAL_FIX = {
     "llama.cpp": "reinstall llama-cpp-python with Metal, natively on arm64: "
-                 "CMAKE_ARGS='-DGGML_METAL=on' pip install --force-reinstall --no-cache-dir llama-cpp-python",
+    "CMAKE_ARGS='-DGGML_METAL=on' pip install --force-reinstall --no-cache-dir llama-cpp-python",
     "mlx": "install mlx with a native arm64 Python (`pip install mlx mlx-lm`): "
-           "an x86_64 or Rosetta Python gets no Metal",
+    "an x86_64 or Rosetta Python gets no Metal",
 }
 
 
 def check_engines(system: str) -> list[Check]:
     found = installed_engines()
     if not found:
-        return [Check("engines", Status.fail, "neither llama.cpp nor MLX is installed",
-                      "pip install 'siliconbench[llamacpp,mlx]' (or scripts/bootstrap.sh)")]
+        return [
+            Check(
+                "engines",
+                Status.fail,
+                "neither llama.cpp nor MLX is installed",
+                "pip install 'siliconbench[llamacpp,mlx]' (or scripts/bootstrap.sh)",
+            )
+        ]
     checks, gpu = [], {}
     for name in found:
         probe, why = probe_in_fresh_interpreter(name)
         if probe is None:
             packages = " ".join(describe(name).pinned)
-            checks.append(Check(name, Status.fail, f"{name} {found[name]} is installed but does not load: {why}",
-                                f"reinstall it: pip install --force-reinstall {packages}"))
+            checks.append(
+                Check(
+                    name,
+                    Status.fail,
+                    f"{name} {found[name]} is installed but does not load: {why}",
+                    f"reinstall it: pip install --force-reinstall {packages}",
+                )
+            )
             continue
         gpu[name] = probe["backend"]
         build = probe.get("build", "")
@@ -98,8 +123,14 @@ def check_engines(system: str) -> list[Check]:
     if system == "Darwin":
         missing = [n for n, b in gpu.items() if b != "Metal"]
         if missing:
-            checks.append(Check("metal", Status.fail, f"no Metal for {', '.join(missing)}: it would run on the CPU",
-                                "; ".join(_METAL_FIX[n] for n in missing)))
+            checks.append(
+                Check(
+                    "metal",
+                    Status.fail,
+                    f"no Metal for {', '.join(missing)}: it would run on the CPU",
+                    "; ".join(_METAL_FIX[n] for n in missing),
+                )
+            )
         elif gpu:
             checks.append(Check("metal", Status.ok, f"Metal for {', '.join(gpu)}"))
     elif gpu:
@@ -115,11 +146,23 @@ def check_models(models_dir: Path) -> list[Check]:
     try:
         names = ModelCatalog(models_dir).names()
     except Exception as exc:  # a broken manifest: the worker would fail to register
-        return [Check("models", Status.fail, f"{models_dir}: {exc}".splitlines()[0],
-                      "fix or remove that model's manifest.json")]
+        return [
+            Check(
+                "models",
+                Status.fail,
+                f"{models_dir}: {exc}".splitlines()[0],
+                "fix or remove that model's manifest.json",
+            )
+        ]
     if not names:
-        return [Check("models", Status.fail, f"no models in {models_dir}: the worker could take no job",
-                      "siliconbench models make-tiny (or add-smollm2), or pass --models-dir / SILICONBENCH_MODELS_DIR")]
+        return [
+            Check(
+                "models",
+                Status.fail,
+                f"no models in {models_dir}: the worker could take no job",
+                "siliconbench models make-tiny (or add-smollm2), or pass --models-dir / SILICONBENCH_MODELS_DIR",
+            )
+        ]
     return [Check("models", Status.ok, f"{len(names)} in {models_dir}: {', '.join(names)}")]
 
 
@@ -128,8 +171,11 @@ def check_sleep(system: str) -> list[Check]:
     if method != "none":
         return [Check("sleep", Status.ok, f"held while a job runs: {method}")]
     if system == "Darwin":
-        return [Check("sleep", Status.fail, f"no sleep prevention: {why}",
-                      "caffeinate is part of macOS: put /usr/bin on PATH")]
+        return [
+            Check(
+                "sleep", Status.fail, f"no sleep prevention: {why}", "caffeinate is part of macOS: put /usr/bin on PATH"
+            )
+        ]
     return [Check("sleep", Status.info, f"no sleep prevention: {why}")]
 
 
@@ -137,8 +183,14 @@ def check_service(system: str) -> list[Check]:
     path = installed(system)
     if path:
         return [Check("service", Status.ok, f"installed: {path}")]
-    return [Check("service", Status.info, "not installed; to run at login and restart on a crash: "
-                  "siliconbench worker install --broker URL --database URL")]
+    return [
+        Check(
+            "service",
+            Status.info,
+            "not installed; to run at login and restart on a crash: "
+            "siliconbench worker install --broker URL --database URL",
+        )
+    ]
 
 
 def check_platform() -> list[Check]:
