@@ -10,6 +10,8 @@ from siliconbench.metrics_doc import markdown_table
 from siliconbench.settings import Settings
 from siliconbench.settings_doc import markdown_table as settings_table
 
+from tests.house.files import project_files
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -42,14 +44,9 @@ def test_every_variable_the_code_reads_is_a_setting():
     name ending in _ is a prefix: SILICONBENCH_OIDC_*)."""
     fields = {f"SILICONBENCH_{f.upper()}" for f in Settings.model_fields}
     found: dict[str, str] = {}
-    for path in sorted(ROOT.rglob("*")):
+    for path in project_files(ROOT, (".py", ".sh", ".yaml", ".yml", "")):
         rel = path.relative_to(ROOT)
-        if (
-            rel.parts[0] in (".venv", ".git", "docs")
-            or path.suffix not in (".py", ".sh", ".yaml", ".yml", "")
-            or not path.is_file()
-            or "__pycache__" in rel.parts
-        ):
+        if rel.parts[0] == "docs":
             continue
         for name in re.findall(r"SILICONBENCH_[A-Z0-9_]*[A-Z0-9]\b", path.read_text(errors="replace")):
             found.setdefault(name, str(rel))
