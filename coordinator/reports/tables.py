@@ -247,8 +247,9 @@ def ratio_table(records: list[dict]) -> Table | None:
     if mixed:
         t.caption = (
             f"[bold red]⚠[/] {mixed} row(s) pair different weight dtypes: their ratios mix the engines "
-            "with the bytes each reads per token. For a matched pair rerun level full on a model made "
-            "with every dtype (`siliconbench models make-tiny --force`), or name exact quants of one dtype."
+            "with the bytes each reads per token. For a matched pair, give the model a form of the other "
+            "engine in the same dtype (`siliconbench models add NAME SOURCE --to-existing`, or `models quantize`), "
+            "or name exact quants of one dtype (the project's own tiny model: `models make-tiny --force`)."
         )
         t.caption_justify = "left"
     return t

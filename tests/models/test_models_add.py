@@ -115,6 +115,24 @@ def test_forms_of_different_models_are_refused_naming_the_field_and_both_values(
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".my-smol")]
 
 
+def test_a_form_of_another_shape_is_refused_naming_the_field(tmp_path, models_dir):
+    """The whole shape both formats state is compared, not four fields: a folder with 4 KV heads beside a GGUF with
+    2 is another network (it was once stored under one identity)."""
+    tiny = ModelCatalog(models_dir).get(SMALL)
+    add_model(tmp_path, "mine", [str(models_dir / SMALL / tiny.artifact_for("llama.cpp", "F32").path)])
+    before = (tmp_path / "mine" / MANIFEST_NAME).read_text()
+    odd = tmp_path / "odd-mlx"
+    odd.mkdir()
+    for f in (models_dir / SMALL / tiny.artifact_for("mlx", "f32").path).iterdir():
+        (odd / f.name).symlink_to(f.resolve()) if f.suffix == ".safetensors" else shutil.copy(f, odd / f.name)
+    config = json.loads((odd / "config.json").read_text())
+    (odd / "config.json").write_text(json.dumps({**config, "num_key_value_heads": 4}))
+    with pytest.raises(UserError) as e:
+        add_model(tmp_path, "mine", [str(odd)], to_existing=True)
+    assert e.value.field == "n_kv_heads" and "has n_kv_heads 4" in e.value.message and "has 2" in e.value.message
+    assert (tmp_path / "mine" / MANIFEST_NAME).read_text() == before  # nothing half-written
+
+
 def _mismatched_tokenizer_copy(src: Path, dst: Path) -> None:
     """The same MLX folder with two vocabulary entries swapped: same shapes, different token ids."""
     dst.mkdir()

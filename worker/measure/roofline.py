@@ -188,7 +188,7 @@ def _tensor_bytes(artifact: Path) -> dict[str, int]:
 def kv_bytes_per_token(m: ModelManifest, position: float, kv_dtype: str) -> float:
     """K and V of every layer for ``position`` cached tokens, in the cache's dtype."""
     per_value = KV_BYTES.get(kv_dtype.split("/")[0].lower(), 2)
-    return 2 * m.n_layers * m.n_kv_heads * (m.hidden_size // m.n_heads) * position * per_value
+    return 2 * m.n_layers * m.n_kv_heads * m.head_size * position * per_value
 
 
 def bound(

@@ -26,7 +26,7 @@ from worker.models.facts import FormFacts, form_facts
 from worker.models.sources import Resolved, resolve
 
 Say = Callable[[str], None]
-SHAPE_FIELDS = ("architecture", "n_layers", "hidden_size", "vocab_size")
+SHAPE_FIELDS = ("architecture", "n_layers", "hidden_size", "n_heads", "n_kv_heads", "head_size", "vocab_size")
 
 
 def add_model(
@@ -97,6 +97,7 @@ def add_model(
             n_layers=head.n_layers,
             n_heads=head.n_heads,
             n_kv_heads=head.n_kv_heads,
+            head_dim=head.head_dim,
             vocab_size=head.vocab_size,
             source=existing.source if existing else "models add " + " ".join(sources),
             artifacts=kept + new,
@@ -131,7 +132,8 @@ def _existing(final: Path, to_existing: bool, force: bool) -> ModelManifest | No
 
 
 def _check_same_model(forms: list[tuple[Resolved, FormFacts]], existing: ModelManifest | None) -> None:
-    """Every form has the first one's architecture, layers, hidden size and vocabulary (and the model's)."""
+    """Every form has the first one's shape (SHAPE_FIELDS: architecture, layers, hidden size, heads, KV heads, head
+    size, vocabulary), and the model's where it exists."""
     ref_name, ref = (
         (
             f"model {existing.name!r}",
@@ -139,6 +141,9 @@ def _check_same_model(forms: list[tuple[Resolved, FormFacts]], existing: ModelMa
                 "architecture": existing.family,
                 "n_layers": existing.n_layers,
                 "hidden_size": existing.hidden_size,
+                "n_heads": existing.n_heads,
+                "n_kv_heads": existing.n_kv_heads,
+                "head_size": existing.head_size,
                 "vocab_size": existing.vocab_size,
             },
         )

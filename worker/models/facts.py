@@ -54,12 +54,20 @@ class FormFacts:
     files: list[str]  # relative to ``base``
     base: Path  # the folder the files are in (a GGUF's folder, or the model directory)
     details: dict = field(default_factory=dict)
+    head_dim: int | None = None  # as declared (GGUF key_length, HF head_dim); None: the files declare none
+
+    @property
+    def head_size(self) -> int:
+        return self.head_dim or (self.hidden_size // self.n_heads if self.n_heads else 0)
 
     def shape(self) -> dict:
         return {
             "architecture": SAME_ARCH.get(self.architecture, self.architecture),
             "n_layers": self.n_layers,
             "hidden_size": self.hidden_size,
+            "n_heads": self.n_heads,
+            "n_kv_heads": self.n_kv_heads,
+            "head_size": self.head_size,
             "vocab_size": self.vocab_size,
         }
 
@@ -198,6 +206,7 @@ def gguf_facts(first: Path) -> FormFacts:
         n_kv_heads=kv_heads,
         vocab_size=vocab,
         n_ctx=int(key(f"{arch}.context_length", 0)),
+        head_dim=int(key(f"{arch}.attention.key_length")) if key(f"{arch}.attention.key_length") else None,
         quant=quant,
         level=level,
         files=[p.name for p in parts],
@@ -294,6 +303,7 @@ def hf_facts(folder: Path) -> FormFacts:
         n_kv_heads=int(get("num_key_value_heads", heads)),
         vocab_size=int(get("vocab_size", 0)),
         n_ctx=int(get("max_position_embeddings", 0)),
+        head_dim=int(get("head_dim")) if get("head_dim") else None,
         quant=quant,
         level=level,
         files=files,

@@ -8,9 +8,9 @@ computed from the model's shape, so the two can be checked against each other.
 
 from __future__ import annotations
 
-import json
 import time
 
+from siliconbench.manifest import ModelCatalog
 from siliconbench.workloads import CTX_SLACK
 
 from worker.workloads.common import Context, Outcome, SampleLog, done, engine_for, repetitions, rss_now_bytes
@@ -18,13 +18,10 @@ from worker.workloads.timing import prompt_ids, rep_seed, timed_generation
 
 
 def model_shape(ctx: Context) -> dict:
-    """Layers, KV heads and head size from the models folder's manifest (the same for every artifact)."""
-    manifest = json.loads((ctx.models_dir / ctx.job.model / "manifest.json").read_text())
-    return {
-        "n_layers": manifest["n_layers"],
-        "n_kv_heads": manifest["n_kv_heads"],
-        "head_dim": manifest["hidden_size"] // manifest["n_heads"],
-    }
+    """Layers, KV heads and head size from the models folder's manifest (the same for every artifact): the head size
+    the files declare, else hidden_size / n_heads."""
+    m = ModelCatalog(ctx.models_dir).get(ctx.job.model)
+    return {"n_layers": m.n_layers, "n_kv_heads": m.n_kv_heads, "head_dim": m.head_size}
 
 
 def run(ctx: Context) -> Outcome:

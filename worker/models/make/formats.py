@@ -147,6 +147,9 @@ def write_gguf(
     w.add_head_count(n_head)
     w.add_head_count_kv(n_kv)
     w.add_rope_dimension_count(head_dim)
+    if head_dim != config["hidden_size"] // n_head:  # a head size of its own, as convert_hf_to_gguf writes it
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
     w.add_rope_freq_base(float(config["rope_theta"]))
     w.add_layer_norm_rms_eps(float(config["rms_norm_eps"]))
     w.add_vocab_size(config["vocab_size"])

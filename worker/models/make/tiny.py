@@ -51,13 +51,18 @@ def tiny_config(
     intermediate_size: int,
     vocab: BpeVocab,
     n_ctx: int,
+    head_dim: int | None = None,
 ) -> dict:
-    """The HF ``config.json`` of a tiny model (untied lm_head, as in Llama 2/3)."""
-    if hidden_size % n_heads or n_heads % n_kv_heads or (hidden_size // n_heads) % 2:
+    """The HF ``config.json`` of a tiny model (untied lm_head, as in Llama 2/3). ``head_dim`` other than
+    hidden_size / n_heads declares its own head size, as Qwen3 and Gemma do (attention width n_heads x head_dim)."""
+    if head_dim is None and hidden_size % n_heads:
+        raise UserError("hidden_size", f"hidden_size {hidden_size} must split into {n_heads} heads.")
+    head_dim = head_dim or hidden_size // n_heads
+    if head_dim % 2 or n_heads % n_kv_heads:
         raise UserError(
             "hidden_size",
-            f"hidden_size {hidden_size} must split into {n_heads} heads of even size, "
-            f"and n_heads {n_heads} into n_kv_heads {n_kv_heads} groups.",
+            f"heads of size {head_dim} must be even, and n_heads {n_heads} must split into n_kv_heads {n_kv_heads} "
+            "groups.",
         )
     return {
         "architectures": ["LlamaForCausalLM"],
@@ -67,7 +72,7 @@ def tiny_config(
         "num_hidden_layers": n_layers,
         "num_attention_heads": n_heads,
         "num_key_value_heads": n_kv_heads,
-        "head_dim": hidden_size // n_heads,
+        "head_dim": head_dim,
         "hidden_act": "silu",
         "max_position_embeddings": n_ctx,
         "rms_norm_eps": RMS_NORM_EPS,
@@ -99,14 +104,15 @@ def llama_weights(config: dict, mat: Callable[[int, int], np.ndarray]) -> dict[s
     norms 1."""
     h, f, v = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
     kv = config["num_key_value_heads"] * config["head_dim"]
+    q = config["num_attention_heads"] * config["head_dim"]
     weights = {"model.embed_tokens.weight": mat(v, h)}
     for i in range(config["num_hidden_layers"]):
         p = f"model.layers.{i}."
         weights[p + "input_layernorm.weight"] = np.ones(h, np.float32)
-        weights[p + "self_attn.q_proj.weight"] = mat(h, h)
+        weights[p + "self_attn.q_proj.weight"] = mat(q, h)
         weights[p + "self_attn.k_proj.weight"] = mat(kv, h)
         weights[p + "self_attn.v_proj.weight"] = mat(kv, h)
-        weights[p + "self_attn.o_proj.weight"] = mat(h, h)
+        weights[p + "self_attn.o_proj.weight"] = mat(h, q)
         weights[p + "post_attention_layernorm.weight"] = np.ones(h, np.float32)
         weights[p + "mlp.gate_proj.weight"] = mat(f, h)
         weights[p + "mlp.up_proj.weight"] = mat(f, h)
@@ -128,6 +134,7 @@ def make_tiny(
     intermediate_size: int | None = None,
     vocab_size: int = 4096,
     n_ctx: int = 4096,
+    head_dim: int | None = None,
     overwrite: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> ModelManifest:
@@ -143,6 +150,7 @@ def make_tiny(
         intermediate_size=intermediate_size or default_intermediate_size(hidden_size),
         vocab=vocab,
         n_ctx=n_ctx,
+        head_dim=head_dim,
     )
     weights = init_weights(config, seed)
     params = formats.count_params(weights)
@@ -184,6 +192,7 @@ def make_tiny(
             n_layers=n_layers,
             n_heads=n_heads,
             n_kv_heads=n_kv_heads,
+            head_dim=config["head_dim"],
             vocab_size=len(vocab),
             source=f"make-tiny seed={seed}",
             artifacts=arts,
