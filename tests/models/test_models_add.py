@@ -82,6 +82,7 @@ def test_gguf_and_mlx_forms_pair_at_q4_and_a_sweep_runs_both_engines(tmp_path, s
     r = run_cli("models", "add", "my-smol", str(mlx_4bit), "--to-existing", "--dir", str(models))
     assert r.returncode == 0, r.stderr + r.stdout
     assert "tokenize alike" in r.stdout
+    assert "n_ctx_seq" not in r.stderr  # llama.cpp's warning of a vocab-only load, beside a context of 8,192
     m = ModelCatalog(models).get("my-smol")
     assert {(a.format, a.quant, a.level) for a in m.artifacts} == {("gguf", "Q4_1", "q4"), ("mlx", "4bit", "q4")}
     mlx_art = m.artifact_for("mlx", "q4")
@@ -159,6 +160,25 @@ def test_a_tokenizer_that_differs_is_refused_or_recorded_on_every_result(tmp_pat
     jobs = expand(parse_sweep({"name": "x", "models": ["my-smol"], "quantizations": ["q4"]}), ModelCatalog(models))
     assert {j.engine for j in jobs} == {"llama.cpp", "mlx"}
     assert all(j.model_notes == {"tokenizer_mismatch": m.tokenizer_mismatch} for j in jobs)
+
+
+def test_every_form_is_checked_for_its_tokenizer_not_only_the_first_pair(tmp_path, smol):
+    """A third form with a tokenizer of its own (two entries swapped) beside a GGUF and an MLX form that agree: it
+    was accepted (only the first GGUF and the first MLX form were compared), and its jobs scored other tokens."""
+    smol_dir, smol_m = smol
+    good = smol_dir / smol_m.name / smol_m.artifact_for("mlx", "q4").path
+    odd = tmp_path / "odd-mlx"
+    _mismatched_tokenizer_copy(good, odd)
+    models = tmp_path / "models"
+    with pytest.raises(UserError) as e:
+        add_model(models, "my-smol", [str(locate_gguf()), str(good), str(odd)])
+    assert e.value.field == "tokenizer" and "first difference at token" in e.value.message
+    assert "odd-mlx" in e.value.message or "mlx 4bit" in e.value.message
+    assert not (models / "my-smol").exists()
+    add_model(models, "my-smol", [str(locate_gguf()), str(good)])  # these two agree
+    with pytest.raises(UserError) as e:  # and a form added later is checked against what is there
+        add_model(models, "my-smol", [str(odd)], to_existing=True)
+    assert e.value.field == "tokenizer" and "llama.cpp Q4_1" in e.value.message
 
 
 def test_hf_sources_resolve_offline_from_a_hub_laid_out_cache(tmp_path, smol):

@@ -18,6 +18,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from siliconbench.engines import by_format
 from siliconbench.errors import UserError
 from siliconbench.manifest import MANIFEST_NAME, Artifact, ModelManifest, write_manifest
 
@@ -205,30 +206,38 @@ def _free_gguf(first: str, taken: set[str]) -> str:
 def _tokenizers(
     final: Path, stage: Path, kept: list[Artifact], new: list[Artifact], allow: bool, say: Say
 ) -> str | None:
-    """Where the model has both a GGUF and an MLX form: both engines must turn one text into the same ids."""
+    """Every new form must turn one text into the ids the model's first form gives (a kept one, else the first new
+    one), whichever engine reads it: a third form with a tokenizer of its own would score other tokens."""
 
     def where(a: Artifact) -> Path:
         return (stage if a in new else final) / a.path
 
-    gguf = next((a for a in new + kept if a.format == "gguf"), None)
-    mlx = next((a for a in new + kept if a.format == "mlx"), None)
-    if gguf is None or mlx is None or (gguf not in new and mlx not in new):
-        return None
-    from worker.models.tokens import compare_tokenizers  # loads both engines' tokenizers: only a pair of forms needs it
+    def named(a: Artifact) -> str:
+        return f"{by_format(a.format)[0]} {a.quant} ({a.path})"
 
-    say(f"checking that llama.cpp ({gguf.quant}) and mlx-lm ({mlx.quant}) tokenize alike")
-    diff = compare_tokenizers(where(gguf), where(mlx))
-    if diff is None:
+    reference = (kept or new)[0]
+    others = [a for a in new if a is not reference]
+    if not others:
         return None
-    if not allow:
-        raise UserError(
-            "tokenizer",
-            f"{diff} The two forms would not be given the same tokens; "
-            "add them under different names, or pass --allow-tokenizer-mismatch to record the "
-            "difference on every result.",
-        )
-    say(f"tokenizers differ (recorded on every result): {diff}")
-    return diff
+    from worker.models.tokens import check_text, difference, form_ids  # loads the engines' tokenizers
+
+    text = check_text()
+    say(f"checking that {len(others)} form(s) and {named(reference)} tokenize alike")
+    ref = form_ids(where(reference), reference.format, text)
+    diffs = []
+    for a in others:
+        diff = difference(ref, form_ids(where(a), a.format, text), named(reference), named(a))
+        if diff is None:
+            continue
+        if not allow:
+            raise UserError(
+                "tokenizer",
+                f"{diff} The forms would not be given the same tokens; add them under different names, or pass "
+                "--allow-tokenizer-mismatch to record the difference on every result.",
+            )
+        say(f"tokenizers differ (recorded on every result): {diff}")
+        diffs.append(diff)
+    return " ".join(diffs) or None
 
 
 def _move_into_place(stage: Path, final: Path, new: list[Artifact], replace: bool) -> None:

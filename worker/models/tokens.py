@@ -7,6 +7,8 @@ and non-Latin scripts, where pre-tokenizers and byte fallbacks differ.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 
 from worker.models.make.tokenizer import CORPUS_PATH
@@ -23,10 +25,24 @@ def check_text() -> str:
     return CHECK_TEXT + corpus
 
 
+@contextlib.contextmanager
+def _stderr_silenced():
+    """File descriptor 2 to /dev/null for the block (the engine's native code writes there, not to sys.stderr)."""
+    saved = os.dup(2)
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 def llama_ids(gguf: Path, text: str) -> tuple[list[int], dict]:
     from llama_cpp import Llama  # the engine's own tokenizer is the point of the check
 
-    llm = Llama(model_path=str(gguf), vocab_only=True, verbose=False)
+    with _stderr_silenced():  # a vocab-only load has no context length: llama.cpp warns n_ctx_seq > n_ctx_train (0)
+        llm = Llama(model_path=str(gguf), vocab_only=True, verbose=False)
     try:
         ids = llm.tokenize(text.encode(), add_bos=False, special=False)
         special = {"bos": llm.token_bos(), "eos": llm.token_eos()}
@@ -47,17 +63,23 @@ def mlx_ids(folder: Path, text: str) -> tuple[list[int], dict]:
     return ids, {"special": special, "pieces": pieces}
 
 
-def compare_tokenizers(gguf: Path, folder: Path, text: str | None = None) -> str | None:
-    """None where both engines give the same ids (and the same BOS/EOS); else one sentence saying where not."""
-    text = text or check_text()
-    a, ainfo = llama_ids(gguf, text)
-    b, binfo = mlx_ids(folder, text)
+def form_ids(path: Path, fmt: str, text: str) -> tuple[list[int], dict]:
+    """The ids of ``text`` by the tokenizer of one form: a GGUF's (llama.cpp) or a folder's (mlx-lm)."""
+    return llama_ids(path, text) if fmt == "gguf" else mlx_ids(path, text)
+
+
+def difference(a: tuple[list[int], dict], b: tuple[list[int], dict], a_name: str, b_name: str) -> str | None:
+    """None where two tokenizations are the same ids (and BOS/EOS); else one sentence saying where not."""
+    (a, ainfo), (b, binfo) = a, b
     if a != b:
         i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-        show = lambda ids, info: ", ".join(f"{t} {info['pieces'].get(t, '')!r}" for t in ids[i : i + 3]) or "end"  # noqa: E731
+
+        def show(ids: list[int], info: dict) -> str:
+            return ", ".join(f"{t} {info['pieces'].get(t, '')!r}" for t in ids[i : i + 3]) or "end"
+
         return (
-            f"llama.cpp and mlx-lm tokenize the check text differently ({len(a)} vs {len(b)} tokens): first "
-            f"difference at token {i}: llama.cpp [{show(a, ainfo)}] vs mlx-lm [{show(b, binfo)}]."
+            f"{a_name} and {b_name} tokenize the check text differently ({len(a)} vs {len(b)} tokens): first "
+            f"difference at token {i}: {a_name} [{show(a, ainfo)}] vs {b_name} [{show(b, binfo)}]."
         )
     diffs = [
         k
@@ -69,7 +91,7 @@ def compare_tokenizers(gguf: Path, folder: Path, text: str | None = None) -> str
     if diffs:
         return (
             "; ".join(
-                f"{k.upper()} id is {ainfo['special'][k]} for llama.cpp and {binfo['special'][k]} for mlx-lm"
+                f"{k.upper()} id is {ainfo['special'][k]} for {a_name} and {binfo['special'][k]} for {b_name}"
                 for k in diffs
             )
             + "."
