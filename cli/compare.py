@@ -98,6 +98,7 @@ def compare(
 
 @user_errors
 def regressions(
+    ctx: typer.Context,
     metric: list[str] = typer.Option([], "--metric", "-m", help=METRIC_HELP),
     where: str = typer.Option(None, "--where", help=f"Only points matching this selector: {SELECTOR_HELP}"),
     min_effect: float = typer.Option(0.03, "--min-effect", help="Smallest step that counts (0.03 = 3%)"),
@@ -114,7 +115,10 @@ def regressions(
     ),
 ) -> None:
     """Change points in every series' history (ruptures PELT, each step tested), with what changed there;
-    with --since, the verdicts recorded since then (for scripts: --format json)."""
+    with --since, the verdicts recorded since then (for scripts: --format json). `regressions bisect` finds the
+    llama.cpp commit that caused one."""
+    if ctx.invoked_subcommand is not None:
+        return
     if since is not None:
         return _verdicts_since(since, fmt)
     from rich.table import Table  # verb-local

@@ -32,8 +32,9 @@ class EngineDescription:
     server_module: str  # `python -m SERVER_MODULE`: its OpenAI-compatible HTTP server
     yardstick: str  # the engine's own tool our figures are held to (benchmarks/fidelity.py)
     order_by: tuple[str, ...]  # the result components a history orders its versions by, first decides
-    takes_mmap: bool
-    preloads_blas: bool  # the Linux CPU build computes through a BLAS the job's child preloads (worker/envs/blas.py)  # whether its loader has an mmap on/off switch (the swap workload's `mmap` axis)
+    takes_mmap: bool  # whether its loader has an mmap on/off switch (the swap workload's `mmap` axis)
+    preloads_blas: bool  # the Linux CPU build computes through a BLAS the job's child preloads (worker/envs/blas.py)
+    built_from_source: bool  # a version may also be a build of any commit of its source (worker/builds)
     extra: str  # the pip extra of pyproject.toml that installs it
 
 
@@ -56,6 +57,7 @@ ENGINES: dict[str, EngineDescription] = {
             order_by=("build", "llama-cpp-python"),
             takes_mmap=True,
             preloads_blas=False,
+            built_from_source=True,
             extra="llamacpp",
         ),
         EngineDescription(
@@ -73,6 +75,7 @@ ENGINES: dict[str, EngineDescription] = {
             order_by=("mlx-lm", "mlx"),
             takes_mmap=False,
             preloads_blas=True,
+            built_from_source=False,
             extra="mlx",
         ),
     )

@@ -135,6 +135,8 @@ def spec_digest(spec: SweepSpec) -> str:
     return digest(data, 12)
 
 
+# Engine options added after jobs were first stored: in a job only when set, so jobs keep the ids they had.
+LATER_OPTIONS = {"driver": "auto"}
 MAX_FORMATS = 24  # what [all] counts as in the bound before expansion: the forms per engine of a model
 
 
@@ -331,6 +333,9 @@ def _workload_jobs(
                 continue
             rel = catalog.artifact_path(m.name, art, field=f"models[{mi}]").relative_to(catalog.models_dir)
             eng_opts = getattr(opts, describe(engine).options).model_dump()
+            for key, default in LATER_OPTIONS.items():
+                if eng_opts.get(key) == default:
+                    eng_opts.pop(key)
             job = JobSpec(
                 job_id="",
                 sweep_id=sweep_id,

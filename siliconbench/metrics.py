@@ -40,7 +40,9 @@ _DEFS = [
         "(llama_batch_get_one, logits of the last position only) + llama_synchronize — the region of llama-bench's "
         "test_prompt, so prefill_tps at pN dD = llama-bench ppN @ dD. MLX: the prompt but its last token through the "
         "model in prefill_step_size chunks with mx.eval of the KV cache, as mlx_lm's generate_step, then the last "
-        "token with mx.eval of its logits. Excludes choosing the first token (see ttft_ms).",
+        "token with mx.eval of its logits. Excludes choosing the first token (see ttft_ms). A llama.cpp build measured "
+        "through its own llama-bench (engine_options.driver 'llama-bench': its llama.h matches no binding) reports "
+        "llama-bench's ppN @ dD itself, one value per repetition.",
     ),
     Metric(
         "decode_tps",
@@ -55,7 +57,8 @@ _DEFS = [
         "(engine_decode_tps, beside it, is llama.cpp's own count of the same steps). MLX: mlx_lm's generate_step "
         "pipelining (step i+1 queued with mx.async_eval before step i is read), mx.argmax on the device; "
         "mlx_lm.benchmark's generation_tps divides G tokens by G - 1 decode steps, so decode_tps = generation_tps "
-        "x (G-1)/G.",
+        "x (G-1)/G. A llama.cpp build measured through its own llama-bench (engine_options.driver 'llama-bench') "
+        "reports llama-bench's tgM @ d(D+N) itself (random tokens, no argmax), one value per repetition.",
     ),
     Metric(
         "decode_bandwidth_pct",

@@ -132,6 +132,17 @@ class Settings(BaseSettings):
         description="Where scripts/build_llama_tools.sh builds llama.cpp's own tools (and keeps the sdist). "
         "Unset: ~/.cache/siliconbench/tools.",
     )
+    builds_dir: Path | None = Field(
+        None,
+        description="Where `siliconbench env add llama.cpp --source` keeps llama.cpp builds: one incremental build "
+        "tree per source and build options, and each commit's libraries and tools. Unset: "
+        "~/.cache/siliconbench/llama-builds.",
+    )
+    llama_build: Path | None = Field(
+        None,
+        description="Set by the worker in a job's child, not by hand: the llama.cpp build (its folder under "
+        "builds_dir) the job runs on (worker/builds/driver.py).",
+    )
     mlx_blas: str | None = Field(
         None,
         description="Set by the worker in an MLX job's child, not by hand: the BLAS it preloaded, recorded "

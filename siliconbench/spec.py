@@ -54,6 +54,12 @@ class LlamaCppOptions(Strict):
     )
     type_k: KvCacheType = Field("f16", description="KV-cache type of K (llama-bench -ctk)")
     type_v: KvCacheType = Field("f16", description="KV-cache type of V (llama-bench -ctv)")
+    driver: Literal["auto", "binding", "llama-bench"] = Field(
+        "auto",
+        description="On a llama.cpp build (engine_versions naming one): 'auto' drives its library through "
+        "llama-cpp-python's binding where the build's llama.h matches the binding's, else measures generate "
+        "through the build's own llama-bench; 'binding' or 'llama-bench' insist on one path. Recorded as run.",
+    )
 
     @field_validator("flash_attn", mode="before")
     @classmethod

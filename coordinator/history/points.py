@@ -95,6 +95,8 @@ def _options(job: JobSpec, result: JobResult) -> dict:
     eff = result.environment.engine_options if result.environment else {}
     if eff.get("threads"):
         opts["threads"] = eff["threads"]
+    if eff.get("driver"):  # a llama.cpp build measured through the binding or through its own llama-bench
+        opts["driver"] = eff["driver"]
     opts.pop("n_ctx", None)
     ngl = opts.get("n_gpu_layers")
     if isinstance(ngl, int) and (ngl < 0 or ngl >= 99):  # "all layers", as llama-bench's default 99 means too

@@ -30,6 +30,7 @@ RECORD_KEYS = (
     "error",
     "engine",
     "engine_version",
+    "commit",
     "backend",
     "model",
     "quant",
@@ -88,6 +89,15 @@ def workload_metrics(result: JobResult) -> dict[str, dict]:
     return {m: metric_summary(result.summary(m)) for m in names}
 
 
+def engine_version_of(job: JobSpec, result: JobResult) -> str | None:
+    """The engine version a result ran: its package's version; for a llama.cpp build (measured through the
+    binding or its llama-bench) the name the sweep gave it (b7123), its commit beside it in the record."""
+    env = result.environment
+    if env is not None and (env.engine_build or {}).get("measured_by"):
+        return job.engine_version
+    return (env.packages.get(ENGINE_PACKAGE[job.engine]) if env else None) or job.engine_version
+
+
 def result_record(
     job: JobSpec, result: JobResult, *, worker: str | None = None, created_at: datetime | None = None
 ) -> dict:
@@ -115,7 +125,8 @@ def result_record(
         "status": "ok" if result.status == JobStatus.ok else "failed",
         "error": result.error,
         "engine": job.engine,
-        "engine_version": env.packages.get(ENGINE_PACKAGE[job.engine]) if env else None,
+        "engine_version": engine_version_of(job, result),
+        "commit": ((env.engine_build or {}).get("commit") or None) if env else None,
         "backend": (env.backend or None) if env else None,
         "model": job.model,
         "quant": job.quant,

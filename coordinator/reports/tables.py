@@ -28,6 +28,13 @@ def _mib(n: int | None) -> str:
     return f"{n / 2**20:,.0f} MiB" if n else "—"
 
 
+def version_cell(r: dict) -> str:
+    """The engine version as a reader names it; a llama.cpp build with the commit it is (b7123 @ abcdef0)."""
+    version = r.get("engine_version") or "—"
+    built = ((r.get("environment") or {}).get("engine_build") or {}).get("measured_by")
+    return f"{version} @ {r['commit'][:7]}" if built and r.get("commit") and r["commit"][:7] not in version else version
+
+
 def records_for(url: str, sweep_id: str | None) -> list[dict]:
     with session_scope(url) as s:
         sweep_id = sweep_id or sweep_store.latest_sweep_id(s)
@@ -98,7 +105,7 @@ def results_table(records: list[dict], title: str = "") -> Table:
         lead = (
             ([host_of(r)] if many_hosts else [])
             + [r["engine"]]
-            + ([r.get("engine_version") or "—"] if versions else [])
+            + ([version_cell(r)] if versions else [])
             + ([str(r["processes"])] if many_procs else [])
         )
         if r["status"] != "ok":

@@ -9,7 +9,8 @@ from typing import Literal
 from ..errors import UserError
 from .base import Config, Depths, Lengths, Strict
 
-FACTS = frozenset({"n_ctx", "vocab_size", "prompt_ids_sha256", "roofline"})
+# "tool": a job on a llama.cpp build measured through its own llama-bench (what llama-bench said of itself)
+FACTS = frozenset({"n_ctx", "vocab_size", "prompt_ids_sha256", "roofline", "tool"})
 
 
 class GenerateWorkload(Strict):

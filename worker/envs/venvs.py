@@ -60,9 +60,18 @@ class EngineEnv:
     packages: dict[str, str] = field(default_factory=dict)
     python_version: str = ""
     created_at: str = ""
+    # A llama.cpp build (worker/envs/builds.py): its out folder, revision, backend and the header check against
+    # the binding of ``python``; empty for a package environment.
+    build: dict = field(default_factory=dict)
 
     def ok(self) -> bool:
-        return Path(self.python).exists()
+        return Path(self.python).exists() and (not self.build or (Path(self.build["path"]) / "build.json").exists())
+
+    def matches(self, version: str) -> bool:
+        """Whether a sweep's engine_versions entry names this environment: its name, version, or for a build a
+        prefix of its commit (at least 7 hex digits)."""
+        sha = self.build.get("revision", {}).get("sha", "") if self.build else ""
+        return version in (self.name, self.version) or (len(version) >= 7 and bool(sha) and sha.startswith(version))
 
 
 def envs_root(root: Path | str | None = None) -> Path:
@@ -272,6 +281,20 @@ def available(engine: str, root: Path | str | None = None) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def env_for(engine: str, version: str | None, root: Path | str | None = None) -> EngineEnv | None:
+    """The environment ``version`` names for ``engine`` (by name first, then the one version or commit it
+    matches); None for the worker's own version or when several match (``python_for`` says which)."""
+    if version is None:
+        return None
+    package = ENGINE_PACKAGE[engine]
+    envs = [e for e in list_envs(root) if e.engine == engine and e.ok()]
+    by_name = [e for e in envs if e.name in (version, f"{package}-{version}")]
+    if by_name:
+        return by_name[0]
+    same = [e for e in envs if e.matches(version)]
+    return same[0] if len(same) == 1 else None
+
+
 def python_for(
     engine: str,
     version: str | None,
@@ -285,13 +308,11 @@ def python_for(
     if version is None or version == own_version(engine):
         return sys.executable
     package = ENGINE_PACKAGE[engine]
+    found = env_for(engine, version, root)
+    if found is not None:
+        return found.python
     envs = [e for e in list_envs(root) if e.engine == engine and e.ok()]
-    by_name = [e for e in envs if e.name in (version, f"{package}-{version}")]
-    if by_name:
-        return by_name[0].python
     same = [e for e in envs if e.version == version]
-    if len(same) == 1:
-        return same[0].python
     if len(same) > 1:
         raise UserError(
             f"engine_versions.{engine}",

@@ -26,6 +26,7 @@ from siliconbench.jobs import JobSpec
 from siliconbench.results import JobResult, failed
 
 from worker.envs.blas import child_blas_env, inherited_preload
+from worker.envs.builds import child_vars
 from worker.measure import busy, gate, roofline, thermal
 
 STDERR_TAIL_CHARS = 4000
@@ -45,6 +46,8 @@ def child_env(job: JobSpec, models_dir: Path) -> dict[str, str]:
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     env["LD_PRELOAD"] = inherited_preload()  # no BLAS but the one child_blas_env chooses
+    env.pop("SILICONBENCH_LLAMA_BUILD", None)  # only a job on a llama.cpp build runs on one
+    env.update(child_vars(job.engine, job.engine_version))
     if describe(job.engine).preloads_blas:
         env.update(child_blas_env(job.engine_options.get("blas", "auto"), job.engine_options.get("threads")))
     return env

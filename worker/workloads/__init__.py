@@ -18,6 +18,8 @@ from siliconbench.jobs import JobSpec
 from siliconbench.results import Environment, JobResult, JobStatus, contract_problems, failed
 from siliconbench.workloads import KINDS
 
+from worker.builds import driver
+from worker.builds.tool import ToolEngine
 from worker.platform.host_facts import host_facts
 from worker.platform.nvidia import DeviceMeter, Nvml
 from worker.serving.server import kill_live_groups
@@ -30,6 +32,15 @@ def remove_scratch() -> None:
     """Remove the workload's scratch folder now: the process is about to leave without unwinding (its worker died)."""
     for d in _scratch:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def with_build(engine) -> dict:
+    """The engine's own description, with the llama.cpp build's record where the job ran on one."""
+    described = engine.describe()
+    build = driver.current()
+    if build is None:
+        return described
+    return driver.facts(build, "llama-bench" if isinstance(engine, ToolEngine) else "binding", described)
 
 
 def run_workload(job: JobSpec, models_dir: Path, emit: Callable[..., None]) -> JobResult:
@@ -50,7 +61,7 @@ def run_workload(job: JobSpec, models_dir: Path, emit: Callable[..., None]) -> J
         try:
             out = module.run(ctx)
         except WorkloadError as exc:
-            env = Environment(**host_facts(), **engine_for(job).describe())
+            env = Environment(**host_facts(), **with_build(engine_for(job)))
             return failed(
                 job.job_id,
                 f"{job.workload} error: {exc}",
@@ -60,7 +71,7 @@ def run_workload(job: JobSpec, models_dir: Path, emit: Callable[..., None]) -> J
             )
         finally:
             kill_live_groups()  # normally none: each workload stops its servers itself
-    env = Environment(**host_facts(), **out.engine.describe())
+    env = Environment(**host_facts(), **with_build(out.engine))
     extra = {"workload": job.workload, **out.extra}
     device = {**(meter.stop() if meter else {}), **out.device_memory}
     if device:

@@ -11,12 +11,15 @@ from typing import Any, Callable
 
 import psutil
 
+from siliconbench.engines import describe
 from siliconbench.errors import WorkloadError
 from siliconbench.jobs import JobSpec
 from siliconbench.results import Sample
 from siliconbench.settings import env_setting
 
 from worker import platform
+from worker.builds import driver
+from worker.builds.tool import ToolEngine
 from worker.engines import Engine, get_engine
 from worker.models.make.tokenizer import CORPUS_PATH
 
@@ -113,9 +116,21 @@ def rss_now_bytes() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
-def engine_for(job: JobSpec, options: dict | None = None) -> Engine:
+def engine_for(job: JobSpec, options: dict | None = None) -> Engine | ToolEngine:
+    """The job's engine with its options; for a job on a llama.cpp build, the path the build is measured through
+    (worker.builds.driver): the binding on the build's library, or the build's own llama-bench (generate only)."""
+    opts = dict(options if options is not None else job.engine_options)
+    if describe(job.engine).built_from_source:
+        build, path = driver.prepare(opts)
+        if path == "llama-bench":
+            if job.workload != "generate":
+                raise WorkloadError(
+                    f"the build {build.rev.label} is measured through its own llama-bench here (driver "
+                    f"{opts.get('driver', 'auto')!r}), which runs the generate workload only, not {job.workload}"
+                )
+            return ToolEngine(build, opts)
     engine = get_engine(job.engine)
-    engine.options = dict(options if options is not None else job.engine_options)
+    engine.options = opts
     return engine
 
 

@@ -19,6 +19,7 @@ from siliconbench.jobs import JobSpec
 from siliconbench.manifest import ModelCatalog
 from siliconbench.workloads import CTX_SLACK
 
+from worker.builds.tool import ToolEngine
 from worker.engines.base import Engine
 from worker.measure import roofline
 from worker.platform.host_facts import host_facts
@@ -55,6 +56,8 @@ def prompt_ids_digest(engine: Engine, job: JobSpec) -> str:
 def run(ctx: Context) -> Outcome:
     job = ctx.job
     engine = engine_for(job)
+    if isinstance(engine, ToolEngine):
+        return _through_tool(ctx, engine)
     for module in describe(job.engine).modules:  # imported before the baseline: baseline = interpreter + engine
         __import__(module)
     baseline, baseline_footprint = rss_now_bytes(), ctx.footprint_now()
@@ -114,3 +117,14 @@ def _roofline(ctx: Context, engine: Engine) -> dict:
         details.get("gpu_cores"),
         gpu=details.get("gpu") if desc.get("backend") == "CUDA" else None,
     )
+
+
+def _through_tool(ctx: Context, tool: ToolEngine) -> Outcome:
+    """A build measured through its own llama-bench (worker/builds/tool.py): its per-repetition figures."""
+    log = SampleLog()
+    t0 = time.perf_counter()
+    for values in tool.measure(ctx.artifact, ctx.job):
+        log.add(values)
+    ctx.emit("measured", seconds=time.perf_counter() - t0)
+    # llama-bench ran in its own process: this one's peak memory is not the engine's
+    return Outcome(samples=log.samples, engine=tool, extra={"tool": tool.said}, own_peak=False)
