@@ -93,7 +93,7 @@ step llama_src llama_src
 ( step build build ) & echo $! > "$G/build.pid"   # ~4 min on 16 cores, beside what follows
 step wheels wheels
 step mlx mlx
-step nvml python3 scripts/gpu/record_nvml.py "$G/out/nvml-h200.json"
+step nvml python3 scripts/gpu/record_nvml.py "$G/out/nvml.json"
 # the models' files and MLX forms while llama.cpp builds (unmeasured work); their GGUF quantizations after it
 step model_1b $SB models make-synthetic --shape llama-3.2-1b --n-ctx 40960 --gguf ""
 step model_8b $SB models make-synthetic --shape llama-3-8b --n-ctx 40960 --gguf ""

@@ -44,7 +44,10 @@ def main(path: str) -> None:
         except Exception as exc:  # recorded as the error it was: the replay raises it too
             out[name] = {"error": f"{type(exc).__name__}: {exc}"}
     out["nvmlDeviceGetHandleByIndex"] = "device-0"
-    out["_recorded"] = {"nvidia-ml-py": getattr(pynvml, "__version__", None), "host": "lent nvidia-h200"}
+    out["_recorded"] = {
+        "nvidia-ml-py": getattr(pynvml, "__version__", None),
+        "host": "a lent device machine; nvmlDeviceGetName says which GPU",
+    }
     with open(path, "w") as f:
         json.dump(out, f, indent=1, default=str)
     print(json.dumps({k: v for k, v in out.items() if k != "nvmlDeviceGetComputeRunningProcesses"}, default=str)[:3000])
