@@ -62,6 +62,12 @@ if [[ "$(uname -s)" == "Linux" && ! -e /usr/lib/x86_64-linux-gnu/openblas-pthrea
     || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq libopenblas0-pthread >/dev/null 2>&1; }) \
     || say "could not install OpenBLAS; MLX will use its bundled BLAS (recorded with results)"
 fi
+# ccache for llama.cpp builds by commit (`env add llama.cpp --source`, `regressions bisect`): llama.cpp's CMake uses
+# it when found, so a commit that returns to an earlier llama.h recompiles nothing it compiled before. Optional.
+if [[ "$(uname -s)" == "Linux" ]] && ! command -v ccache >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  say "installing ccache for llama.cpp builds by commit (optional)"
+  apt-get install -y -qq ccache >/dev/null 2>&1 || say "could not install ccache; builds by commit still work, slower"
+fi
 # llama.cpp's own llama-bench and llama-perplexity, from the same vendored llama.cpp as the wheel: the yardstick
 # of benchmarks/fidelity.py and of the registry's equivalence tests. Built once (~7 min), cached beside the wheel.
 PYTHON="$VENV/bin/python" scripts/build_llama_tools.sh >/dev/null
