@@ -1,4 +1,4 @@
-"""Altair charts of the Compare page: grouped bars with error bars, raw-sample distribution, scaling."""
+"""Altair charts: the Compare page (grouped bars with error bars, raw-sample distribution, scaling) and a bisection's timeline."""
 
 from __future__ import annotations
 
@@ -71,3 +71,59 @@ def scaling(frame: pd.DataFrame, metric: str, x: str) -> alt.Chart:
     )
     whiskers = base.mark_rule().encode(y="lo:Q", y2="hi:Q")
     return (line + whiskers).properties(height=360)
+
+
+VERDICT_COLORS = alt.Scale(
+    domain=["good end", "good", "bad", "bad end", "first bad", "undecided", "skipped"],
+    range=["#2ca02c", "#98df8a", "#ff9896", "#d62728", "#8c0000", "#7f7f7f", "#c7c7c7"],
+)
+
+
+def bisection_timeline(rec: dict) -> list[dict]:
+    """One row per commit a bisection measured, in commit order: its ratio to the good end with the interval."""
+    rows = [{"build": rec["good"]["number"], "commit": rec["good"]["sha"][:12], "subject": rec["good"]["subject"],
+             "verdict": "good end", "ratio": 1.0, "ci_low": None, "ci_high": None, "p": None, "processes": None}]  # fmt: skip
+    first_bad = (rec.get("first_bad") or {}).get("sha")
+    for s in rec["steps"]:
+        c, g = s["commit"], s.get("against_good") or {}
+        verdict = "bad end" if s["kind"] == "ends" else s["verdict"]
+        if c.get("sha") == first_bad and s["kind"] != "ends":
+            verdict = "first bad"
+        rows.append(
+            {
+                "build": c.get("number"),
+                "commit": c.get("sha", "")[:12],
+                "subject": c.get("subject", ""),
+                "verdict": verdict,
+                "ratio": g.get("ratio"),
+                "ci_low": g.get("ci_low"),
+                "ci_high": g.get("ci_high"),
+                "p": g.get("p_value"),
+                "processes": s.get("processes"),
+            }
+        )
+    return sorted(rows, key=lambda r: (r["build"] is None, r["build"] or 0))
+
+
+def bisection_chart(rows: list[dict], metric: str) -> alt.Chart:
+    """Commits along the x axis, each one's ratio to the good end with its 95% interval, coloured by verdict."""
+    frame = pd.DataFrame(rows)
+    base = alt.Chart(frame).encode(x=alt.X("build:O", title="commit (build number)"))
+    points = base.mark_point(filled=True, size=120).encode(
+        y=alt.Y("ratio:Q", title=f"{metric} ÷ the good end", scale=alt.Scale(zero=False)),
+        color=alt.Color("verdict:N", scale=VERDICT_COLORS),
+        tooltip=[
+            "build",
+            "commit",
+            "subject",
+            "verdict",
+            alt.Tooltip("ratio:Q", format=".3f"),
+            "ci_low",
+            "ci_high",
+            "p",
+            "processes",
+        ],  # fmt: skip
+    )
+    bars = base.mark_rule().encode(y="ci_low:Q", y2="ci_high:Q")
+    one = alt.Chart(frame).mark_rule(strokeDash=[4, 3], color="#888").encode(y=alt.datum(1.0))  # the good end
+    return (bars + points + one).properties(height=280)

@@ -22,6 +22,8 @@ from coordinator.history.regressions import find_steps, get_finding, history_poi
 from coordinator.reads.queries import Filters, left_out_note
 from coordinator.watch.messages import notifications
 from dashboard import access, data
+from dashboard.charts import bisection_chart, bisection_timeline
+from embedded.bisect import load_bisections
 from embedded.confirm import DEFAULT_ROUNDS, start_background
 from storage.database import session_scope
 
@@ -166,6 +168,36 @@ else:
         "Pending webhooks are retried with backoff (5 s doubling, at most an hour apart) until the "
         "receiver answers 2xx; none is dropped."
     )
+
+st.subheader("Bisections")
+bisections = load_bisections()
+if not bisections:
+    st.caption(
+        "None on this host yet: `siliconbench regressions bisect SWEEP.yaml --source DIR --good REF --bad REF` "
+        "finds the llama.cpp commit that caused a regression."
+    )
+else:
+    pick = st.selectbox(
+        "Bisection",
+        range(len(bisections)),
+        format_func=lambda i: (
+            f"{bisections[i]['started_at']} · {bisections[i]['metric']} · {bisections[i]['good']['label']} → "
+            f"{bisections[i]['bad']['label']} · {bisections[i]['outcome']}"
+        ),
+        key="rg_bisection",
+    )
+    b = bisections[pick]
+    rows = bisection_timeline(b)
+    st.altair_chart(bisection_chart(rows, b["metric"]), width="stretch")
+    if b["outcome"] == "found":
+        fb, eff = b["first_bad"], b["effect"] or {}
+        st.markdown(
+            f"**First bad commit**: `{fb['sha']}` (b{fb['number']}) {fb['subject']} — {b['metric']} ratio "
+            f"{eff.get('ratio', 0):.3f}, 95% CI {eff.get('ci_low', 0):.3f}–{eff.get('ci_high', 0):.3f}"
+        )
+    else:
+        st.markdown(f"**{b['outcome']}** between {b['good']['label']} and {b['bad']['label']}.")
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="rg_bisection_steps")
 
 st.subheader("Findings in series histories")
 with data.user_errors(), session_scope(url) as s:

@@ -1,4 +1,4 @@
-"""`regressions bisect` on a real llama.cpp history with a planted slowdown (tests/llama_repo.py): it must name the
+"""`regressions bisect` on a real llama.cpp history with a planted slowdown (harness/llama_repo.py): it must name the
 planted commit with an interval, say "no regression" between ends without one, and refuse bad input by field.
 
 Builds come from the kept builds folder (tests/cli/test_llama_builds.py says what the first run costs); every
@@ -10,8 +10,8 @@ import json
 
 import pytest
 
+from harness.llama_repo import BUILDS, SUBJECTS, make_repo, shas
 from tests.cli_support import sb, write_sweep
-from tests.llama_repo import BUILDS, SUBJECTS, make_repo, shas
 
 pytestmark = pytest.mark.timeout(2400)
 
@@ -87,3 +87,12 @@ def test_bisect_refuses_bad_input_by_field_before_building(repo, env, tmp_path):
     r = bisect(repo, _sweep(tmp_path), "b1", "nope")
     assert r.returncode == 2 and "--bad" in r.stderr and "nope" in r.stderr
     assert not (env["data_home"] / "siliconbench" / "bisections").exists()
+
+
+def test_the_example_bisection_sweep_is_one_measurement():
+    from siliconbench.spec import load_sweep
+
+    from embedded.bisect import check_spec
+    from tests.cli_support import ROOT
+
+    check_spec(load_sweep(ROOT / "examples/bisect.yaml"), "decode_tps")

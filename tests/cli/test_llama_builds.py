@@ -1,4 +1,4 @@
-"""llama.cpp by commit: a real llama.cpp history (tests/llama_repo.py) built, recorded and measured.
+"""llama.cpp by commit: a real llama.cpp history (harness/llama_repo.py) built, recorded and measured.
 
 The first run on a machine builds the base commit cold (~4-5 min on 2 cores) into the kept builds folder; every
 later commit is an incremental build of a file or two, and every later run finds all of them built.
@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from worker.builds import header
-
+from harness.llama_repo import BUILDS, LLAMA_VERSION, make_repo, shas
 from tests.cli_support import sb, write_sweep
-from tests.llama_repo import BUILDS, LLAMA_VERSION, make_repo, shas
+from worker.builds import header
 
 pytestmark = pytest.mark.timeout(1800)
 
@@ -55,7 +54,9 @@ def test_the_header_check_reads_what_the_binding_binds(repo):
     assert same.ok and same.checked > 250, same  # every function bound, struct laid out and enum compared
     moved = header.compare(_show(repo, last, "include/llama.h"), own, source, binding_version)
     assert not moved.ok and moved.differing == 1
-    assert moved.first_difference.startswith("struct llama_model_params: ") and "planted_field" in moved.first_difference
+    assert (
+        moved.first_difference.startswith("struct llama_model_params: ") and "planted_field" in moved.first_difference
+    )
 
 
 def test_env_add_builds_a_commit_once_records_it_and_builds_the_next_incrementally(repo, env):

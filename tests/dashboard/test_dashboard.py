@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 import streamlit as st
@@ -27,6 +28,8 @@ from storage.tables import Job, Result, ResultSummary, Sweep
 from tests.dashboard.support import app, chart_data, table
 from tests.dashboard_seed import HOSTS, MODEL, job, prefill_values, result, seed_results
 from tests.storage.records import expected_summaries
+
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 # ----------------------------------------------------------------------------------------------- fixtures
 
@@ -475,3 +478,22 @@ def test_alike_identities_get_separate_labels_and_lines():
     assert [r["series"] for r in rows[:2]] == ["mlx 0.32.2 #aaaaaa", "mlx 0.32.2 #bbbbbb"]
     lines = [r["line"] for r in tables.with_lines(rows, "n_prompt")]
     assert len(set(lines)) == 3  # another depth is another line, never joined across prompt lengths
+
+
+def test_regressions_page_draws_a_bisection_as_a_timeline_of_commits(url, tmp_path):
+    """A bisection's record (tests/data/bisection-planted.json: the JSON `regressions bisect` wrote for the planted
+    slowdown of tests/cli/test_bisect.py) is drawn commit by commit: each one's ratio to the good end, its interval
+    and verdict, the first bad commit named under it."""
+    folder = tmp_path / "xdg" / "siliconbench" / "bisections"
+    folder.mkdir(parents=True)
+    rec = json.loads((DATA / "bisection-planted.json").read_text())
+    (folder / f"{rec['id']}.json").write_text(json.dumps(rec))
+    at = app("regressions")
+    timeline = next(c for c in at.get("vega_lite_chart") if "good end" in json.dumps(chart_data(c)))
+    rows = chart_data(timeline)
+    assert [r["verdict"] for r in rows] == ["good end", "good", "first bad", "bad end"]
+    assert [r["build"] for r in rows] == [1, 2, 3, 4]
+    first_bad = rows[2]
+    assert first_bad["ci_high"] < 1.0 and first_bad["commit"] == rec["first_bad"]["sha"][:12]
+    said = " ".join(m.value for m in at.markdown)
+    assert f"`{rec['first_bad']['sha']}` (b3)" in said and "ggml-cpu: planted slowdown" in said

@@ -1,4 +1,4 @@
-"""A real llama.cpp git history for the tests of builds and bisection, made without a network.
+"""A real llama.cpp git history for the tests and benchmarks of builds and bisection, made without a network.
 
 The base commit is the llama.cpp tree that the pinned llama-cpp-python sdist vendors (kept by
 scripts/build_llama_tools.sh in the tools cache), so the worker's own binding matches its ``llama.h``. On top:
@@ -21,7 +21,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.kept import kept_dir
+
+def kept_dir(name: str, override: str | None = None) -> Path:
+    """``<cache>/siliconbench/<name>`` (as tests/kept.py keeps the test models), or what ``override`` names."""
+    if override and os.environ.get(override):
+        return Path(os.environ[override])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "siliconbench" / name
+
 
 TOOLS_CACHE = kept_dir("tools", "SILICONBENCH_TOOLS_CACHE")
 LLAMA_VERSION = "0.3.36"
