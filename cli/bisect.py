@@ -9,9 +9,14 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from siliconbench.errors import UserError
+
 from .common import console, database, settings, user_errors
 
-METRIC_HELP = "What is bisected: decode_tps (default) or prefill_tps, as the build's llama-bench measures them"
+METRIC_HELP = (
+    "What is bisected: decode_tps (default; a finding's own metric with --finding) or prefill_tps, as the "
+    "build's llama-bench measures them"
+)
 
 
 def _ratio(c: dict | None) -> str:
@@ -44,11 +49,16 @@ def steps_table(rec: dict) -> Table:
 
 @user_errors
 def bisect(
-    sweep: Path = typer.Argument(..., exists=True, dir_okay=False, help="Sweep YAML: one model, level and generate"),
+    sweep: Path = typer.Argument(
+        None, exists=True, dir_okay=False, help="Sweep YAML: one model, level and generate (or --finding)"
+    ),
     source: Path = typer.Option(..., "--source", help="A llama.cpp git checkout"),
-    good: str = typer.Option(..., "--good", help="A ref without the regression (tag b7123, branch or sha)"),
-    bad: str = typer.Option(..., "--bad", help="A later ref with it"),
-    metric: str = typer.Option("decode_tps", "--metric", "-m", help=METRIC_HELP),
+    good: str = typer.Option(None, "--good", help="A ref without the regression (tag b7123, branch or sha)"),
+    bad: str = typer.Option(None, "--bad", help="A later ref with it"),
+    finding: int = typer.Option(
+        None, "--finding", help="A confirmed llama.cpp regression: its series, its metric and its sides' commits"
+    ),
+    metric: str = typer.Option(None, "--metric", "-m", help=METRIC_HELP),
     min_effect: float = typer.Option(0.03, "--min-effect", help="Smallest change that counts (0.03 = 3%)"),
     cmake_flag: list[str] = typer.Option([], "--cmake-flag", help="More -DNAME=VALUE for every build"),
     tools: str = typer.Option("llama-bench", "--tools", help="Tools each build makes (comma-separated)"),
@@ -60,18 +70,27 @@ def bisect(
     1: no regression between the ends; 3: a step could not decide."""
     from siliconbench.spec import load_sweep  # verb-local
 
-    from embedded.bisect import bisect as run_bisect  # verb-local
+    from embedded.bisect import bisect as run_bisect, finding_sweep  # verb-local
 
     s = settings(models_dir=models_dir)
-    spec = load_sweep(sweep)
+    url = database(s)
+    if finding is not None:
+        if sweep is not None or good or bad:
+            raise UserError("--finding", "a finding names the sweep, --good and --bad itself: give it alone.")
+        spec, good, bad, found_metric = finding_sweep(url, finding)
+        metric = metric or found_metric
+    else:
+        if sweep is None or not good or not bad:
+            raise UserError("SWEEP", "give a sweep with --good and --bad, or --finding ID.")
+        spec = load_sweep(sweep)
     quiet = fmt == "json"
     rec = run_bisect(
         source,
         good,
         bad,
         spec,
-        metric=metric,
-        database_url=database(s),
+        metric=metric or "decode_tps",
+        database_url=url,
         models_dir=s.resolved_models_dir,
         min_effect=min_effect,
         tools=tuple(t.strip() for t in tools.split(",") if t.strip()),

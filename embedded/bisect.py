@@ -40,9 +40,10 @@ from siliconbench.settings import data_dir
 from siliconbench.spec import SweepSpec
 
 from coordinator.fleet.sweeps import cancel
+from coordinator.history.regressions import get_finding
 from coordinator.stats.sequential import LOOKS, decide
 from coordinator.stats.significance import DEFAULT_MIN_EFFECT, Verdict
-from storage import sweep_store
+from storage import result_store, sweep_store
 from storage.database import session_scope
 from worker.builds.source import Revision, between, resolve
 from worker.envs.builds import add_build
@@ -331,6 +332,54 @@ def bisect(
     return _finish(rec, out_dir, say)
 
 
+def finding_sweep(database_url: str, finding_id: int) -> tuple[SweepSpec, str, str, str]:
+    """(sweep, good ref, bad ref, metric) that bisect a confirmed llama.cpp regression: the finding's series'
+    configuration, and the llama.cpp commits its two sides ran."""
+    field = "--finding"
+    with session_scope(database_url) as s:
+        f = get_finding(s, finding_id)
+        if f.engine != ENGINE or f.verdict != "regression":
+            raise UserError(
+                field,
+                f"finding {finding_id} is a {f.verdict} of {f.engine}; a bisection follows a llama.cpp regression.",
+            )
+        if f.status != "confirmed":
+            raise UserError(
+                field,
+                f"finding {finding_id} is {f.status}: confirm it first (`siliconbench confirm {finding_id}`), "
+                "a bisection starts from a confirmed regression.",
+            )
+        good, bad = (f.before or {}).get(ENGINE), (f.after or {}).get(ENGINE)
+        if not good or not bad or good == bad:
+            raise UserError(
+                field,
+                f"the finding's sides ran llama.cpp {good or '?'} and {bad or '?'}: no llama.cpp commits to "
+                f"bisect between (what changed there: {', '.join(f.changes or {}) or 'nothing recorded'}).",
+            )
+        stored = result_store.load_stored(s, job_ids=[f.before_job_id])
+        if not stored:
+            raise UserError(field, f"the result before the step ({f.before_job_id}) is no longer stored.")
+        job, metric = stored[0].job, f.metric
+    if job.workload != "generate":
+        raise UserError(field, f"the finding is on a {job.workload} series; a bisection measures generate.")
+    spec = SweepSpec.model_validate(
+        {
+            "name": f"bisect-finding-{finding_id}",
+            "models": [job.model],
+            "engines": [ENGINE],
+            "quantizations": [job.quant],
+            "workloads": [
+                {"kind": "generate", "prompt_tokens": [job.n_prompt], "gen_tokens": [job.n_gen], "depth": [job.n_depth]}
+            ],
+            "repetitions": job.repetitions,
+            "warmup": job.warmup,
+            "seed": job.seed,
+            "engine_options": {"threads": job.engine_options.get("threads")},
+        }
+    )
+    return spec, good, bad, metric
+
+
 def _finish(rec: Bisection, out_dir: Path | None, say: Say) -> Bisection:
     rec.finished_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     folder = out_dir or data_dir() / "bisections"
@@ -350,4 +399,4 @@ def load_bisections(folder: Path | None = None) -> list[dict]:
     )
 
 
-__all__ = ["Bisection", "Step", "bisect", "check_spec", "load_bisections"]
+__all__ = ["Bisection", "Step", "bisect", "check_spec", "finding_sweep", "load_bisections"]

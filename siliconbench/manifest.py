@@ -321,7 +321,7 @@ class ModelCatalog:
 
     def __init__(self, models_dir: Path, where: str | None = None, platforms: Iterable[str] | None = None):
         self.models_dir = Path(models_dir).expanduser().resolve()
-        self.where = where  # how messages name this catalog; default: the folder
+        self.where = where  # who holds this catalog's models, for messages ("registered worker"); default: the folder
         # The OS (platform.system(): Darwin, Linux) of the machines that will run jobs expanded against this
         # catalog, which level "full" depends on (see auto_full_dtype). Default: this machine, which is right
         # for the embedded runner; a fleet catalog is given its workers' OS.
@@ -337,8 +337,13 @@ class ModelCatalog:
 
     def get(self, name: str, field: str = "models") -> ModelManifest:
         if name not in self.models:
-            if self.where:
-                hint = f" {self.where} has no model by that name." if self.models else f" {self.where} has no models."
+            if self.where:  # a catalog of what others hold (the fleet's workers): say where models come from
+                held = "holds a model of that name" if self.models else "holds any model yet"
+                hint = (
+                    f" No {self.where} {held}. Models live on the workers: add it on one with "
+                    f"`siliconbench models add {name} SOURCE` (an hf:, https:// or file:// source lets every "
+                    "other worker fetch it by itself), then submit again."
+                )
             else:
                 hint = (
                     ""

@@ -69,7 +69,7 @@ def host_views(session: Session) -> list[HostView]:
 def fleet_catalog(hosts: list[HostView]) -> ModelCatalog:
     """The models the fleet has, from the manifests hosts registered: the first host's copy of each model, with
     the forms (artifacts, by digest) that only other hosts hold added to it."""
-    cat = ModelCatalog(VIRTUAL_MODELS_DIR, where="No registered worker")
+    cat = ModelCatalog(VIRTUAL_MODELS_DIR, where="registered worker")
     for h in hosts:
         for name, m in h.models.items():
             got = ModelManifest.model_validate(m)

@@ -11,6 +11,8 @@ import json
 import pytest
 
 from harness.llama_repo import BUILDS, SUBJECTS, make_repo, shas
+from storage.database import session_scope
+from storage.tables import Finding
 from tests.cli_support import sb, write_sweep
 
 pytestmark = pytest.mark.timeout(2400)
@@ -96,3 +98,53 @@ def test_the_example_bisection_sweep_is_one_measurement():
     from tests.cli_support import ROOT
 
     check_spec(load_sweep(ROOT / "examples/bisect.yaml"), "decode_tps")
+
+
+def _finding(url: str, before_job_id: str, good: str, bad: str, status: str) -> int:
+    """A step in a series' history as `regressions` records it (coordinator.history.regressions.save_findings),
+    here between two commits of the repository."""
+    with session_scope(url) as s:
+        f = Finding(
+            key=f"test-{good[:7]}-{bad[:7]}-{status}",
+            series_id="s",
+            series="tiny-llama-5m Q8_0 p16 g16",
+            series_key={},
+            metric="decode_tps",
+            verdict="regression",
+            host=None,
+            engine="llama.cpp",
+            model="tiny-llama-5m",
+            before_job_id=before_job_id,
+            after_job_id=before_job_id,
+            before={"llama.cpp": good},
+            after={"llama.cpp": bad},
+            changes={"llama.cpp": [good, bad]},
+            ratio=0.5,
+            p_value=0.001,
+            comparison={},
+            status=status,
+        )
+        s.add(f)
+        s.flush()
+        return f.id
+
+
+def test_bisect_starts_from_a_confirmed_finding_with_its_series_and_commits(repo, env, tmp_path):
+    io_comment, planted = shas(repo)[1], shas(repo)[2]
+    sweep = _sweep(tmp_path, engine_versions={"llama.cpp": [io_comment[:12]]}, processes=1)
+    assert (
+        sb("env", "add", "llama.cpp", "--source", str(repo), "--ref", io_comment, "--tools", "llama-bench").returncode
+        == 0
+    )
+    assert sb("run", str(sweep)).returncode == 0
+    url = f"sqlite:///{env['default_db']}"
+    (row,) = json.loads(sb("results", "--format", "json").stdout)
+    open_one = _finding(url, row["job_id"], io_comment, planted, "open")
+    r = sb("regressions", "bisect", "--finding", str(open_one), "--source", str(repo))
+    assert r.returncode == 2 and "--finding" in r.stderr and "confirm it first" in r.stderr
+    confirmed = _finding(url, row["job_id"], io_comment, planted, "confirmed")
+    r = sb("regressions", "bisect", "--finding", str(confirmed), "--source", str(repo), "--format", "json")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rec = json.loads(r.stdout)
+    assert rec["first_bad"]["sha"] == planted and rec["metric"] == "decode_tps"
+    assert [s["kind"] for s in rec["steps"]] == ["ends"]  # one commit in question: the ends decide it

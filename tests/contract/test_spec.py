@@ -127,3 +127,16 @@ def test_yaml_errors(tmp_path):
         load_sweep(p)
     with pytest.raises(UserError, match="cannot read"):
         load_sweep(tmp_path / "missing.yaml")
+
+
+def test_a_model_the_fleet_does_not_know_is_refused_saying_where_models_come_from(tmp_path):
+    """The coordinator keeps no models: its catalog is what the workers registered. A name none holds is refused
+    with the way forward, not a double negative."""
+    from siliconbench.manifest import ModelCatalog
+
+    empty = ModelCatalog(tmp_path, where="registered worker")
+    with pytest.raises(UserError) as e:
+        empty.get("my-model")
+    said = e.value.message
+    assert "No registered worker holds any model yet" in said and "has no" not in said
+    assert "siliconbench models add my-model SOURCE" in said and "hf:" in said
