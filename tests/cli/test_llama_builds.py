@@ -183,3 +183,13 @@ def test_a_release_archive_is_recorded_by_what_it_says_and_measured_through_its_
     (row,) = json.loads(sb("results", "--format", "json").stdout)
     assert row["status"] == "ok" and row["environment"]["engine_build"]["measured_by"] == "llama-bench"
     assert row["engine_version"] == "release-b1" and len(row["decode_tps"]["samples"]) == 2
+
+
+def test_removing_a_build_keeps_it_in_the_builds_cache(repo, env):
+    assert add(repo, "b1").returncode == 0
+    path = Path(listed()["llama.cpp-b1"]["build"]["path"])
+    r = sb("env", "remove", "llama.cpp-b1")
+    assert r.returncode == 0 and listed() == {}
+    assert (path / "build.json").exists()
+    again = add(repo, "b1")
+    assert again.returncode == 0 and "built already" in again.stdout

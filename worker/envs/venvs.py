@@ -251,7 +251,8 @@ def add(
 
 
 def remove(name: str, root: Path | str | None = None) -> EngineEnv:
-    """Delete an environment and its record; ``name`` may also be its requirement (mlx-lm==0.31.3)."""
+    """Delete an environment and its record; ``name`` may also be its requirement (mlx-lm==0.31.3). A llama.cpp
+    build loses its record only: its folder stays in the builds cache for the next `env add` of that commit."""
     base = envs_root(root)
     with _locked(base):
         envs = _read(base)
@@ -263,7 +264,8 @@ def remove(name: str, root: Path | str | None = None) -> EngineEnv:
         if name not in envs:
             raise UserError("env", f"no engine environment {name!r} on this host.", sorted(envs))
         env = envs.pop(name)
-        shutil.rmtree(env.path, ignore_errors=True)
+        if not env.build:  # a build's folder is the builds cache's (SILICONBENCH_BUILDS_DIR), shared: kept
+            shutil.rmtree(env.path, ignore_errors=True)
         _write(base, envs)
         return env
 
