@@ -170,6 +170,7 @@ CSV_SCALARS = (
     "status",
     "engine",
     "engine_version",
+    "commit",
     "backend",
     "model",
     "quant",

@@ -326,6 +326,7 @@ def test_export_record_contract(url):
             "error",
             "engine",
             "engine_version",
+            "commit",
             "backend",
             "model",
             "quant",
