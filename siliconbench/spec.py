@@ -270,4 +270,13 @@ def load_sweep(path: Path | str) -> SweepSpec:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise UserError(str(path), f"is not valid YAML: {exc}") from None
-    return parse_sweep(data, source="sweep")
+    return parse_sweep(_beside(data, path.parent), source="sweep")
+
+
+def _beside(data: object, folder: Path) -> object:
+    """A sweep file's own files (a perplexity workload's ``text``) are named relative to the file itself."""
+    for w in (data.get("workloads") or []) if isinstance(data, dict) else []:
+        text = w.get("text") if isinstance(w, dict) else None
+        if isinstance(text, str) and text != "corpus" and not Path(text).expanduser().is_absolute():
+            w["text"] = str(folder / text)
+    return data

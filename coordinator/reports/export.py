@@ -149,7 +149,7 @@ def result_record(
         "engine_counters": {m: summary_dict(summaries[m]) for m in COUNTER_METRICS if summaries[m] is not None},
         "unstable": stability_warnings(stable),
         "stderr_tail": result.stderr_tail,
-        "params": dict(job.params),
+        "params": {k: v for k, v in job.params.items() if k != "text_body"},  # a user's text: its digest is "text"
         "metrics": metrics,
         "extra": dict(result.extra),
     }

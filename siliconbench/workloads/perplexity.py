@@ -1,8 +1,10 @@
-"""perplexity: the shipped public-domain text in fixed non-overlapping token windows, and optionally each window's
+"""perplexity: the shipped public-domain text (or the user's own) in fixed non-overlapping token windows, and optionally each window's
 KL-divergence against the model's full precision. Run by worker/workloads/perplexity.py."""
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, PositiveInt
@@ -41,7 +43,14 @@ class PerplexityWorkload(Strict):
     """
 
     kind: Literal["perplexity"] = "perplexity"
-    text: Literal["corpus"] = Field("corpus", description="worker/models/data/corpus.txt")
+    text: str = Field(
+        "corpus",
+        description="'corpus': the shipped public-domain text (worker/models/data/corpus.txt); or a UTF-8 text file of "
+        "yours (a path; in a sweep file, relative to it), as `llama-perplexity -f FILE` and `mlx_lm.perplexity "
+        "--data-path` take theirs. Its content travels with each job (a fleet's workers score the same text) and its "
+        "sha256, not its name, is part of the job's identity; too short for the windows asked, the job fails with the "
+        "text's token count.",
+    )
     mode: PerplexityMode = Field(
         "llama-perplexity",
         description="llama-perplexity: BOS first (where the vocab adds it), then 0-based tokens "
@@ -87,10 +96,34 @@ def configs(w: PerplexityWorkload, at: str, m, catalog, engines: list[str]) -> l
         "offset_tokens": w.offset_tokens,
         "protocol": 2,
     }
+    if w.text != "corpus":
+        body = own_text(w.text, f"{at}.text")
+        digest = hashlib.sha256(body.encode()).hexdigest()
+        params.update(text=f"sha256:{digest}", text_body=body)
     if w.kl_divergence:
         params["kld_bases"] = kld_bases(m, catalog, f"{at}.kl_divergence")
     # Deterministic: the windows are the samples, so repetitions and warmup would only repeat them.
     return [Config(w.window_tokens, 0, params, repetitions=1, warmup=0)]
+
+
+MAX_TEXT_BYTES = 16 * 1024 * 1024  # each job carries the text: a book, not a dataset
+
+
+def own_text(path: str, where: str) -> str:
+    """The user's text file, read and checked now: a clear error naming the field, nothing half-made."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise UserError(where, f"{path!r} is not a file; give 'corpus' or the path of a UTF-8 text file.")
+    raw = p.read_bytes()
+    if len(raw) > MAX_TEXT_BYTES:
+        raise UserError(where, f"{path} is {len(raw):,} bytes; at most {MAX_TEXT_BYTES:,} travel with each job.")
+    try:
+        body = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(where, f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason}).") from None
+    if not body.strip():
+        raise UserError(where, f"{path} is empty: there is nothing to score.")
+    return body
 
 
 def kld_bases(m, catalog, where: str) -> list[dict]:

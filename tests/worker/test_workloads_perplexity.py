@@ -4,12 +4,15 @@ next to the built llama-perplexity binary on the same GGUF."""
 
 from __future__ import annotations
 
+import hashlib
 import math
+from pathlib import Path
 
 import pytest
 
 from siliconbench.errors import UserError
 from siliconbench.manifest import ModelCatalog
+from siliconbench.spec import load_sweep
 
 from tests.conftest import SMALL
 from tests.workload_helpers import jobs_for, run, values
@@ -103,3 +106,63 @@ def test_perplexity_text_too_short_is_a_failed_job(models_dir):
     )
     res, _ = run(job, models_dir)
     assert res.status == "failed" and "tokens with this tokenizer" in res.error
+
+
+def test_a_users_own_text_is_scored_and_its_content_is_the_identity(models_dir, tmp_path):
+    """`text: PATH`, as `llama-perplexity -f FILE` takes one: here the project's own code (users judge a
+    quantization on theirs). Both engines score the same ids of that text; the job carries the text itself and
+    its digest is its identity: the same content at another path is the same job, the corpus another."""
+    code = (Path(__file__).resolve().parents[2] / "siliconbench" / "metrics.py").read_text()
+    mine = tmp_path / "mine.py"
+    mine.write_text(code)
+    jobs = jobs_for(models_dir, {"kind": "perplexity", "text": str(mine), "window_tokens": W, "windows": N})
+    digest = hashlib.sha256(code.encode()).hexdigest()
+    assert {j.params["text"] for j in jobs} == {f"sha256:{digest}"} and all(j.params["text_body"] == code for j in jobs)
+    copy = tmp_path / "elsewhere" / "copy.txt"
+    copy.parent.mkdir()
+    copy.write_text(code)
+    same = jobs_for(models_dir, {"kind": "perplexity", "text": str(copy), "window_tokens": W, "windows": N})
+    corpus = jobs_for(models_dir, {"kind": "perplexity", "window_tokens": W, "windows": N})
+    assert [j.job_id for j in same] == [j.job_id for j in jobs]
+    assert not {j.job_id for j in corpus} & {j.job_id for j in jobs}
+    scored = {}
+    for job in jobs:
+        res, _ = run(job, models_dir)
+        assert res.status == "ok", (res.error, res.stderr_tail)
+        assert res.extra["text"] == f"sha256:{digest}" and res.extra["text_tokens"] > W * N
+        scored[job.engine] = res.extra["tokens_sha256"]
+    (ours,) = set(scored.values())  # both engines scored the same token ids of the user's text
+    res, _ = run(next(j for j in corpus if j.engine == "llama.cpp"), models_dir)
+    assert res.extra["tokens_sha256"] != ours
+
+
+def test_a_users_text_is_refused_by_field_when_unreadable_and_fails_with_its_count_when_short(models_dir, tmp_path):
+    def expand_with(text):
+        return jobs_for(models_dir, {"kind": "perplexity", "text": text, "window_tokens": W, "windows": N})
+
+    with pytest.raises(UserError) as e:
+        expand_with(str(tmp_path / "missing.txt"))
+    assert e.value.field == "workloads[0].text" and "not a file" in e.value.message
+    latin = tmp_path / "latin1.txt"
+    latin.write_bytes("caf\xe9 au lait".encode("latin-1"))
+    with pytest.raises(UserError, match="not UTF-8"):
+        expand_with(str(latin))
+    empty = tmp_path / "empty.txt"
+    empty.write_text("  \n")
+    with pytest.raises(UserError, match="empty"):
+        expand_with(str(empty))
+    short = tmp_path / "short.txt"
+    short.write_text("Only a few words here.")
+    (job,) = [j for j in expand_with(str(short)) if j.engine == "llama.cpp"]
+    res, _ = run(job, models_dir)
+    assert res.status == "failed" and "tokens with this tokenizer" in res.error and f"= {W * N}" in res.error
+
+
+def test_a_sweep_files_text_is_found_beside_it(tmp_path):
+    (tmp_path / "my.txt").write_text("some text")
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(
+        f"name: own\nmodels: [{SMALL}]\nworkloads:\n  - kind: perplexity\n    text: my.txt\n    window_tokens: 8\n"
+    )
+    (w,) = load_sweep(sweep).workloads
+    assert w.text == str(tmp_path / "my.txt")

@@ -86,7 +86,7 @@ def run(ctx: Context) -> Outcome:
     options = {**job.engine_options, "logits_all": True}
     vocab = engine_for(job, options)
     vocab.load_vocab(ctx.artifact)  # the ids and BOS first: a missing KLD base is computed from them
-    ids = vocab.tokenize(corpus_text())
+    ids = vocab.tokenize(p["text_body"] if "text_body" in p else corpus_text())  # the user's own text, or ours
     bos = bos_for(vocab, mode)
     vocab.close()
     chunks, first = scored_windows(ids, mode, bos, window, count, p["offset_tokens"])
