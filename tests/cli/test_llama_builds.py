@@ -7,6 +7,7 @@ later commit is an incremental build of a file or two, and every later run finds
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import zipfile
 from pathlib import Path
@@ -35,8 +36,8 @@ def _show(repo, sha: str, path: str) -> str:
     return subprocess.run(["git", "-C", str(repo), "show", f"{sha}:{path}"], capture_output=True, text=True).stdout
 
 
-def add(repo, ref: str, *more: str):
-    return sb("env", "add", "llama.cpp", "--source", str(repo), "--ref", ref, "--tools", "llama-bench", *more)
+def add(repo, ref: str, *more: str, env: dict | None = None):
+    return sb("env", "add", "llama.cpp", "--source", str(repo), "--ref", ref, "--tools", "llama-bench", *more, env=env)
 
 
 def listed() -> dict[str, dict]:
@@ -193,3 +194,13 @@ def test_removing_a_build_keeps_it_in_the_builds_cache(repo, env):
     assert (path / "build.json").exists()
     again = add(repo, "b1")
     assert again.returncode == 0 and "built already" in again.stdout
+
+
+def test_a_host_without_cmake_is_told_what_to_install(repo, env, tmp_path):
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "git").symlink_to(shutil.which("git"))  # git but no cmake on PATH
+    # options no build in the cache has: this one would have to be compiled
+    r = add(repo, "b4", "--cmake-flag", "-DSB_TEST_UNBUILT=1", env={"PATH": str(bare)})
+    assert r.returncode == 2 and "needs cmake" in r.stderr and "--prebuilt" in r.stderr
+    assert listed() == {}

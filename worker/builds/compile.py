@@ -230,6 +230,12 @@ def build(
     with _locked(tree):
         if cached := find(rev, backend, flags, tools):
             return cached
+        if shutil.which("cmake") is None:
+            raise UserError(
+                "--source",
+                "building llama.cpp needs cmake, which is not installed here (macOS: brew install cmake; Debian: "
+                "apt install cmake; or pip install cmake), or record a release with --prebuilt.",
+            )
         t0 = time.perf_counter()
         src, bdir = tree / "src", tree / "build"
         incremental = (bdir / "CMakeCache.txt").exists()
