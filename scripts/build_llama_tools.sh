@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build llama.cpp's own tools (llama-bench, llama-perplexity, llama-imatrix, llama-quantize) from the very llama.cpp tree that the pinned
+# Build llama.cpp's own tools (llama-bench, llama-perplexity, llama-imatrix, llama-quantize, llama-server) from the very llama.cpp tree that the pinned
 # llama-cpp-python sdist vendors, once, into a cache beside the wheel cache. These are the yardstick of
 # benchmarks/fidelity.py and of the registry's equivalence tests: same commit as the engine we measure.
 #
@@ -18,7 +18,7 @@ PY=${PYTHON:-.venv/bin/python}
 
 say() { printf '\033[1m[llama-tools]\033[0m %s\n' "$*" >&2; }
 
-TOOLS=(llama-bench llama-perplexity llama-imatrix llama-quantize)
+TOOLS=(llama-bench llama-perplexity llama-imatrix llama-quantize llama-server)
 have=1; for t in "${TOOLS[@]}"; do [ -x "$OUT/bin/$t" ] || have=0; done
 if [ "$have" = 1 ]; then
   echo "$OUT/bin"; exit 0
@@ -39,7 +39,7 @@ tar -xzf "$SDIST" -C "$SRC" --strip-components=1
 TREE="$SRC/vendor/llama.cpp"
 say "building ${TOOLS[*]} from $TREE (~8 min on 2 cores, once)"
 ARGS=(-DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
-      -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=OFF -DCMAKE_BUILD_TYPE=Release)
+      -DLLAMA_BUILD_SERVER=ON -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF -DCMAKE_BUILD_TYPE=Release)
 cmake -S "$TREE" -B "$SRC/build" "${ARGS[@]}" >/dev/null
 cmake --build "$SRC/build" --target "${TOOLS[@]}" -j"$(nproc)" >/dev/null
 mkdir -p "$OUT/bin"

@@ -29,7 +29,11 @@ class EngineDescription:
     adapter: str  # "module:Class" of its worker.engines.base.Engine
     version_source: Literal["release", "build"]  # a package release on the index, or a build of a source tree
     backend: str  # how the backend it ran on is found (recorded as Environment.backend)
-    server_module: str  # `python -m SERVER_MODULE`: its OpenAI-compatible HTTP server
+    # Its OpenAI-compatible HTTP servers (worker/serving/server.py SERVERS), the default first; a server workload's
+    # `server` setting picks another. `unnamed_server` is the one jobs ran before the choice existed: named in no job,
+    # so those jobs keep their ids and their history.
+    servers: tuple[str, ...]
+    unnamed_server: str
     yardstick: str  # the engine's own tool our figures are held to (benchmarks/fidelity.py)
     order_by: tuple[str, ...]  # the result components a history orders its versions by, first decides
     takes_mmap: bool  # whether its loader has an mmap on/off switch (the swap workload's `mmap` axis)
@@ -52,7 +56,8 @@ ENGINES: dict[str, EngineDescription] = {
             version_source="release",
             backend="the ggml backend devices the library registers (llama_supports_gpu_offload, the device list): "
             "Metal, CUDA or CPU",
-            server_module="llama_cpp.server",
+            servers=("llama-server", "llama_cpp.server"),
+            unnamed_server="llama_cpp.server",
             yardstick="llama-bench (and llama-perplexity) of the same llama.cpp tree",
             order_by=("build", "llama-cpp-python"),
             takes_mmap=True,
@@ -70,7 +75,8 @@ ENGINES: dict[str, EngineDescription] = {
             adapter="worker.engines.mlx_lm:MlxEngine",
             version_source="release",
             backend="mx.default_device() and the Metal / CUDA availability mlx reports",
-            server_module="mlx_lm.server",
+            servers=("mlx_lm.server",),
+            unnamed_server="mlx_lm.server",
             yardstick="mlx_lm.benchmark (and mlx_lm.perplexity) of the same mlx-lm",
             order_by=("mlx-lm", "mlx"),
             takes_mmap=False,

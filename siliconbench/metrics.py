@@ -233,8 +233,8 @@ WORKLOAD_DEFS = [
         "lower",
         "repetition",
         "Process start (Popen returned) until the server answered a 1-token completion (POST /v1/completions, "
-        "non-streaming, retried every 20 ms while the port refuses): the model is loaded. Both servers load it at "
-        "start-up: llama_cpp.server before it binds; mlx_lm.server binds at once and loads in a thread, its "
+        "non-streaming, retried every 20 ms while the port refuses): the model is loaded. Every server loads it at "
+        "start-up: llama-server and llama_cpp.server before they answer a completion; mlx_lm.server binds at once and loads in a thread, its "
         "/health answering 200 during the load (so /health is not the probe) and a completion waiting for it. "
         "Includes that one 1-token forward pass.",
     ),
@@ -288,7 +288,8 @@ WORKLOAD_DEFS = [
         "lower",
         "request",
         "One request of a burst: from sending the HTTP request until its first streamed token chunk arrives. "
-        "Includes waiting for the other clients: llama_cpp.server runs one request at a time; mlx_lm.server "
+        "Includes waiting for the other clients: llama-server gives each client a slot (--parallel = clients) and "
+        "decodes them in one continuous batch; llama_cpp.server runs one request at a time; mlx_lm.server "
         "batches (requests carry no seed) and adds new requests to the running batch; extra.batching says how "
         "the server was configured and extra.observed whether the streams overlapped.",
     ),
@@ -315,7 +316,7 @@ WORKLOAD_DEFS = [
         "higher",
         "repetition",
         "Output tokens of all of a burst's successful requests / (last stream end - first request sent). Tokens "
-        "as the server counts them, not stream chunks: mlx_lm.server's usage report; llama_cpp.server sends none "
+        "as the server counts them, not stream chunks: llama-server's and mlx_lm.server's usage report; llama_cpp.server sends none "
         "in a stream, and its finish_reason 'length' means exactly max_tokens (extra.token_count_source).",
     ),
     Metric(

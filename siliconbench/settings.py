@@ -28,6 +28,16 @@ def data_dir() -> Path:
     return base / "siliconbench"
 
 
+def llama_tools_dir(llama_cpp_python: str) -> Path:
+    """Where llama.cpp's own tools (llama-bench, llama-server, ...) are for a llama-cpp-python version: the setting,
+    else where scripts/build_llama_tools.sh builds them from that version's vendored tree (its tools cache)."""
+    configured = env_setting("llama_tools_dir")
+    if configured:
+        return Path(configured).expanduser()
+    cache = Path(env_setting("tools_cache") or Path.home() / ".cache/siliconbench/tools").expanduser()
+    return cache / f"llama.cpp-{llama_cpp_python}" / "bin"
+
+
 DURABLE_AFTER_S = 1.0  # durable_after_s's default: a worker's WorkerContext has it without loading Settings
 BUSY_CPU_PCT = 25.0  # busy_cpu_pct's default, read by the busy gate (worker/measure/busy.py) at each job
 

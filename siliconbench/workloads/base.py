@@ -4,10 +4,11 @@ context check, the facts every result may carry, and the settings of the kinds t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
 
+from ..engines import describe
 from ..errors import UserError
 from ..manifest import ModelManifest
 
@@ -55,6 +56,12 @@ def fits(n: int, m: ModelManifest, where: str, what: str) -> None:
 
 
 class ServerSettings(Strict):
+    server: Literal["llama-server", "llama_cpp.server"] = Field(
+        "llama-server",
+        description="llama.cpp's server: llama.cpp's own llama-server (parallel slots, continuous batching, a "
+        "prompt cache), or llama-cpp-python's `python -m llama_cpp.server` (one request at a time: the server "
+        "of results from before this choice). MLX's is mlx_lm.server either way.",
+    )
     ready_timeout_s: PositiveFloat = Field(120.0, description="A server not ready by then fails the job")
     stop_timeout_s: PositiveFloat = Field(10.0, description="Grace after SIGTERM before SIGKILL")
     port: Port | None = Field(None, description="Fixed port on 127.0.0.1; default: a free one, picked once per job")
@@ -66,4 +73,12 @@ def server_params(w: ServerSettings) -> dict:
     return {"ready_timeout_s": w.ready_timeout_s, "stop_timeout_s": w.stop_timeout_s, "port": w.port, "protocol": 2}
 
 
-SERVER_FACTS = frozenset({"n_ctx", "server", "server_args", "ready_probe", "request"})
+def server_engine_params(w: ServerSettings, engine: str, params: dict) -> dict:
+    """A server job's params for ``engine``: which of its servers runs, named only where it is not the one jobs ran
+    before the choice existed (their ids and history stay)."""
+    desc = describe(engine)
+    chosen = w.server if w.server in desc.servers else desc.servers[0]
+    return params if chosen == desc.unnamed_server else {**params, "server": chosen}
+
+
+SERVER_FACTS = frozenset({"n_ctx", "server", "server_args", "ready_probe", "request", "slots"})

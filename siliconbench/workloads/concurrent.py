@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt
 
-from .base import SERVER_FACTS, Config, Counts, ServerSettings, fits, server_params
+from .base import SERVER_FACTS, Config, Counts, ServerSettings, fits, server_engine_params, server_params
 
 FACTS = SERVER_FACTS | {
     "clients",
@@ -51,3 +51,7 @@ def configs(w: ConcurrentWorkload, at: str, m, catalog, engines: list[str]) -> l
         )
         for n in w.clients
     ]
+
+
+def engine_params(w, at: str, cfg: Config, engine: str, model: str, art, catalog, full=None, engines=()) -> dict:
+    return server_engine_params(w, engine, cfg.params)

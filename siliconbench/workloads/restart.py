@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, PositiveInt
 
-from .base import SERVER_FACTS, Config, ServerSettings, fits, server_params
+from .base import SERVER_FACTS, Config, ServerSettings, fits, server_engine_params, server_params
 
 FACTS = SERVER_FACTS | {"unclean_stops", "traffic_interval_ms"}
 
@@ -32,3 +32,7 @@ def n_configs(w: RestartWorkload) -> int:
 def configs(w: RestartWorkload, at: str, m, catalog, engines: list[str]) -> list[Config]:
     fits(w.prompt_tokens + w.gen_tokens, m, f"{at}.prompt_tokens", "prompt_tokens + gen_tokens")
     return [Config(w.prompt_tokens, w.gen_tokens, {**server_params(w), "client_interval_ms": w.client_interval_ms})]
+
+
+def engine_params(w, at: str, cfg: Config, engine: str, model: str, art, catalog, full=None, engines=()) -> dict:
+    return server_engine_params(w, engine, cfg.params)

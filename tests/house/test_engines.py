@@ -26,7 +26,8 @@ def test_every_description_resolves_in_each_room():
     for name, d in ENGINES.items():
         cls = engine_class(name)  # the adapter, imported by its module path
         assert issubclass(cls, Engine) and cls.name == name and cls.kv_source, name
-        assert d.server_module in SERVERS, name  # its server's command line and batching
+        assert d.servers and set(d.servers) <= set(SERVERS), name  # its servers' command lines and batching
+        assert d.unnamed_server in d.servers, name  # the server of its jobs from before the choice
         assert d.options in EngineOptions.model_fields, name  # where a sweep holds its options
         assert ENGINE_FORMAT[name] == d.format and d.format in FULL_QUANT and d.format in DEFAULT_PAIRING, name
         assert d.package == d.pinned[0] and all(PACKAGE_ENGINE[p] == name for p in d.pinned), name

@@ -70,7 +70,7 @@ ROOMS = {
         "builds": set(),
         "envs": {"platform", "builds"},
         "measure": {"platform", "models"},
-        "serving": {"platform", "engines"},
+        "serving": {"platform", "builds", "engines"},
         "quality": {"engines", "envs"},
         "workloads": {"platform", "builds", "engines", "measure", "models", "quality", "serving"},
         "job": {

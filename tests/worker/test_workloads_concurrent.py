@@ -18,16 +18,20 @@ from worker.workloads.concurrent import overlap
 
 
 @pytest.mark.solo  # streams in flight are read from the client's chunk times, which a loaded machine delays
-@pytest.mark.parametrize("engine", ["llama.cpp", "mlx"])
-def test_concurrent(models_dir, engine):
+@pytest.mark.parametrize(
+    "engine,server", [("llama.cpp", "llama-server"), ("llama.cpp", "llama_cpp.server"), ("mlx", "mlx_lm.server")]
+)
+def test_concurrent(models_dir, engine, server):
     jobs = jobs_for(
         models_dir,
-        {"kind": "concurrent", "clients": [1, 3], "prompt_tokens": 24, "gen_tokens": 6},
+        {"kind": "concurrent", "clients": [1, 3], "prompt_tokens": 24, "gen_tokens": 6, "server": server},
         engines=[engine],
         repetitions=2,
         warmup=0,
     )
     assert [j.params["clients"] for j in jobs] == [1, 3]
+    # llama-cpp-python's server (and MLX's only one) are named in no job: the ids their history has
+    assert all(j.params.get("server") == (server if server == "llama-server" else None) for j in jobs)
     for job in jobs:
         n = job.params["clients"]
         res, events = run(job, models_dir)
@@ -50,12 +54,16 @@ def test_concurrent(models_dir, engine):
         req = res.extra["request"]
         assert "seed" not in req and "prompt" not in req and req["temperature"] == 0.0
         assert req["repeat_penalty"] == 1.0 and req["repetition_penalty"] == 0.0 and req["top_p"] == 1.0
-        source = "finish_length" if engine == "llama.cpp" else "usage"
+        source = "finish_length" if server == "llama_cpp.server" else "usage"
         assert res.extra["token_count_source"] == {source: 2 * n}
+        assert res.extra["server"] == server and res.extra["slots"] == n
         batching, seen = res.extra["batching"], res.extra["observed"]
-        if engine == "llama.cpp":  # one request at a time: never two streams at once
+        if server == "llama_cpp.server":  # one request at a time: never two streams at once
             assert batching["batches"] is False and batching["max_batch"] == 1
             assert seen["max_streams_in_flight"] == 1 and seen["joined_fraction"] in (None, 0.0)
+        elif server == "llama-server":  # a slot per client, decoded in one batch
+            assert batching["batches"] is True and batching["max_batch"] == batching["slots"] == n
+            assert "--parallel" in res.extra["server_args"]
         else:
             assert batching["batches"] is True and batching["max_batch"] == n
             assert batching["decode_concurrency"] >= 1 and batching["prompt_concurrency"] >= 1

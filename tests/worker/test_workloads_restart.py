@@ -83,7 +83,8 @@ def test_mlx_ready_means_the_model_is_loaded(models_dir, monkeypatch, tmp_path):
     art = models_dir / SMALL / "mlx-f32"
     assert (art / "config.json").exists()
     port = free_port()
-    server = Server("mlx", command("mlx", art, port, {}, 256, 4), port, tmp_path / "server.log")
+    (job,) = jobs_for(models_dir, {"kind": "restart"}, engines=["mlx"], quantizations=["full"])
+    server = Server("mlx", command(job, art, port, 256), port, tmp_path / "server.log")
     t0 = server.start()
     try:
         while True:

@@ -1,4 +1,5 @@
-"""One engine server (`python -m llama_cpp.server`, `python -m mlx_lm server`) on 127.0.0.1, always torn down.
+"""One engine server (llama.cpp's `llama-server`, `python -m llama_cpp.server`, `python -m mlx_lm server`) on
+127.0.0.1, always torn down.
 
 Readiness means the model is loaded: the probe is a 1-token completion, not /health. llama_cpp.server loads
 the model before it binds (its /v1/models answers only then), but mlx_lm.server binds at once and loads the
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Callable
 
@@ -28,7 +30,9 @@ import psutil
 
 from siliconbench.engines import describe
 from siliconbench.errors import WorkloadError
+from siliconbench.settings import llama_tools_dir
 
+from worker.builds.driver import current
 from worker.engines.llama_cpp import flash_attn_mode
 from worker.platform.threads import performance_cores
 from worker.serving.client import answers_completion
@@ -64,14 +68,74 @@ def port_in_use(port: int) -> bool:
     return False
 
 
-def command(engine: str, artifact: Path, port: int, options: dict, n_ctx: int, max_tokens: int) -> list[str]:
-    """The command line of the engine's server (its description's ``server_module``) with the job's engine options
-    (what the in-process adapters use)."""
-    return SERVERS[describe(engine).server_module].command(sys.executable, artifact, port, options, n_ctx, max_tokens)
+def server_of(job) -> str:
+    """The server a job runs: the one its params name, else the one its engine's jobs ran before the choice."""
+    return job.params.get("server") or describe(job.engine).unnamed_server
+
+
+def command(job, artifact: Path, port: int, n_ctx: int, slots: int = 1) -> list[str]:
+    """The command line of the job's server with the job's engine options (what the in-process adapters use):
+    ``slots`` requests served at once where the server has slots, each with ``n_ctx`` tokens of context."""
+    kind = SERVERS[server_of(job)]
+    return kind.command(sys.executable, artifact, port, job.engine_options, n_ctx, job.n_gen, slots)
+
+
+def llama_server_binary() -> Path:
+    """llama-server of the job's llama.cpp build, else of the llama.cpp tree the pinned llama-cpp-python vendors
+    (scripts/build_llama_tools.sh builds it beside llama-bench)."""
+    build = current()
+    if build is not None:
+        return build.tool("llama-server")
+    found = llama_tools_dir(version("llama-cpp-python")) / "llama-server"
+    if not found.exists():
+        raise ServerError(
+            f"no llama-server in {found.parent}: run `make bootstrap` (scripts/build_llama_tools.sh builds it), or "
+            "choose `server: llama_cpp.server` in the workload"
+        )
+    return found
+
+
+def _llama_server(
+    py: str, artifact: Path, port: int, options: dict, n_ctx: int, max_tokens: int, slots: int
+) -> list[str]:
+    threads = options.get("threads") or performance_cores()
+    args = [
+        str(llama_server_binary()),
+        "--model",
+        str(artifact),
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--ctx-size",
+        str(n_ctx * slots),  # llama-server divides its context among its slots
+        "--parallel",
+        str(slots),
+        "--threads",
+        str(threads),
+        "--threads-batch",
+        str(threads),
+        "--batch-size",
+        str(options.get("n_batch", 2048)),
+        "--ubatch-size",
+        str(options.get("n_ubatch", 512)),
+        "--n-gpu-layers",
+        str(99 if int(options.get("n_gpu_layers", -1)) < 0 else options["n_gpu_layers"]),
+        "--flash-attn",
+        str(options.get("flash_attn", "auto")),
+        "--cache-type-k",
+        str(options.get("type_k", "f16")),
+        "--cache-type-v",
+        str(options.get("type_v", "f16")),
+        "--no-webui",
+    ]
+    if not options.get("use_mmap", True):
+        args.append("--no-mmap")
+    return args
 
 
 def _llama_cpp_python_server(
-    py: str, artifact: Path, port: int, options: dict, n_ctx: int, max_tokens: int
+    py: str, artifact: Path, port: int, options: dict, n_ctx: int, max_tokens: int, slots: int
 ) -> list[str]:
     # The in-process adapter's threads: the sweep's, else the physical performance cores (llama-bench's -t).
     threads = options.get("threads") or performance_cores()
@@ -111,7 +175,9 @@ def _llama_cpp_python_server(
     ]
 
 
-def _mlx_lm_server(py: str, artifact: Path, port: int, options: dict, n_ctx: int, max_tokens: int) -> list[str]:
+def _mlx_lm_server(
+    py: str, artifact: Path, port: int, options: dict, n_ctx: int, max_tokens: int, slots: int
+) -> list[str]:
     return [
         py,
         "-m",
@@ -151,9 +217,20 @@ def mlx_server_defaults() -> dict:
     return out
 
 
-def batching(engine: str, clients: int) -> dict:
-    """How the engine's server serves concurrent requests, as configured (its code and its defaults; not observed)."""
-    return SERVERS[describe(engine).server_module].batching(clients)
+def batching(job, clients: int) -> dict:
+    """How the job's server serves concurrent requests, as configured (its code and its defaults; not observed)."""
+    return SERVERS[server_of(job)].batching(clients)
+
+
+def _llama_server_batching(clients: int) -> dict:
+    return {
+        "batches": True,
+        "max_batch": clients,
+        "slots": clients,
+        "how": "llama-server with --parallel = the clients: one slot each, each with the job's context; continuous "
+        "batching (its default) decodes every active slot in one batch and admits a new request into a free slot "
+        "between steps; cache_prompt (its default) keeps each slot's last prompt for reuse",
+    }
 
 
 def _one_at_a_time(clients: int) -> dict:
@@ -186,11 +263,12 @@ class ServerKind:
     """One OpenAI-compatible server an engine description names (``server_module``): how it is started with a
     job's options, and how it serves concurrent requests. Adding a server is one entry in SERVERS."""
 
-    command: Callable[[str, Path, int, dict, int, int], list[str]]
+    command: Callable[[str, Path, int, dict, int, int, int], list[str]]
     batching: Callable[[int], dict]
 
 
 SERVERS = {
+    "llama-server": ServerKind(_llama_server, _llama_server_batching),
     "llama_cpp.server": ServerKind(_llama_cpp_python_server, _one_at_a_time),
     "mlx_lm.server": ServerKind(_mlx_lm_server, _mlx_batching),
 }

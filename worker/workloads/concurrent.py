@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import threading
 
-from siliconbench.engines import describe
-
 from worker.measure.memory import PeakSampler, read_hwm, reset_hwm, tree
 from worker.serving.client import StreamResult, completion_body, request_facts, stream_completion
-from worker.serving.server import READY_PROBE, Server, batching, command, free_port
+from worker.serving.server import READY_PROBE, Server, batching, command, free_port, server_of
 from worker.workloads.common import Context, Outcome, Prompts, SampleLog, done, engine_for, repetitions, vocab_engine
 
 
@@ -65,11 +63,12 @@ def run(ctx: Context) -> Outcome:
     vocab = vocab_engine(ctx)
     banned = vocab.special_token_ids()
     prompts = Prompts(vocab, job.n_prompt, job.seed)
-    # llama_cpp.server serves one request at a time; mlx_lm.server batches up to --decode-concurrency
+    # llama-server gives each client a slot and batches them; llama_cpp.server serves one request at a time;
+    # mlx_lm.server batches up to --decode-concurrency
     # (requests carry no seed, which would make it serve them one at a time): see extra.batching.
     n_ctx = job.n_prompt + job.n_gen + 32
     port = p["port"] or free_port()
-    cmd = command(job.engine, ctx.artifact, port, job.engine_options, n_ctx, job.n_gen)
+    cmd = command(job, ctx.artifact, port, n_ctx, slots=n)
     server = Server(job.engine, cmd, port, ctx.workdir / "server.log", on_spawn=ctx.spawned)
     log = SampleLog()
     hwm_ok = True
@@ -128,7 +127,8 @@ def run(ctx: Context) -> Outcome:
         "n_ctx": n_ctx,
         "memory_interval_ms": p["memory_interval_ms"],
         "hwm_supported": hwm_ok,
-        "server": describe(job.engine).server_module,
+        "server": server_of(job),
+        "slots": n,
         "server_args": cmd[2:],
         "ready_probe": READY_PROBE,
         # the body every request had (prompt aside), the same for both servers
@@ -136,7 +136,7 @@ def run(ctx: Context) -> Outcome:
         # successful requests by where their token count came from (client.py: usage / finish_length /
         # chunks); 'chunks' is a lower bound, never the count of a server that reported one
         "token_count_source": sources,
-        "batching": batching(job.engine, n),
+        "batching": batching(job, n),
         "observed": observed(bursts),
     }
     return Outcome(samples=log.samples, engine=engine_for(job), extra=extra, own_peak=False)

@@ -15,11 +15,10 @@ from __future__ import annotations
 import threading
 import time
 
-from siliconbench.engines import describe
 from siliconbench.errors import WorkloadError
 
 from worker.serving.client import completion_body, request_facts, stream_completion
-from worker.serving.server import READY_PROBE, Server, command, free_port
+from worker.serving.server import READY_PROBE, Server, command, free_port, server_of
 from worker.workloads.common import Context, Outcome, Prompts, SampleLog, done, engine_for, repetitions, vocab_engine
 
 PROBE_TIMEOUT_S = 30.0  # one background request; a server that takes longer is failing it
@@ -76,7 +75,7 @@ def run(ctx: Context) -> Outcome:
     t_window = time.perf_counter()
     try:
         for r, warm in repetitions(ctx):
-            cmd = command(job.engine, ctx.artifact, port, job.engine_options, n_ctx, job.n_gen)
+            cmd = command(job, ctx.artifact, port, n_ctx, slots=1)
             server = Server(job.engine, cmd, port, ctx.workdir / f"server-{r}.log", on_spawn=ctx.spawned)
             t_spawn = server.start()
             ready_s = server.wait_ready(p["ready_timeout_s"])
@@ -116,7 +115,8 @@ def run(ctx: Context) -> Outcome:
         "unclean_stops": unclean,
         "n_ctx": n_ctx,
         "traffic_interval_ms": p["client_interval_ms"],
-        "server": describe(job.engine).server_module,
+        "server": server_of(job),
+        "slots": 1,
         "server_args": cmd[2:],
         "ready_probe": READY_PROBE,
         "request": request_facts(body) if body else None,

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+from importlib.metadata import version
 from pathlib import Path
 
 from siliconbench.errors import EngineError, UserError
 from siliconbench.manifest import sha256_path
-from siliconbench.settings import env_setting, load_settings
+from siliconbench.settings import llama_tools_dir
 
 from worker.models.make.tokenizer import CORPUS_PATH
 
@@ -27,13 +28,7 @@ def tools_dir() -> Path:
     """Where llama.cpp's own tools are: the setting, else where scripts/build_llama_tools.sh builds them (its
     SILICONBENCH_TOOLS_CACHE, default ~/.cache/siliconbench/tools). The one answer for the worker, the tests and
     the benchmarks."""
-    configured = load_settings().llama_tools_dir
-    if configured:
-        return configured
-    import llama_cpp  # the version of the tools built with the engine's own vendored llama.cpp
-
-    cache = Path(env_setting("tools_cache") or Path.home() / ".cache/siliconbench/tools")
-    return cache / f"llama.cpp-{llama_cpp.__version__}" / "bin"
+    return llama_tools_dir(version("llama-cpp-python"))  # the tools built with the engine's own vendored llama.cpp
 
 
 def tool(name: str, option: str) -> Path:
