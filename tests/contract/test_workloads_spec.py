@@ -178,7 +178,7 @@ def test_a_swap_to_full_takes_b_from_the_matched_pair(tmp_path):
         ({"kind": "concurrent", "clients": []}, "workloads[0].clients", "at least 1"),
         ({"kind": "long_context", "depths": [-4]}, "workloads[0].depths[0]", "greater than 0"),
         ({"kind": "perplexity", "window_tokens": 1}, "workloads[0].window_tokens", "greater than or equal to 2"),
-        ({"kind": "perplexity", "text": "wikitext"}, "workloads[0].text", "corpus"),
+        ({"kind": "restart", "server": "vllm"}, "workloads[0].server", "llama-server"),
         ({"kind": "multiprocess", "processes": [100]}, "workloads[0].processes[0]", "less than or equal to 64"),
         ({"kind": "benchmark"}, "workloads[0]", "multiprocess"),
     ],
@@ -195,6 +195,7 @@ def test_structural_errors_name_the_field(workload, field, needle):
     [
         ({"kind": "long_context", "depths": [1024, 4090]}, "workloads[0].depths[1]", "context of 4096"),
         ({"kind": "perplexity", "window_tokens": 5000}, "workloads[0].window_tokens", "context of 4096"),
+        ({"kind": "perplexity", "text": "wikitext"}, "workloads[0].text", "'corpus' or the path"),
         ({"kind": "concurrent", "prompt_tokens": 4000, "gen_tokens": 200}, "workloads[0].prompt_tokens", "4096"),
         ({"kind": "swap", "to_quant": "Q2_K"}, "workloads[0].to_quant", "Valid choices"),
         ({"kind": "swap", "to_model": "nope", "to_quant": "q4"}, "workloads[0].to_model", "unknown model"),
