@@ -123,6 +123,7 @@ TABLES: dict[str, tuple[str, list[tuple[str, str, Cell]]]] = {
         KEY
         + [
             ("quant", "left", field("quant")),
+            ("server", "left", field("extra.server")),
             ("ready s", "right", pct("restart_ready_s", "{:.2f}")),
             ("first token s", "right", pct("restart_first_token_s", "{:.2f}")),
             ("warm TTFT ms", "right", pct("restart_warm_ttft_ms")),
@@ -140,6 +141,7 @@ TABLES: dict[str, tuple[str, list[tuple[str, str, Cell]]]] = {
         KEY
         + [
             ("quant", "left", field("quant")),
+            ("server", "left", field("extra.server")),
             ("clients", "right", field("params.clients")),
             ("streams at once", "right", streams_at_once),
             ("aggregate tok/s", "right", pm("aggregate_output_tps")),
