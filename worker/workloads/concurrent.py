@@ -129,7 +129,7 @@ def run(ctx: Context) -> Outcome:
         "hwm_supported": hwm_ok,
         "server": server_of(job),
         "slots": n,
-        "server_args": cmd[2:],
+        "server_args": cmd[2:] if cmd[1] == "-m" else cmd[1:],  # after `python -m` or the binary
         "ready_probe": READY_PROBE,
         # the body every request had (prompt aside), the same for both servers
         "request": request_facts(body) if body else None,

@@ -117,7 +117,7 @@ def run(ctx: Context) -> Outcome:
         "traffic_interval_ms": p["client_interval_ms"],
         "server": server_of(job),
         "slots": 1,
-        "server_args": cmd[2:],
+        "server_args": cmd[2:] if cmd[1] == "-m" else cmd[1:],  # after `python -m` or the binary
         "ready_probe": READY_PROBE,
         "request": request_facts(body) if body else None,
     }  # the body of the timed requests (prompt aside), as both servers get
