@@ -10,23 +10,12 @@ import json
 
 import pytest
 
-from harness.llama_repo import BUILDS, SUBJECTS, make_repo, shas
+from harness.llama_repo import SUBJECTS, shas
 from storage.database import session_scope
 from storage.tables import Finding
 from tests.cli_support import sb, write_sweep
 
 pytestmark = pytest.mark.timeout(2400)
-
-
-@pytest.fixture(scope="module")
-def repo():
-    return make_repo()
-
-
-@pytest.fixture
-def env(isolated_env, monkeypatch):
-    monkeypatch.setenv("SILICONBENCH_BUILDS_DIR", str(BUILDS))
-    return isolated_env
 
 
 def _sweep(tmp_path, **kw):

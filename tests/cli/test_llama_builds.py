@@ -14,22 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.llama_repo import BUILDS, LLAMA_VERSION, make_repo, shas
+from harness.llama_repo import LLAMA_VERSION, shas
 from tests.cli_support import sb, write_sweep
 from worker.builds import header
 
 pytestmark = pytest.mark.timeout(1800)
-
-
-@pytest.fixture(scope="module")
-def repo():
-    return make_repo()
-
-
-@pytest.fixture
-def env(isolated_env, monkeypatch):
-    monkeypatch.setenv("SILICONBENCH_BUILDS_DIR", str(BUILDS))
-    return isolated_env
 
 
 def _show(repo, sha: str, path: str) -> str:
