@@ -39,7 +39,17 @@ def test_restart(models_dir, engine):
     sent, failed = values(res, "restart_requests"), values(res, "restart_failed_requests")
     assert len(sent) == 2 and all(0 <= f <= s for f, s in zip(failed, sent))
     assert sum(failed) >= 1  # the client kept sending while no server listened: those are counted
-    assert res.extra["unclean_stops"] == 0 and res.peak_memory_bytes is None
+    assert res.peak_memory_bytes is None
+    if engine == "mlx":
+        assert res.extra["unclean_stops"] == 0
+    else:
+        # llama-server (this tree) at times does not exit on SIGTERM while a request sent during the stop is in
+        # flight: its task loop ends, the request's handler waits on it and the HTTP server's join never returns.
+        # The workload then kills it after stop_timeout_s and counts the stop unclean: a property of the server,
+        # measured (stop_s says so), not hidden.
+        stops = [s.values["restart_stop_s"] for s in res.samples]  # the warm-up's stop included
+        unclean = res.extra["unclean_stops"]
+        assert 0 <= unclean <= 3 and sum(s >= job.params["stop_timeout_s"] for s in stops) == unclean
     assert res.extra["ready_probe"] == READY_PROBE
     req = res.extra["request"]  # the same body for both servers: no seed (greedy instead), penalties off
     assert "seed" not in req and req["temperature"] == 0.0 and req["repeat_penalty"] == 1.0
@@ -49,9 +59,10 @@ def test_restart(models_dir, engine):
 
 
 def test_server_never_ready_is_a_failed_job(models_dir):
-    (job,) = jobs_for(models_dir, {"kind": "restart", "ready_timeout_s": 0.05}, engines=["llama.cpp"])
+    # 1 ms: llama-server loads the tiny model and answers within 50 ms
+    (job,) = jobs_for(models_dir, {"kind": "restart", "ready_timeout_s": 0.001}, engines=["llama.cpp"])
     res, events = run(job, models_dir)
-    assert res.status == "failed" and "not ready within ready_timeout_s=0.05 s" in res.error
+    assert res.status == "failed" and "not ready within ready_timeout_s=0.001 s" in res.error
     assert [e for e in events if e["event"] == "spawned"]  # it was started, then torn down
     assert_no_process_left(events)
     assert res.environment is not None  # a failed job still says where it ran
