@@ -137,6 +137,17 @@ def spec_digest(spec: SweepSpec) -> str:
 
 # Engine options added after jobs were first stored: in a job only when set, so jobs keep the ids they had.
 LATER_OPTIONS = {"driver": "auto"}
+
+
+def recorded_options(options: BaseModel) -> dict:
+    """An engine's options as a job records them: every field, less those of LATER_OPTIONS at their default."""
+    out = options.model_dump()
+    for key, default in LATER_OPTIONS.items():
+        if out.get(key) == default:
+            out.pop(key)
+    return out
+
+
 MAX_FORMATS = 24  # what [all] counts as in the bound before expansion: the forms per engine of a model
 
 
@@ -332,10 +343,7 @@ def _workload_jobs(
             if params is None:  # no artifact for this engine, or the configuration does not apply to it
                 continue
             rel = catalog.artifact_path(m.name, art, field=f"models[{mi}]").relative_to(catalog.models_dir)
-            eng_opts = getattr(opts, describe(engine).options).model_dump()
-            for key, default in LATER_OPTIONS.items():
-                if eng_opts.get(key) == default:
-                    eng_opts.pop(key)
+            eng_opts = recorded_options(getattr(opts, describe(engine).options))
             job = JobSpec(
                 job_id="",
                 sweep_id=sweep_id,

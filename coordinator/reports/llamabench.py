@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 
 from siliconbench.aggregate import summarize
 from siliconbench.errors import UserError
-from siliconbench.jobs import LATER_OPTIONS, JobSpec, digest
+from siliconbench.jobs import JobSpec, digest, recorded_options
 from siliconbench.manifest import ModelCatalog, level_of, weight_dtype
 from siliconbench.results import Environment, JobResult, JobStatus, Sample
 from siliconbench.spec import LlamaCppOptions, parse_sweep
@@ -164,10 +164,7 @@ def _time(v) -> datetime | None:
 
 
 def _options(r: dict) -> dict:
-    opts = LlamaCppOptions().model_dump()  # the same option names a siliconbench job records
-    for key, default in LATER_OPTIONS.items():  # ... and none it leaves out while at their default
-        if opts.get(key) == default:
-            opts.pop(key)
+    opts = recorded_options(LlamaCppOptions())  # the same option names a siliconbench job records
     opts.update(
         n_batch=_int(r.get("n_batch"), opts["n_batch"]),
         n_ubatch=_int(r.get("n_ubatch"), opts["n_ubatch"]),
