@@ -54,7 +54,7 @@ from .run import owner_tag, run_jobs
 ENGINE = "llama.cpp"
 MEASURED = ("decode_tps", "prefill_tps")  # what a build's llama-bench measures (worker/builds/tool.py)
 EXIT_FOUND, EXIT_NO_REGRESSION, EXIT_UNDECIDED = 0, 1, 3
-TEST_TOOLS = ("llama-bench",)  # a bisection needs only the yardstick of each build
+BISECT_TOOLS = ("llama-bench",)  # a bisection needs only the yardstick of each build
 Say = Callable[[str], None]
 
 
@@ -212,7 +212,7 @@ def bisect(
     database_url: str,
     models_dir: Path,
     min_effect: float = DEFAULT_MIN_EFFECT,
-    tools: tuple[str, ...] = TEST_TOOLS,
+    tools: tuple[str, ...] = BISECT_TOOLS,
     cmake_flags: list[str] | None = None,
     say: Say | None = None,
     out_dir: Path | None = None,

@@ -73,12 +73,14 @@ def server_params(w: ServerSettings) -> dict:
     return {"ready_timeout_s": w.ready_timeout_s, "stop_timeout_s": w.stop_timeout_s, "port": w.port, "protocol": 2}
 
 
-def server_engine_params(w: ServerSettings, engine: str, params: dict) -> dict:
-    """A server job's params for ``engine``: which of its servers runs, named only where it is not the one jobs ran
-    before the choice existed (their ids and history stay)."""
+def server_engine_params(
+    w: ServerSettings, at: str, cfg: Config, engine: str, model: str, art, catalog, full=None, engines=()
+) -> dict:
+    """A server workload's ``engine_params``: the configuration's params plus which of the engine's servers runs,
+    named only where it is not the one jobs ran before the choice existed (their ids and history stay)."""
     desc = describe(engine)
     chosen = w.server if w.server in desc.servers else desc.servers[0]
-    return params if chosen == desc.unnamed_server else {**params, "server": chosen}
+    return cfg.params if chosen == desc.unnamed_server else {**cfg.params, "server": chosen}
 
 
 SERVER_FACTS = frozenset({"n_ctx", "server", "server_args", "ready_probe", "request", "slots"})

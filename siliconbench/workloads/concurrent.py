@@ -53,5 +53,4 @@ def configs(w: ConcurrentWorkload, at: str, m, catalog, engines: list[str]) -> l
     ]
 
 
-def engine_params(w, at: str, cfg: Config, engine: str, model: str, art, catalog, full=None, engines=()) -> dict:
-    return server_engine_params(w, engine, cfg.params)
+engine_params = server_engine_params  # which server runs on each engine

@@ -34,5 +34,4 @@ def configs(w: RestartWorkload, at: str, m, catalog, engines: list[str]) -> list
     return [Config(w.prompt_tokens, w.gen_tokens, {**server_params(w), "client_interval_ms": w.client_interval_ms})]
 
 
-def engine_params(w, at: str, cfg: Config, engine: str, model: str, art, catalog, full=None, engines=()) -> dict:
-    return server_engine_params(w, engine, cfg.params)
+engine_params = server_engine_params  # which server runs on each engine
