@@ -345,7 +345,7 @@ WORKLOAD_DEFS = [
         "bytes",
         "lower",
         "repetition",
-        "Peak over one burst of the summed RSS of the server's process tree, sampled every "
+        "Peak over one burst (serve: one run) of the summed RSS of the server's process tree, sampled every "
         "params.memory_interval_ms (10 ms by default) from the burst's first request to its last stream end. "
         "That is enough: the KV cache and weights only grow during a burst and stay allocated until the requests "
         "end, and one decode step takes longer than the interval (>= ~5 ms even on the fastest backend), so a "
@@ -358,6 +358,127 @@ WORKLOAD_DEFS = [
         "repetition",
         "Linux only: the kernel's own peak RSS (VmHWM) of each server process over the burst, reset at its start "
         "by writing 5 to /proc/PID/clear_refs, summed over the tree (an exact peak per process, not sampled).",
+    ),
+    # ---- serve: requests from a prompt source at a request rate, vLLM `bench serve`'s metrics and arithmetic
+    # (vllm/benchmarks/serve.py calculate_metrics). One run per repetition: per-request samples and one run sample.
+    Metric(
+        "serve_ttft_ms",
+        "ms",
+        "lower",
+        "request",
+        "Time to first token of one successful request: from sending it (its scheduled arrival, or later where "
+        "max_concurrency held it back) until the first streamed chunk that carries text arrives (a role-only chat "
+        "delta is not a token). Queueing in the server included. vLLM: TTFT (Mean/Median/P99 TTFT (ms)).",
+    ),
+    Metric(
+        "serve_tpot_ms",
+        "ms",
+        "lower",
+        "request",
+        "Time per output token after the first, of one successful request with more than one output token: "
+        "(serve_e2el_ms - serve_ttft_ms) / (output tokens - 1), output tokens as the server counted them "
+        "(usage.completion_tokens). vLLM: TPOT (Time per Output Token, excl. 1st token).",
+    ),
+    Metric(
+        "serve_itl_ms",
+        "ms",
+        "lower",
+        "gap",
+        "Inter-token latency: the time between two consecutive streamed chunks that carry text, of any successful "
+        "request; every gap of the run is one sample (vLLM pools them the same way). A chunk can hold two tokens "
+        "(both servers hold back a token ending in an incomplete UTF-8 sequence). vLLM: ITL.",
+    ),
+    Metric(
+        "serve_e2el_ms",
+        "ms",
+        "lower",
+        "request",
+        "End-to-end latency of one successful request: from sending it until its last streamed data chunk (the usage "
+        "report, where the server sends one after the text) arrives. vLLM: E2EL.",
+    ),
+    Metric(
+        "serve_prompt_tokens",
+        "tokens",
+        "lower",
+        "request",
+        "Prompt tokens of one successful request as the server counted them (usage.prompt_tokens): after its chat "
+        "template, so the same messages count differently on two servers whose templates differ.",
+        kind="count",
+    ),
+    Metric(
+        "serve_output_tokens",
+        "tokens",
+        "higher",
+        "request",
+        "Output tokens of one successful request as the server counted them (usage.completion_tokens).",
+        kind="count",
+    ),
+    Metric(
+        "serve_cached_prompt_tokens",
+        "tokens",
+        "higher",
+        "request",
+        "Prompt tokens of one successful request the server took from its prompt cache instead of computing them "
+        "(usage.prompt_tokens_details.cached_tokens: llama-server's cached prompt of the slot it chose, mlx_lm.server's "
+        "nearest entry of its LRU prompt cache). Absent where the server does not report it (llama_cpp.server).",
+        kind="count",
+    ),
+    Metric(
+        "serve_prompt_reuse_pct",
+        "%",
+        "higher",
+        "repetition",
+        "One run: 100 x the successful requests' cached prompt tokens / their prompt tokens. Multi-turn replays reuse "
+        "each conversation's history where the server's cache still holds it.",
+    ),
+    Metric(
+        "serve_request_throughput",
+        "requests/s",
+        "higher",
+        "repetition",
+        "One run: successful requests / duration. Duration runs from the run's start (the first arrival's schedule "
+        "origin) until the last request ends. vLLM: Request throughput (req/s).",
+    ),
+    Metric(
+        "serve_request_goodput",
+        "requests/s",
+        "higher",
+        "repetition",
+        "One run: successful requests that met every objective of params.slo (TTFT, TPOT and E2EL each at most its "
+        "objective; a one-token answer's TPOT counts as 0) / duration. Only with objectives. vLLM: Request goodput "
+        "(--goodput).",
+    ),
+    Metric(
+        "serve_output_throughput",
+        "tokens/s",
+        "higher",
+        "repetition",
+        "One run: output tokens of the successful requests (usage) / duration. vLLM: Output token throughput.",
+    ),
+    Metric(
+        "serve_total_token_throughput",
+        "tokens/s",
+        "higher",
+        "repetition",
+        "One run: (prompt + output tokens of the successful requests, usage) / duration. vLLM: Total token throughput.",
+    ),
+    Metric(
+        "serve_sent_rate",
+        "requests/s",
+        "higher",
+        "repetition",
+        "One run: requests sent / time from the run's start to the last send: the rate achieved beside the rate asked "
+        "(params.request_rate). Below it where max_concurrency or the client held requests back; a server that "
+        "cannot keep up shows instead as serve_request_throughput below the rate and TTFT growing.",
+    ),
+    Metric(
+        "serve_failed_requests",
+        "requests",
+        "lower",
+        "repetition",
+        "One run: requests that failed (connection error, not HTTP 200 — the server's message kept in "
+        "extra.runs — no text streamed, or a stream that ended without [DONE]). vLLM: Failed requests.",
+        kind="count",
     ),
     # ---- long_context: a prompt of params.depth tokens, prefilled whole (full prompt reprocessing).
     # Its prefill_tps, decode_tps and ttft_ms are the generate metrics with n_prompt = depth and no depth fill.

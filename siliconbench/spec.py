@@ -273,10 +273,16 @@ def load_sweep(path: Path | str) -> SweepSpec:
     return parse_sweep(_beside(data, path.parent), source="sweep")
 
 
+# A workload's settings that name a file of the user's ("corpus" being the shipped text instead).
+FILE_SETTINGS = ("text", "prompts")
+
+
 def _beside(data: object, folder: Path) -> object:
-    """A sweep file's own files (a perplexity workload's ``text``) are named relative to the file itself."""
+    """A sweep file's own files (a perplexity workload's ``text``, a serve workload's ``prompts``) are named relative
+    to the file itself."""
     for w in (data.get("workloads") or []) if isinstance(data, dict) else []:
-        text = w.get("text") if isinstance(w, dict) else None
-        if isinstance(text, str) and text != "corpus" and not Path(text).expanduser().is_absolute():
-            w["text"] = str(folder / text)
+        for key in FILE_SETTINGS:
+            value = w.get(key) if isinstance(w, dict) else None
+            if isinstance(value, str) and value != "corpus" and not Path(value).expanduser().is_absolute():
+                w[key] = str(folder / value)
     return data

@@ -149,7 +149,8 @@ def result_record(
         "engine_counters": {m: summary_dict(summaries[m]) for m in COUNTER_METRICS if summaries[m] is not None},
         "unstable": stability_warnings(stable),
         "stderr_tail": result.stderr_tail,
-        "params": {k: v for k, v in job.params.items() if k != "text_body"},  # a user's text: its digest is "text"
+        # a user's text or prompts travel with the job; the record keeps their digests ("text", "prompts")
+        "params": {k: v for k, v in job.params.items() if k not in ("text_body", "prompts_body")},
         "metrics": metrics,
         "extra": dict(result.extra),
     }

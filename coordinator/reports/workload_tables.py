@@ -90,6 +90,29 @@ def streams_at_once(r: dict) -> str:
     return f"{seen['max_streams_in_flight']} ({limit})"
 
 
+def served_by(r: dict) -> str:
+    """The server, with llama-server's slots ("llama-server ×4")."""
+    server, slots = (r.get("extra") or {}).get("server") or "—", (r.get("params") or {}).get("slots")
+    return f"{server} ×{slots}" if slots and server == "llama-server" else server
+
+
+def rate_cell(r: dict) -> str:
+    """Asked request rate and the rate the client achieved ("4 → 3.98"); 'inf' sends all at once."""
+    asked = (r.get("params") or {}).get("request_rate")
+    sent = _m(r, "serve_sent_rate")
+    if asked == "inf" or asked is None:
+        return "all at once"
+    return f"{asked:g} → {sent['mean']:.2f}" if sent else f"{asked:g}"
+
+
+def goodput_cell(r: dict) -> str:
+    slo = (r.get("params") or {}).get("slo")
+    s = _m(r, "serve_request_goodput")
+    if not slo or not s:
+        return "—"
+    return f"{s['mean']:.2f} ({', '.join(f'{k[:-3].upper()} ≤ {v:g} ms' for k, v in slo.items())})"
+
+
 def _failures(r: dict, count: int) -> list[str]:
     return ["[red]failed[/]", (r.get("error") or "")[:70]] + [""] * (count - 2)
 
@@ -151,6 +174,25 @@ TABLES: dict[str, tuple[str, list[tuple[str, str, Cell]]]] = {
             ("errors", "right", stat("request_errors", "total")),
             ("server peak mem", "right", mib("server_peak_rss_bytes")),
             ("kernel peak (VmHWM)", "right", mib("server_hwm_rss_bytes")),
+        ],
+    ),
+    "serve": (
+        "serving at request rates, vLLM's metrics (latencies p50 / p90 / p99 over every request of the runs)",
+        KEY
+        + [
+            ("quant", "left", field("quant")),
+            ("server", "left", served_by),
+            ("rate asked → sent", "right", rate_cell),
+            ("req/s", "right", pm("serve_request_throughput", "{:,.2f}")),
+            ("output tok/s", "right", pm("serve_output_throughput")),
+            ("TTFT ms", "right", pct("serve_ttft_ms")),
+            ("TPOT ms", "right", pct("serve_tpot_ms", "{:,.1f}")),
+            ("ITL ms", "right", pct("serve_itl_ms", "{:,.1f}")),
+            ("E2EL ms", "right", pct("serve_e2el_ms")),
+            ("goodput req/s", "right", goodput_cell),
+            ("failed", "right", stat("serve_failed_requests", "total")),
+            ("prompt reused", "right", stat("serve_prompt_reuse_pct", "mean", "{:.0f} %")),
+            ("server peak mem", "right", mib("server_peak_rss_bytes")),
         ],
     ),
     "long_context": (

@@ -14,7 +14,7 @@ from types import ModuleType
 
 from pydantic import BaseModel
 
-from . import concurrent, generate, long_context, multiprocess, perplexity, restart, swap
+from . import concurrent, generate, long_context, multiprocess, perplexity, restart, serve, swap
 from .base import COMMON_FACTS, CTX_SLACK, Config, ServerSettings
 from .concurrent import ConcurrentWorkload
 from .generate import GenerateWorkload
@@ -22,9 +22,10 @@ from .long_context import LongContextWorkload
 from .multiprocess import MultiprocessWorkload
 from .perplexity import PerplexityMode, PerplexityWorkload, kld_bases
 from .restart import RestartWorkload
+from .serve import ServeWorkload
 from .swap import SwapWorkload
 
-MODULES: tuple[ModuleType, ...] = (generate, swap, restart, concurrent, long_context, perplexity, multiprocess)
+MODULES: tuple[ModuleType, ...] = (generate, swap, restart, concurrent, serve, long_context, perplexity, multiprocess)
 
 
 def _settings_class(module: ModuleType) -> type[BaseModel]:
@@ -84,6 +85,7 @@ __all__ = [
     "PerplexityMode",
     "PerplexityWorkload",
     "RestartWorkload",
+    "ServeWorkload",
     "ServerSettings",
     "SwapWorkload",
     "configs",

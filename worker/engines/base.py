@@ -90,6 +90,11 @@ class Engine(ABC):
         """Token ids of text, with no BOS or other special token added."""
 
     @abstractmethod
+    def chat_template(self) -> str | None:
+        """The model's own chat template as this engine reads it (after load_vocab), or None where it has none: its
+        server would then join chat messages some default way of its own, which the serve workload refuses."""
+
+    @abstractmethod
     def detokenize(self, tokens: list[int]) -> str: ...
 
     @abstractmethod

@@ -235,6 +235,9 @@ class LlamaCppEngine(Engine):
     def tokenize(self, text: str) -> list[int]:
         return list(self.llm.tokenize(text.encode(), add_bos=False, special=False))
 
+    def chat_template(self) -> str | None:
+        return self.llm.metadata.get("tokenizer.chat_template") or None  # the GGUF key llama-server reads
+
     def detokenize(self, tokens: list[int]) -> str:
         return self.llm.detokenize(tokens).decode(errors="replace")
 

@@ -137,6 +137,10 @@ class MlxEngine(Engine):
     def tokenize(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
+    def chat_template(self) -> str | None:
+        # mlx_lm.server applies the template only where has_chat_template (else its own role-prefixed join)
+        return self.tokenizer.chat_template if getattr(self.tokenizer, "has_chat_template", False) else None
+
     def detokenize(self, tokens: list[int]) -> str:
         return self.tokenizer.decode(tokens)
 

@@ -103,8 +103,8 @@ def completion_body(prompt: str, max_tokens: int, banned: set[int]) -> dict:
 
 
 def request_facts(body: dict) -> dict:
-    """What the result records of the requests: every key but the prompt (the same for both servers)."""
-    return {k: v for k, v in body.items() if k != "prompt"}
+    """What the result records of the requests: every key but the prompt or messages (the same for both servers)."""
+    return {k: v for k, v in body.items() if k not in ("prompt", "messages")}
 
 
 def answers_completion(port: int, timeout_s: float) -> bool:
@@ -175,6 +175,113 @@ def stream_completion(port: int, body: dict, timeout_s: float) -> StreamResult:
             res.error = "no token was streamed"
         else:
             res.ok = True
+    except (OSError, http.client.HTTPException, json.JSONDecodeError, ValueError) as exc:
+        res.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        conn.close()
+    return res
+
+
+def chat_body(messages: list[dict], max_tokens: int, banned: set[int]) -> dict:
+    """``completion_body``'s request for /v1/chat/completions: the same sampling, limits and banned tokens, with
+    ``messages`` in place of the prompt (each server applies the model's chat template)."""
+    body = completion_body("", max_tokens, banned)
+    del body["prompt"]
+    return {"messages": messages, **body}
+
+
+@dataclass
+class ServedRequest:
+    """One request of a serving run, as vLLM's request function records it (text-carrying chunks only)."""
+
+    t_sent: float
+    ok: bool = False
+    error: str | None = None
+    chunk_times: list[float] = field(default_factory=list)  # arrival of each chunk carrying text
+    t_last: float | None = None  # the last data chunk (the usage report, where one comes after the text)
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_tokens: int | None = None
+    finish_reason: str | None = None
+    token_source: str = "usage"
+
+    @property
+    def ttft_s(self) -> float | None:
+        return self.chunk_times[0] - self.t_sent if self.chunk_times else None
+
+    @property
+    def e2el_s(self) -> float | None:
+        return self.t_last - self.t_sent if self.t_last is not None else None
+
+    def itls_s(self) -> list[float]:
+        t = self.chunk_times
+        return [b - a for a, b in zip(t, t[1:])]
+
+
+def _chunk_text(choice: dict) -> str:
+    delta = choice.get("delta")
+    if isinstance(delta, dict):  # chat: a role-only first delta carries no text
+        return delta.get("content") or ""
+    return choice.get("text") or ""
+
+
+def stream_request(port: int, path: str, body: dict, timeout_s: float) -> ServedRequest:
+    """POST ``body`` to ``path`` (/v1/chat/completions or /v1/completions), read the stream to [DONE]; never raises
+    for a failed request (the server's message is kept as the error)."""
+    payload = json.dumps(body).encode()
+    res = ServedRequest(t_sent=time.perf_counter())
+    conn = http.client.HTTPConnection(HOST, port, timeout=timeout_s)
+    try:
+        conn.request(
+            "POST",
+            path,
+            body=payload,
+            headers={"Content-Type": "application/json", "Content-Length": str(len(payload))},
+        )
+        resp = conn.getresponse()
+        if resp.status != 200:
+            res.error = f"HTTP {resp.status}: {resp.read(400).decode(errors='replace')}"
+            return res
+        done = False
+        while True:
+            line = resp.readline()
+            if not line:
+                break
+            now = time.perf_counter()
+            line = line.strip()
+            if not line.startswith(b"data:"):
+                continue
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                done = True
+                break
+            chunk = json.loads(data)
+            res.t_last = now
+            if chunk.get("error"):
+                res.error = f"server error mid-stream: {json.dumps(chunk['error'])[:300]}"
+            usage = chunk.get("usage")
+            if usage:
+                res.prompt_tokens = usage.get("prompt_tokens")
+                res.output_tokens = usage.get("completion_tokens")
+                details = usage.get("prompt_tokens_details") or {}
+                res.cached_tokens = details.get("cached_tokens")
+            for choice in chunk.get("choices") or []:
+                if _chunk_text(choice):
+                    res.chunk_times.append(now)
+                if choice.get("finish_reason"):
+                    res.finish_reason = choice["finish_reason"]
+        if res.error:
+            pass  # the server's own message, kept
+        elif not done:
+            res.error = "the stream ended without [DONE]"
+        elif not res.chunk_times:
+            res.error = "no text was streamed"
+        elif res.output_tokens is not None:
+            res.ok = True
+        elif res.finish_reason == "length":  # llama_cpp.server sends no usage in a stream: see the module docstring
+            res.output_tokens, res.token_source, res.ok = body.get("max_tokens"), "finish_length", True
+        else:
+            res.error = "the server sent no usage report (stream_options.include_usage): no token count"
     except (OSError, http.client.HTTPException, json.JSONDecodeError, ValueError) as exc:
         res.error = f"{type(exc).__name__}: {exc}"
     finally:

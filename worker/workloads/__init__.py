@@ -1,5 +1,5 @@
-"""Workloads, one module per kind (siliconbench.workloads.KINDS: generate, swap, restart, concurrent, long_context,
-perplexity, multiprocess), each with ``run(ctx) -> Outcome``; ``run_workload`` turns any of them into the job's
+"""Workloads, one module per kind (siliconbench.workloads.KINDS: generate, swap, restart, concurrent, serve,
+long_context, perplexity, multiprocess), each with ``run(ctx) -> Outcome``; ``run_workload`` turns any of them into the job's
 one result. A module may set ``SIGTERM_UNWINDS = False`` where a cancelled job should die at once."""
 
 from __future__ import annotations

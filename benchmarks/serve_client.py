@@ -1,0 +1,233 @@
+"""Is the serve workload's arithmetic vLLM's? Its measurement path next to an independent load generator, against the
+same running server, with the same requests at the same arrival times, interleaved.
+
+    python benchmarks/serve_client.py [--model smollm2-135m] [--quant q4] [--engines llama.cpp,mlx]
+                                      [--rounds 5] [--requests 16] [--rate 4] [--max-tokens 32]
+
+One server per engine, started with the command line a serve job of the same settings gets. Each round runs, in
+alternating order (ABBA), (A) the workload's own path — the request bodies of worker/workloads/serve.py sent by
+worker/serving/load.py (threads, http.client) and judged by its ``figures`` — and (B) the client below: asyncio and
+httpx, written from vLLM's ``bench serve`` (vllm/benchmarks/serve.py and lib/endpoint_request_func.py) and sharing
+no code with the workload: TTFT from sending to the first chunk with content, ITL between content chunks, latency
+to the last chunk, TPOT = (latency - TTFT) / (output tokens - 1), output tokens from the server's usage report.
+
+Printed per engine: the medians of TTFT and TPOT per round, ours / the client's as a geometric mean of the per-round
+ratios with a 95 % t-interval (target within 5 %), and whether every request's prompt and output token counts agree
+between the two and with max_tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import typer
+from rich.console import Console
+from rich.table import Table
+from scipy import stats
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from siliconbench.jobs import expand  # noqa: E402
+from siliconbench.manifest import ModelCatalog  # noqa: E402
+from siliconbench.settings import load_settings  # noqa: E402
+from siliconbench.spec import parse_sweep  # noqa: E402
+
+from worker.engines import get_engine  # noqa: E402
+from worker.serving import load  # noqa: E402
+from worker.serving.client import stream_request  # noqa: E402
+from worker.serving.server import Server, command, free_port  # noqa: E402
+from worker.workloads.serve import PATHS, body_of, units_of  # noqa: E402
+
+TARGET = 0.05
+PROMPTS = ROOT / "examples" / "prompts" / "chat.jsonl"
+
+
+# ---- (B) the independent client: vLLM's request function and arithmetic, asyncio + httpx -------------------------
+
+
+async def _request(client: httpx.AsyncClient, url: str, body: dict, start: float, at: float) -> dict:
+    delay = start + at - time.perf_counter()
+    if delay > 0:
+        await asyncio.sleep(delay)
+    out = {"ok": False, "ttft": 0.0, "itl": [], "latency": 0.0, "output_tokens": None, "prompt_tokens": None}
+    st = time.perf_counter()
+    most_recent = most_recent_any = st
+    async with client.stream("POST", url, json=body) as resp:
+        if resp.status_code != 200:
+            out["error"] = f"HTTP {resp.status_code}"
+            return out
+        async for line in resp.aiter_lines():
+            line = line.strip()
+            if not line.startswith("data:"):
+                continue
+            data = line[len("data:") :].strip()
+            if data == "[DONE]":
+                break
+            timestamp = time.perf_counter()
+            chunk = json.loads(data)
+            for choice in chunk.get("choices") or []:
+                content = (choice.get("delta") or {}).get("content") if "delta" in choice else choice.get("text")
+                if content:
+                    if out["ttft"] == 0.0:
+                        out["ttft"] = timestamp - st
+                    else:
+                        out["itl"].append(timestamp - most_recent)
+                    most_recent = timestamp
+            if chunk.get("usage"):
+                out["output_tokens"] = chunk["usage"].get("completion_tokens")
+                out["prompt_tokens"] = chunk["usage"].get("prompt_tokens")
+            most_recent_any = timestamp
+        out["latency"] = most_recent_any - st
+        out["ok"] = out["ttft"] > 0.0
+    return out
+
+
+async def _client_run(port: int, path: str, bodies: list[dict], schedule: list[float]) -> list[dict]:
+    url = f"http://127.0.0.1:{port}{path}"
+    async with httpx.AsyncClient(timeout=600.0, limits=httpx.Limits(max_connections=None)) as client:
+        start = time.perf_counter()
+        return await asyncio.gather(*[_request(client, url, b, start, at) for b, at in zip(bodies, schedule)])
+
+
+def client_medians(outs: list[dict]) -> dict:
+    ok = [o for o in outs if o["ok"]]
+    tpots = [(o["latency"] - o["ttft"]) / (o["output_tokens"] - 1) for o in ok if o["output_tokens"] > 1]
+    return {
+        "ttft": statistics.median(o["ttft"] for o in ok) * 1000.0,
+        "tpot": statistics.median(tpots) * 1000.0,
+        "tokens": [(o["prompt_tokens"], o["output_tokens"]) for o in outs],
+    }
+
+
+# ---- (A) the workload's own path --------------------------------------------------------------------------------
+
+
+def ours(port: int, path: str, bodies: list[dict], schedule: list[float]) -> dict:
+    run = load.drive(schedule, [[b] for b in bodies], lambda b: stream_request(port, path, b, 600.0), None)
+    _, per_request, _ = load.figures(run, None, 1.0)
+    by_sent = sorted(run.requests, key=lambda r: r.t_sent)
+    return {
+        "ttft": statistics.median(x["serve_ttft_ms"] for x in per_request),
+        "tpot": statistics.median(x["serve_tpot_ms"] for x in per_request if x["serve_tpot_ms"] is not None),
+        "tokens": sorted((r.prompt_tokens, r.output_tokens) for r in by_sent),
+    }
+
+
+def ratio_ci(ratios: list[float]) -> tuple[float, float, float]:
+    logs = [math.log(r) for r in ratios]
+    m = statistics.fmean(logs)
+    if len(logs) < 2:
+        return math.exp(m), math.nan, math.nan
+    half = stats.t.ppf(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(m), math.exp(m - half), math.exp(m + half)
+
+
+def main(
+    model: str = typer.Option("smollm2-135m"),
+    quant: str = typer.Option("q4", help="Quantization level"),
+    engines: str = typer.Option("llama.cpp,mlx"),
+    rounds: int = typer.Option(5),
+    requests: int = typer.Option(16),
+    rate: float = typer.Option(4.0, help="Requests per second, Poisson"),
+    max_tokens: int = typer.Option(32),
+) -> None:
+    console = Console()
+    settings = load_settings()
+    catalog = ModelCatalog(settings.models_dir)
+    spec = parse_sweep(
+        {
+            "name": "serve-client",
+            "models": [model],
+            "engines": engines.split(","),
+            "quantizations": [quant],
+            "workloads": [
+                {
+                    "kind": "serve",
+                    "prompts": str(PROMPTS),
+                    "request_rate": [rate],
+                    "max_tokens": max_tokens,
+                    "num_requests": requests,
+                    "slots": 4,
+                }
+            ],
+        }
+    )
+    table = Table(
+        title=f"serve: ours ÷ independent client, {model} {quant}, {requests} requests at {rate:g}/s, "
+        f"{rounds} rounds ABBA (target ±{TARGET:.0%})"
+    )
+    for col in ("engine / server", "metric", "ours median", "client median", "ours ÷ client [95% CI]", "within"):
+        table.add_column(col, justify="left" if col in ("engine / server", "metric") else "right")
+    for job in expand(spec, catalog):
+        p = job.params
+        vocab = get_engine(job.engine)
+        vocab.load_vocab(settings.models_dir / job.artifact)
+        banned = vocab.special_token_ids()
+        units = units_of(p["prompts_body"], False)
+        bodies = [body_of(units[i % len(units)][0], "chat", job.n_gen, banned) for i in range(requests)]
+        path = PATHS["chat"]
+        port = free_port()
+        cmd = command(job, settings.models_dir / job.artifact, port, p["context_tokens"], slots=p.get("slots", 1))
+        log = Path(f"/tmp/serve-client-{job.engine}.log")
+        server = Server(job.engine, cmd, port, log)
+        server.start()
+        agree = True
+        per = {"ttft": ([], []), "tpot": ([], [])}
+        try:
+            server.wait_ready(180)
+            for b in bodies[:2]:  # warm-up, both paths alike
+                stream_request(port, path, b, 600.0)
+            for r in range(rounds):
+                schedule = load.arrivals(requests, rate, seed=r)
+                order = ("A", "B") if r % 2 == 0 else ("B", "A")
+                got = {}
+                for who in order:
+                    got[who] = (
+                        ours(port, path, bodies, schedule)
+                        if who == "A"
+                        else client_medians(asyncio.run(_client_run(port, path, bodies, schedule)))
+                    )
+                for m in per:
+                    per[m][0].append(got["A"][m])
+                    per[m][1].append(got["B"][m])
+                agree &= sorted(got["A"]["tokens"]) == sorted(got["B"]["tokens"])
+                agree &= all(out == max_tokens for _, out in got["B"]["tokens"])
+                console.print(
+                    f"{job.engine} round {r + 1}/{rounds}: TTFT {got['A']['ttft']:.1f} / {got['B']['ttft']:.1f} ms, "
+                    f"TPOT {got['A']['tpot']:.2f} / {got['B']['tpot']:.2f} ms (ours / client)"
+                )
+        finally:
+            server.stop(10.0)
+        server_name = p.get("server") or "mlx_lm.server"
+        for m, (a, b) in per.items():
+            g, lo, hi = ratio_ci([x / y for x, y in zip(a, b)])
+            ok = lo >= 1 - TARGET and hi <= 1 + TARGET
+            table.add_row(
+                f"{job.engine} / {server_name}",
+                m.upper() + " (ms)",
+                f"{statistics.median(a):,.2f}",
+                f"{statistics.median(b):,.2f}",
+                f"{g:.3f} [{lo:.3f}, {hi:.3f}]",
+                "yes" if ok else "NO",
+            )
+        table.add_row(
+            f"{job.engine} / {server_name}",
+            "token counts (prompt, output)",
+            "",
+            "",
+            "equal, = max_tokens" if agree else "DIFFER",
+            "yes" if agree else "NO",
+        )
+    console.print(table)
+
+
+if __name__ == "__main__":
+    typer.run(main)

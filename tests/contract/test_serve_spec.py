@@ -1,0 +1,207 @@
+"""The serve workload's sweep settings and prompt files: every bad input refused by field and line before anything
+runs; the prompt file's content, not its name, in each job's identity; the arrivals and vLLM's arithmetic.
+
+No engine runs here (the catalogs are manifests only); tests/worker/test_workloads_serve.py runs the servers."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from siliconbench.errors import UserError
+from siliconbench.jobs import expand
+from siliconbench.manifest import ModelCatalog, write_manifest
+from siliconbench.spec import load_sweep, parse_sweep
+
+from tests.contract.manifests import _manifest
+from worker.serving.client import ServedRequest
+from worker.serving.load import Run, arrivals, figures
+
+ROOT = Path(__file__).resolve().parents[2]
+CHAT = [
+    {"role": "user", "content": "hi"},
+    {"role": "assistant", "content": "hello"},
+    {"role": "user", "content": "ok?"},
+]
+
+
+@pytest.fixture
+def catalog(tmp_path) -> ModelCatalog:
+    """The example's model and the tiny one, manifests only (expansion opens no artifact)."""
+    for name in ("tiny-llama-30m", "smollm2-135m"):
+        (tmp_path / "models" / name).mkdir(parents=True)
+        write_manifest(tmp_path / "models" / name, _manifest(name))
+    return ModelCatalog(tmp_path / "models")
+
+
+def serve_jobs(catalog, **workload):
+    spec = parse_sweep(
+        {
+            "name": "s",
+            "models": ["tiny-llama-30m"],
+            "engines": ["llama.cpp", "mlx"],
+            "workloads": [{"kind": "serve", **workload}],
+        }
+    )
+    return expand(spec, catalog)
+
+
+def refused(catalog, **workload) -> str:
+    with pytest.raises(UserError) as e:
+        serve_jobs(catalog, **workload)
+    return str(e.value)
+
+
+def write(tmp_path, name: str, lines: list) -> str:
+    p = tmp_path / name
+    p.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n")
+    return str(p)
+
+
+def test_one_job_per_rate_and_engine_with_the_files_digest_and_body(catalog, tmp_path):
+    path = write(tmp_path, "mine.jsonl", [{"messages": CHAT}, {"messages": CHAT[:1]}])
+    jobs = serve_jobs(catalog, prompts=path, request_rate=[0.5, "inf"], slo={"ttft_ms": 500, "tpot_ms": 50})
+    assert sorted((j.engine, str(j.params["request_rate"])) for j in jobs) == [
+        ("llama.cpp", "0.5"),
+        ("llama.cpp", "inf"),
+        ("mlx", "0.5"),
+        ("mlx", "inf"),
+    ]
+    for j in jobs:
+        assert j.params["prompts"].startswith("sha256:") and j.params["prompt_format"] == "chat"
+        assert j.params["prompts_body"] == [CHAT, CHAT[:1]] and j.params["slo"] == {"ttft_ms": 500, "tpot_ms": 50}
+        assert j.n_gen == 64 and j.params["endpoint"] == "chat"
+    # llama-server's slots are a llama.cpp job's; MLX's server has none, so no MLX job differs by them
+    assert {j.engine: ("slots" in j.params) for j in jobs} == {"llama.cpp": True, "mlx": False}
+    assert {j.params.get("server") for j in jobs if j.engine == "llama.cpp"} == {"llama-server"}
+    again = serve_jobs(catalog, prompts=path, request_rate=[0.5, "inf"], slo={"ttft_ms": 500, "tpot_ms": 50})
+    assert [j.job_id for j in again] == [j.job_id for j in jobs]
+    # the same name, another content: another benchmark
+    write(tmp_path, "mine.jsonl", [{"messages": CHAT}])
+    changed = serve_jobs(catalog, prompts=path, request_rate=[0.5, "inf"], slo={"ttft_ms": 500, "tpot_ms": 50})
+    assert not {j.job_id for j in changed} & {j.job_id for j in jobs}
+
+
+def test_formats_sharegpt_array_sharegpt_jsonl_and_text(catalog, tmp_path):
+    share = [
+        {
+            "conversations": [
+                {"from": "human", "value": "a"},
+                {"from": "gpt", "value": "b"},
+                {"from": "human", "value": "c"},
+            ]
+        }
+    ]
+    (tmp_path / "s.json").write_text(json.dumps(share))
+    jobs = serve_jobs(catalog, prompts=str(tmp_path / "s.json"), multi_turn=True)
+    assert jobs[0].params["prompt_format"] == "sharegpt"
+    assert jobs[0].params["prompts_body"] == [
+        [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]
+    ]
+    lines = write(tmp_path, "s.jsonl", share)
+    assert serve_jobs(catalog, prompts=lines)[0].params["prompt_format"] == "sharegpt"
+    text = tmp_path / "p.txt"
+    text.write_text("first prompt\n\nsecond prompt\n")
+    jobs = serve_jobs(catalog, prompts=str(text), endpoint="completions")
+    assert jobs[0].params["prompts_body"] == [
+        [{"role": "user", "content": "first prompt"}],
+        [{"role": "user", "content": "second prompt"}],
+    ]
+
+
+def test_a_malformed_line_is_refused_with_its_number_and_nothing_expands(catalog, tmp_path):
+    path = write(
+        tmp_path,
+        "bad.jsonl",
+        [{"messages": CHAT}, '{"messages": [{"role": "user", "content": "x"}', {"messages": CHAT}],
+    )
+    msg = refused(catalog, prompts=path)
+    assert "workloads[0].prompts" in msg and "line 2 is not JSON" in msg
+    path = write(tmp_path, "arr.jsonl", [{"messages": CHAT}, [1, 2]])
+    assert "line 2 is a JSON list" in refused(catalog, prompts=path)
+    path = write(tmp_path, "role.jsonl", [{"messages": [{"role": "bot", "content": "x"}]}])
+    assert "line 1 message 0" in refused(catalog, prompts=path)
+    (tmp_path / "bin.jsonl").write_bytes(b"\xff\xfe\x00")
+    assert "not UTF-8" in refused(catalog, prompts=str(tmp_path / "bin.jsonl"))
+    assert "is not a file" in refused(catalog, prompts=str(tmp_path / "missing.jsonl"))
+
+
+def test_a_conversation_without_a_user_turn_is_refused(catalog, tmp_path):
+    path = write(
+        tmp_path, "nouser.jsonl", [{"messages": CHAT}, {"messages": [{"role": "system", "content": "be brief"}]}]
+    )
+    msg = refused(catalog, prompts=path)
+    assert "line 2 has no user turn" in msg
+    share = write(tmp_path, "nouser-share.jsonl", [{"conversations": [{"from": "gpt", "value": "hello"}]}])
+    assert "line 1 has no user turn" in refused(catalog, prompts=share)
+
+
+def test_settings_that_cannot_work_are_refused_by_field(catalog, tmp_path):
+    chat = write(tmp_path, "c.jsonl", [{"messages": CHAT}])
+    assert "workloads[0].endpoint" in refused(catalog, prompts=chat, endpoint="completions")
+    single = write(tmp_path, "one.jsonl", [{"messages": CHAT[:1]}])
+    assert "workloads[0].multi_turn" in refused(catalog, prompts=single, multi_turn=True)
+    assert "workloads[0].multi_turn" in refused(catalog, multi_turn=True)  # the corpus has no conversations
+    assert "workloads[0].context_tokens" in refused(catalog, context_tokens=10**6)
+    assert "workloads[0].prompt_tokens" in refused(catalog, prompt_tokens=4000, context_tokens=2048)
+    for bad, field in (
+        ({"request_rate": [0]}, "request_rate"),
+        ({"request_rate": ["fast"]}, "request_rate"),
+        ({"slo": {}}, "slo"),
+        ({"slo": {"ttft": 5}}, "slo"),
+        ({"num_requests": 0}, "num_requests"),
+    ):
+        with pytest.raises(UserError) as e:
+            parse_sweep({"name": "s", "models": ["m1"], "workloads": [{"kind": "serve", **bad}]})
+        assert field in str(e.value), (bad, str(e.value))
+
+
+def test_the_example_sweep_finds_its_prompts_beside_it(catalog):
+    spec = load_sweep(ROOT / "examples/serve.yaml")
+    jobs = expand(spec, catalog)
+    assert {j.engine for j in jobs} == {"llama.cpp", "mlx"} and len(jobs) == 4
+    assert all(len(j.params["prompts_body"]) == 8 for j in jobs)
+
+
+def test_arrivals_are_seeded_poisson_scaled_to_n_over_rate():
+    a, b = arrivals(200, 4.0, seed=1), arrivals(200, 4.0, seed=1)
+    assert a == b and a != arrivals(200, 4.0, seed=2)
+    assert a == sorted(a) and math.isclose(a[-1], 200 / 4.0)
+    gaps = [y - x for x, y in zip([0.0] + a, a)]
+    mean = sum(gaps) / len(gaps)
+    cv = (sum((g - mean) ** 2 for g in gaps) / len(gaps)) ** 0.5 / mean
+    assert 0.8 < cv < 1.2  # exponential gaps: their spread equals their mean
+    assert arrivals(5, "inf", seed=0) == [0.0] * 5
+
+
+def test_figures_follow_vllms_arithmetic():
+    def req(t0, chunks, out, prompt=10, cached=None, ok=True):
+        return ServedRequest(
+            t_sent=t0,
+            ok=ok,
+            chunk_times=chunks,
+            t_last=chunks[-1] if chunks else None,
+            prompt_tokens=prompt,
+            output_tokens=out,
+            cached_tokens=cached,
+        )
+
+    run = Run(t0=0.0, t_end=4.0)
+    run.requests = [
+        req(0.0, [0.5, 0.6, 0.7, 0.9], 4, cached=5),  # ttft 500, tpot (900-500)/3
+        req(1.0, [1.2], 1, cached=0),  # one token: no TPOT, 0 for goodput
+        req(2.0, [], 0, ok=False),
+    ]
+    run.sends = [r.t_sent for r in run.requests]
+    out, per, gaps = figures(run, {"ttft_ms": 300, "tpot_ms": 200}, 1.5)
+    assert out["serve_request_throughput"] == 2 / 4.0 and out["serve_failed_requests"] == 1
+    assert out["serve_output_throughput"] == 5 / 4.0 and out["serve_total_token_throughput"] == 25 / 4.0
+    assert out["serve_request_goodput"] == 1 / 4.0  # the first misses TTFT 300; the second meets both
+    assert out["serve_sent_rate"] == 3 / 2.0 and out["serve_prompt_reuse_pct"] == 25.0
+    assert per[0]["serve_ttft_ms"] == pytest.approx(500) and per[0]["serve_tpot_ms"] == pytest.approx(400 / 3)
+    assert per[1]["serve_tpot_ms"] is None and per[0]["serve_e2el_ms"] == pytest.approx(900)
+    assert gaps == pytest.approx([100, 100, 200])
+    assert figures(run, None, "inf")[0]["serve_sent_rate"] is None

@@ -1,0 +1,215 @@
+"""The serve workload against the engines' real servers on 127.0.0.1: a user's chat prompts on SmolLM2 (it has a chat
+template) at two request rates on llama-server and mlx_lm.server; multi-turn replays and the prompt cache; and every
+bad input only a run can meet: a model without a chat template, a prompt past the context, a server that dies mid-run.
+
+Every test checks that the servers it caused are gone afterwards, by the process groups the job announced."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import threading
+import time
+
+import pytest
+
+from siliconbench.jobs import expand
+from siliconbench.manifest import ModelCatalog
+from siliconbench.spec import parse_sweep
+
+from coordinator.reports.export import result_record
+from coordinator.reports.workload_tables import workload_table
+from tests.workload_helpers import assert_no_process_left, jobs_for, run, values
+from worker.serving.client import answers_completion
+from worker.serving.server import free_port
+
+ROOT_PROMPTS = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "prompts", "chat.jsonl")
+
+
+def smol_jobs(smol, **workload) -> list:
+    models_dir, name = smol
+    spec = parse_sweep(
+        {
+            "name": "serve",
+            "models": [name],
+            "engines": workload.pop("engines", ["llama.cpp", "mlx"]),
+            "quantizations": ["q4"],
+            "repetitions": workload.pop("repetitions", 1),
+            "warmup": 0,
+            "timeout_s": 600,
+            "workloads": [{"kind": "serve", "prompts": os.path.abspath(ROOT_PROMPTS), **workload}],
+        }
+    )
+    return expand(spec, ModelCatalog(models_dir))
+
+
+def render(table) -> str:
+    from rich.console import Console
+
+    console = Console(width=250, record=True)
+    console.print(table)
+    return console.export_text()
+
+
+def test_chat_prompts_at_two_rates_on_both_servers(smol):
+    models_dir, _ = smol
+    jobs = smol_jobs(
+        smol, request_rate=[2, "inf"], num_requests=8, max_tokens=12, slots=4, slo={"ttft_ms": 60_000, "tpot_ms": 1}
+    )
+    assert len(jobs) == 4
+    records = []
+    for job in jobs:
+        res, events = run(job, models_dir)
+        assert res.status == "ok", (res.error, res.stderr_tail)
+        assert_no_process_left(events)
+        ttft, tpot, e2el = (values(res, m) for m in ("serve_ttft_ms", "serve_tpot_ms", "serve_e2el_ms"))
+        assert len(ttft) == len(e2el) == 8 and len(tpot) == 8
+        assert all(0 < t < e for t, e in zip(ttft, e2el))
+        # every request generated exactly max_tokens (EOS banned), as the server counted them
+        assert values(res, "serve_output_tokens") == [12.0] * 8
+        prompts = values(res, "serve_prompt_tokens")
+        assert len(prompts) == 8 and all(p > 10 for p in prompts)  # the chat template's tokens are in the count
+        assert values(res, "serve_failed_requests") == [0.0]
+        assert values(res, "serve_request_throughput")[0] > 0
+        # TPOT 1 ms is unreachable on this machine: goodput 0, not missing
+        assert values(res, "serve_request_goodput") == [0.0]
+        sent = values(res, "serve_sent_rate")
+        if job.params["request_rate"] == "inf":
+            assert sent == []
+        else:
+            assert sent and 1.0 < sent[0] < 3.0  # seeded Poisson, 8 arrivals scaled to 8 / 2 s
+        assert len(values(res, "serve_itl_ms")) > 0
+        assert res.extra["endpoint"] == "/v1/chat/completions" and res.extra["chat_template"] is True
+        assert res.extra["runs"][0]["failed"] == 0 and res.extra["prompts"]["format"] == "chat"
+        assert "messages" not in res.extra["request"] and res.extra["request"]["temperature"] == 0.0
+        if job.engine == "llama.cpp":
+            assert res.extra["server"] == "llama-server" and res.extra["slots"] == 4
+            assert "--parallel" in res.extra["server_args"]
+        else:
+            assert res.extra["server"] == "mlx_lm.server"
+        rec = result_record(job, res)
+        assert "prompts_body" not in rec["params"] and rec["params"]["prompts"].startswith("sha256:")
+        records.append(rec)
+    text = render(workload_table("serve", records))
+    assert "llama-server ×4" in text and "mlx_lm.server" in text and "all at once" in text and "2 → " in text
+
+
+def test_multi_turn_replays_conversations_and_reports_the_reused_prefix(smol):
+    models_dir, _ = smol
+    jobs = smol_jobs(
+        smol, engines=["llama.cpp"], multi_turn=True, num_requests=4, request_rate=["inf"], max_tokens=6, slots=4
+    )
+    res, events = run(jobs[0], models_dir)
+    assert res.status == "ok", (res.error, res.stderr_tail)
+    assert_no_process_left(events)
+    # the first 4 conversations of examples/prompts/chat.jsonl have 3 + 2 + 3 + 1 user turns
+    assert len(values(res, "serve_ttft_ms")) == 9
+    cached = values(res, "serve_cached_prompt_tokens")
+    assert len(cached) == 9 and max(cached) > 0  # a later turn found its history in its slot's cache
+    assert 0 < values(res, "serve_prompt_reuse_pct")[0] < 100
+
+
+def test_a_model_without_a_chat_template_is_refused_naming_completions(models_dir, tmp_path):
+    job = jobs_for(
+        models_dir,
+        {"kind": "serve", "num_requests": 2, "prompt_tokens": 16, "max_tokens": 4},
+        engines=["mlx"],
+        quantizations=["full"],
+    )[0]
+    # the user's own folder without a template: a copy of the tiny model's MLX form with it taken out
+    own = models_dir / job.model / "mlx-no-template"
+    if not own.exists():
+        shutil.copytree(models_dir / job.artifact, own)
+        cfg = json.loads((own / "tokenizer_config.json").read_text())
+        cfg.pop("chat_template", None)
+        (own / "tokenizer_config.json").write_text(json.dumps(cfg))
+        for extra in ("chat_template.jinja", "chat_template.json"):
+            (own / extra).unlink(missing_ok=True)
+    res, events = run(job.model_copy(update={"artifact": str(own.relative_to(models_dir))}), models_dir)
+    assert res.status == "failed" and "has no chat template" in res.error and "endpoint: completions" in res.error
+    assert not [e for e in events if e["event"] == "spawned"]  # refused before any server started
+    # raw text through /v1/completions is the way, and it works
+    raw = jobs_for(
+        models_dir,
+        {"kind": "serve", "num_requests": 2, "prompt_tokens": 16, "max_tokens": 4, "endpoint": "completions"},
+        engines=["mlx"],
+        quantizations=["full"],
+    )[0]
+    res, events = run(raw.model_copy(update={"artifact": str(own.relative_to(models_dir))}), models_dir)
+    assert res.status == "ok", (res.error, res.stderr_tail)
+    assert res.extra["endpoint"] == "/v1/completions" and values(res, "serve_output_tokens") == [4.0] * 4
+    assert_no_process_left(events)
+
+
+def test_a_prompt_longer_than_the_context_is_refused_before_the_run(models_dir, tmp_path):
+    prompts = tmp_path / "long.txt"
+    prompts.write_text("a short question\n" + "the long one " * 400 + "\n")
+    job = jobs_for(
+        models_dir,
+        {"kind": "serve", "prompts": str(prompts), "endpoint": "completions", "context_tokens": 256, "max_tokens": 8},
+        engines=["llama.cpp"],
+        quantizations=["full"],
+    )[0]
+    res, events = run(job, models_dir)
+    assert res.status == "failed"
+    assert "request 1" in res.error and "tokens of content" in res.error and "context of 256" in res.error
+    assert not [e for e in events if e["event"] == "spawned"]
+
+
+def test_a_server_that_dies_mid_run_fails_the_job_with_its_log(models_dir):
+    port = free_port()
+    job = jobs_for(
+        models_dir,
+        {"kind": "serve", "num_requests": 40, "request_rate": [4], "prompt_tokens": 16, "max_tokens": 8, "port": port},
+        engines=["llama.cpp"],
+        quantizations=["full"],
+    )[0]
+    killed: list[int] = []
+
+    def kill_when_serving(pgid: int) -> None:  # the server this test's job started, by its process group
+        deadline = time.monotonic() + 60
+        while not answers_completion(port, 2.0) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(2.0)  # a few requests into the run
+        os.killpg(pgid, signal.SIGKILL)
+        killed.append(pgid)
+
+    def on_event(e: dict) -> None:
+        events.append(e)
+        if e["event"] == "spawned":
+            threading.Thread(target=kill_when_serving, args=(e["pgid"],), daemon=True).start()
+
+    from worker.job.child import run_in_child
+
+    events: list[dict] = []
+    res = run_in_child(job, models_dir, on_event=on_event)
+    assert killed, "the server was never seen serving"
+    assert res.status == "failed" and "server exited" in res.error and "during run 0" in res.error
+    assert_no_process_left(events)
+
+
+@pytest.mark.parametrize("rate", [200])
+def test_a_rate_the_server_cannot_sustain_is_reported_not_hidden(models_dir, rate):
+    job = jobs_for(
+        models_dir,
+        {
+            "kind": "serve",
+            "num_requests": 24,
+            "request_rate": [rate],
+            "prompt_tokens": 64,
+            "max_tokens": 16,
+            "slots": 1,
+        },
+        engines=["llama.cpp"],
+        quantizations=["full"],
+    )[0]
+    res, events = run(job, models_dir)
+    assert res.status == "ok", (res.error, res.stderr_tail)
+    assert_no_process_left(events)
+    sent, served = values(res, "serve_sent_rate")[0], values(res, "serve_request_throughput")[0]
+    assert sent > rate / 3  # the client kept (about) the asked rate
+    assert served < sent / 2  # one slot served far fewer: shown as it is
+    ttft = values(res, "serve_ttft_ms")
+    assert max(ttft) > 3 * min(ttft)  # the queue grew
