@@ -58,7 +58,9 @@ _DEFS = [
         "pipelining (step i+1 queued with mx.async_eval before step i is read), mx.argmax on the device; "
         "mlx_lm.benchmark's generation_tps divides G tokens by G - 1 decode steps, so decode_tps = generation_tps "
         "x (G-1)/G. A llama.cpp build measured through its own llama-bench (engine_options.driver 'llama-bench') "
-        "reports llama-bench's tgM @ d(D+N) itself (random tokens, no argmax), one value per repetition.",
+        "reports llama-bench's tgM @ d(D+N) itself (random tokens, no argmax), one value per repetition. A "
+        "mixture of experts reads only its routed experts per token, so its decode_tps is that of its active "
+        "parameters (the roofline counts them: decode_bandwidth_pct), and which experts run depends on the tokens.",
     ),
     Metric(
         "decode_bandwidth_pct",
@@ -67,7 +69,10 @@ _DEFS = [
         "repetition",
         "The roofline beside decode_tps: decode_tps x bytes per token / the host's memory bandwidth, in percent. "
         "Bytes per token = every weight tensor a decode step reads, from the files' tensor tables (an untied input "
-        "embedding counts one row) + K and V of every layer at the mean decode position (depth + prompt + "
+        "embedding counts one row; a mixture of experts' routed expert tensors count experts_used / experts of their "
+        "bytes, both counts read from the files and recorded in extra.roofline.experts: a token reads the shared "
+        "weights, the router and only the experts it is routed to, so its bound is the active parameters', not the "
+        "total's) + K and V of every layer at the mean decode position (depth + prompt + "
         "(gen-1)/2) in the KV cache's dtype. The bandwidth is the chip's published unified-memory figure where "
         "worker/measure/roofline.py's sourced table knows it, else a streaming-read probe on the engines' threads "
         "measured on the host (cached a day only if the machine was quiet while it ran, and not tried again for "
@@ -143,8 +148,9 @@ _DEFS = [
         "Peak resident set size of the job's own fresh child process over the whole job: interpreter, engine "
         "import, model load, warmup and all repetitions. Linux: VmHWM of the address space made at exec "
         "(getrusage's ru_maxrss would carry the parent's peak across fork and exec); macOS: ru_maxrss (not yet "
-        "checked there for the same inheritance). Not recorded for restart, "
-        "concurrent and multiprocess jobs, whose child only drives other processes (see their own metrics).",
+        "checked there for the same inheritance). A mixture of experts holds every expert, so its memory is its total "
+        "parameters', though a token reads only the active ones. Not recorded for restart, concurrent, serve and "
+        "multiprocess jobs, whose child only drives other processes (see their own metrics).",
     ),
     Metric(
         "baseline_memory_bytes",

@@ -12,8 +12,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from storage import database as db
+from tests.cli_support import sb
 from tests.conftest import SMALL, in_ci
 from tests.dashboard.browser import CHROMIUM, ROOT, chart_marks, open_page, serve, shot, stop, table_cells
 from tests.dashboard_seed import seed
@@ -94,5 +96,54 @@ def test_journey_empty_database_to_comparison_chart(tmp_path, sqlite_db, models_
         if os.environ.get("SILICONBENCH_UPDATE_SCREENSHOT") == "1":
             (ROOT / "docs").mkdir(exist_ok=True)
             shutil.copyfile(png, ROOT / "docs" / "compare.png")
+    finally:
+        stop(proc)
+
+
+def test_serving_page_draws_each_engines_latency_curve_with_the_objective(tmp_path, sqlite_db, models_dir, page):
+    """A real serve sweep (both engines' servers, two rates) run by `siliconbench run` into the dashboard's database,
+    then the Serving page in Chromium: a curve per engine in both panels, the objective's dashed rule, the table."""
+    sweep = tmp_path / "serve.yaml"
+    sweep.write_text(
+        yaml.safe_dump(
+            {
+                "name": "serving-curves",
+                "models": [SMALL],
+                "engines": ["llama.cpp", "mlx"],
+                "quantizations": ["full"],
+                "repetitions": 1,
+                "warmup": 0,
+                "workloads": [
+                    {
+                        "kind": "serve",
+                        "request_rate": [4, "inf"],
+                        "num_requests": 4,
+                        "prompt_tokens": 16,
+                        "max_tokens": 4,
+                        "slo": {"ttft_ms": 5000, "tpot_ms": 250},
+                    }
+                ],
+            }
+        )
+    )
+    env = {"SILICONBENCH_DATABASE_URL": sqlite_db, "SILICONBENCH_MODELS_DIR": str(models_dir)}
+    ran = sb("run", str(sweep), env={**env, "XDG_DATA_HOME": str(tmp_path / "xdg")})
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "serving at request rates" in ran.stdout
+    proc, base = serve(tmp_path, sqlite_db, models_dir)
+    try:
+        open_page(page, base, "/serving", "Serving")
+        # 2 series x 2 rates x 2 panels of points, a line per series per panel
+        assert chart_marks(page) >= 8
+        rules = page.evaluate(
+            "() => document.querySelectorAll('[data-testid=stVegaLiteChart] svg .mark-rule line').length"
+        )
+        assert rules == 2  # the TTFT and the TPOT objective
+        cells = table_cells(page)
+        assert any("llama-server ×4" in c for c in cells) and any("mlx_lm.server" in c for c in cells)
+        assert "all at once" in cells
+        shot(page, tmp_path / "serving.png")
+        if os.environ.get("SILICONBENCH_UPDATE_SCREENSHOT") == "1":
+            shutil.copyfile(tmp_path / "serving.png", ROOT / "docs" / "serving.png")
     finally:
         stop(proc)

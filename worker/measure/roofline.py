@@ -7,8 +7,10 @@ bandwidth / bytes-per-token. ``decode_bandwidth_pct`` (siliconbench.metrics) is 
 
 Bytes per token: every weight tensor a decode step reads, from the files' tensor tables (GGUF header, or the
 MLX directory's safetensors headers): all of them, except that an input embedding table with a separate output
-matrix is looked up one row at a time (tied embeddings are read whole, by the output projection); plus K and V
-of every layer at the mean decode position (depth + prompt + (gen - 1) / 2) in the KV cache's dtype.
+matrix is looked up one row at a time (tied embeddings are read whole, by the output projection), and that a
+mixture of experts' routed experts count experts_used / experts of their bytes (a token reads only its own; the
+counts from the files: GGUF ``<arch>.expert_count``/``expert_used_count``, config.json ``num_experts_per_tok``...);
+plus K and V of every layer at the mean decode position (depth + prompt + (gen - 1) / 2) in the KV cache's dtype.
 
 The probe measures what decode does: streaming reads (a SIMD max-reduction over bytes, numpy's fastest read
 kernel here) of a buffer far larger than the last-level cache, split over the threads the engines use, best of
@@ -141,20 +143,69 @@ def forget_probe(cache: Path | None = None) -> None:
 
 def weight_bytes(artifact: Path) -> int:
     """Bytes of weights one decode step reads (module docstring); the files' size where no table is readable."""
+    return weights_read(artifact)["bytes"]
+
+
+def weights_read(artifact: Path) -> dict:
+    """What one decode step reads of the weights: ``bytes``, and for a mixture of experts ``experts`` (how many, how
+    many a token is routed to, and the routed experts' bytes in the files): a token reads the shared tensors and
+    only its experts, so the routed tensors count experts_used / experts of their bytes."""
     try:
         sizes = _tensor_bytes(artifact)
     except Exception:  # an unreadable table: the files' size, an upper bound
         sizes = {}
     if not sizes:
         files = [artifact] if artifact.is_file() else sorted(artifact.glob("*.safetensors"))
-        return sum(f.stat().st_size for f in files)
+        return {"bytes": sum(f.stat().st_size for f in files)}
     for embed, output, rows in (
         ("token_embd.weight", "output.weight", None),
         ("model.embed_tokens.weight", "lm_head.weight", None),
     ):
         if embed in sizes and output in sizes:  # untied: one row of the input table per token
             sizes[embed] = sizes[embed] // max(sizes.get(f"{embed}#rows", 1), 1)
-    return sum(v for k, v in sizes.items() if not k.endswith("#rows"))
+    sizes = {k: v for k, v in sizes.items() if not k.endswith("#rows")}
+    experts = expert_counts(artifact)
+    routed = sum(v for k, v in sizes.items() if is_routed_expert(k))
+    if not experts or not routed:
+        return {"bytes": sum(sizes.values())}
+    count, used = experts
+    active = routed * used / count
+    return {
+        "bytes": round(sum(sizes.values()) - routed + active),
+        "experts": {"count": count, "used": used, "routed_bytes": routed, "routed_bytes_read": round(active)},
+    }
+
+
+def is_routed_expert(name: str) -> bool:
+    """A routed expert's tensor: llama.cpp's stacked ``blk.N.ffn_*_exps``, mlx-lm's stacked ``switch_mlp``, Hugging
+    Face's ``experts.K.*`` (or gpt-oss's stacked ``experts.*``); never a shared expert (``shexp``,
+    ``shared_expert(s)``) or the router (``ffn_gate_inp``, ``mlp.gate``), which every token reads."""
+    return "_exps." in name or ".switch_mlp." in name or ".experts." in name
+
+
+# config.json keys of the expert counts, by the families that use them (Mixtral, Qwen-MoE, DeepSeek, gpt-oss ...)
+EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+EXPERT_USED_KEYS = ("num_experts_per_tok", "num_experts_per_token", "moe_topk")
+
+
+def expert_counts(artifact: Path) -> tuple[int, int] | None:
+    """(experts, experts used per token) as the files declare them: GGUF ``<arch>.expert_count`` and
+    ``<arch>.expert_used_count``; a folder's config.json (or its text_config). None for a dense model."""
+    if artifact.is_file():
+        kv = read_gguf_header(artifact).kv
+        arch = kv.get("general.architecture")
+        count, used = kv.get(f"{arch}.expert_count"), kv.get(f"{arch}.expert_used_count")
+    else:
+        try:
+            cfg = json.loads((artifact / "config.json").read_text())
+        except (OSError, ValueError):
+            return None
+        cfg = {**cfg, **(cfg.get("text_config") or {})}
+        count = next((cfg[k] for k in EXPERT_COUNT_KEYS if cfg.get(k)), None)
+        used = next((cfg[k] for k in EXPERT_USED_KEYS if cfg.get(k)), None)
+    if not count or not used or int(count) <= 1:
+        return None
+    return int(count), int(used)
 
 
 def _tensor_bytes(artifact: Path) -> dict[str, int]:
@@ -206,16 +257,18 @@ def bound(
 
     ``gpu``: where the engine ran on a discrete GPU (a CUDA backend), its NVML facts: the weights stream from the
     device's own memory, so its datasheet bandwidth (else the bus-derived one) is the bound, never the host's."""
-    weights = weight_bytes(artifact)
+    read = weights_read(artifact)
+    weights = read["bytes"]
     kv = kv_bytes_per_token(manifest, n_depth + n_prompt + (n_gen - 1) / 2, kv_dtype)
+    moe = {"experts": read["experts"]} if "experts" in read else {}
     if gpu:
-        return gpu_record(gpu, weights, kv)
+        return gpu_record(gpu, weights, kv) | moe
     published = published_gbs(chip, gpu_cores)
     probe = probed_gbs(measure=False)
     gbs = published or probe.get("measured_gbs")
     if not gbs:
-        return {"weights_bytes": weights, "kv_bytes_per_token": round(kv), "bytes_per_token": round(weights + kv)}
-    return {
+        return {"weights_bytes": weights, "kv_bytes_per_token": round(kv), "bytes_per_token": round(weights + kv)} | moe
+    return moe | {
         "weights_bytes": weights,
         "kv_bytes_per_token": round(kv),
         "bytes_per_token": round(weights + kv),
