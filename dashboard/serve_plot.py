@@ -36,8 +36,13 @@ def latency_curves(points: list[ServePoint], slo: dict) -> alt.HConcatChart:
     for column, title, objective in PANELS:
         base = alt.Chart(frame).encode(
             x=alt.X("achieved req/s:Q", title="achieved request rate (req/s)"),
-            y=alt.Y(f"{column}:Q", title=title, scale=alt.Scale(zero=False)),
-            color=alt.Color("series:N", legend=alt.Legend(orient="bottom", columns=1, labelLimit=600)),
+            # log: latencies past saturation grow by orders of magnitude, and the objective must not flatten the rest
+            y=alt.Y(f"{column}:Q", title=f"{title}, log scale", scale=alt.Scale(type="log")),
+            color=alt.Color(
+                "series:N",
+                scale=alt.Scale(scheme="tableau10"),
+                legend=alt.Legend(orient="bottom", columns=1, labelLimit=600),
+            ),
             tooltip=["series", "asked", "achieved req/s", column, "output tok/s", "job"],
         )
         layer = base.mark_line(point=alt.OverlayMarkDef(size=70, filled=True)).encode(order="achieved req/s:Q")

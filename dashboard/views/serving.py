@@ -55,4 +55,17 @@ st.dataframe(
     hide_index=True,
     width="stretch",
     key="serve_table",
+    column_config={
+        c: st.column_config.NumberColumn(format="%.2f")
+        for c in (
+            "sent req/s",
+            "served req/s",
+            "output tok/s",
+            "TTFT p50 ms",
+            "TTFT p99 ms",
+            "TPOT p50 ms",
+            "TPOT p99 ms",
+            "goodput req/s",
+        )
+    },
 )

@@ -136,7 +136,7 @@ def test_serving_page_draws_each_engines_latency_curve_with_the_objective(tmp_pa
         # 2 series x 2 rates x 2 panels of points, a line per series per panel
         assert chart_marks(page) >= 8
         rules = page.evaluate(
-            "() => document.querySelectorAll('[data-testid=stVegaLiteChart] svg .mark-rule line').length"
+            "() => document.querySelectorAll('[data-testid=stVegaLiteChart] svg .mark-rule.role-mark line').length"
         )
         assert rules == 2  # the TTFT and the TPOT objective
         cells = table_cells(page)

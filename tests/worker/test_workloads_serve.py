@@ -29,11 +29,11 @@ ROOT_PROMPTS = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "
 
 
 def smol_jobs(smol, **workload) -> list:
-    models_dir, name = smol
+    models_dir, manifest = smol
     spec = parse_sweep(
         {
             "name": "serve",
-            "models": [name],
+            "models": [manifest.name],
             "engines": workload.pop("engines", ["llama.cpp", "mlx"]),
             "quantizations": ["q4"],
             "repetitions": workload.pop("repetitions", 1),
@@ -53,10 +53,22 @@ def render(table) -> str:
     return console.export_text()
 
 
-def test_chat_prompts_at_two_rates_on_both_servers(smol):
-    models_dir, _ = smol
-    jobs = smol_jobs(
-        smol, request_rate=[2, "inf"], num_requests=8, max_tokens=12, slots=4, slo={"ttft_ms": 60_000, "tpot_ms": 1}
+def test_chat_prompts_at_two_rates_on_both_servers(models_dir, tmp_path):
+    """The user's chat JSONL on the tiny model (it has a chat template) at a Poisson rate and all at once."""
+    jobs = jobs_for(
+        models_dir,
+        {
+            "kind": "serve",
+            "prompts": os.path.abspath(ROOT_PROMPTS),
+            "request_rate": [4, "inf"],
+            "num_requests": 8,
+            "max_tokens": 12,
+            "slots": 4,
+            "slo": {"ttft_ms": 60_000, "e2el_ms": 0.01},
+        },
+        engines=["llama.cpp", "mlx"],
+        quantizations=["full"],
+        repetitions=1,
     )
     assert len(jobs) == 4
     records = []
@@ -73,13 +85,13 @@ def test_chat_prompts_at_two_rates_on_both_servers(smol):
         assert len(prompts) == 8 and all(p > 10 for p in prompts)  # the chat template's tokens are in the count
         assert values(res, "serve_failed_requests") == [0.0]
         assert values(res, "serve_request_throughput")[0] > 0
-        # TPOT 1 ms is unreachable on this machine: goodput 0, not missing
+        # E2EL 0.01 ms is unreachable: goodput 0, not missing
         assert values(res, "serve_request_goodput") == [0.0]
         sent = values(res, "serve_sent_rate")
         if job.params["request_rate"] == "inf":
             assert sent == []
         else:
-            assert sent and 1.0 < sent[0] < 3.0  # seeded Poisson, 8 arrivals scaled to 8 / 2 s
+            assert sent and 2.0 < sent[0] < 6.0  # seeded Poisson, 8 arrivals scaled to 8 / 4 s
         assert len(values(res, "serve_itl_ms")) > 0
         assert res.extra["endpoint"] == "/v1/chat/completions" and res.extra["chat_template"] is True
         assert res.extra["runs"][0]["failed"] == 0 and res.extra["prompts"]["format"] == "chat"
@@ -93,7 +105,22 @@ def test_chat_prompts_at_two_rates_on_both_servers(smol):
         assert "prompts_body" not in rec["params"] and rec["params"]["prompts"].startswith("sha256:")
         records.append(rec)
     text = render(workload_table("serve", records))
-    assert "llama-server ×4" in text and "mlx_lm.server" in text and "all at once" in text and "2 → " in text
+    assert "llama-server ×4" in text and "mlx_lm.server" in text and "all at once" in text and "4 → " in text
+
+
+def test_a_real_chat_model_applies_its_own_template_on_both_servers(smol):
+    """SmolLM2-135M-Instruct's own template: both servers count the same chat the same way."""
+    models_dir, _ = smol
+    jobs = smol_jobs(smol, request_rate=["inf"], num_requests=2, max_tokens=4)
+    counts = {}
+    for job in jobs:
+        res, events = run(job, models_dir)
+        assert res.status == "ok", (res.error, res.stderr_tail)
+        assert_no_process_left(events)
+        assert values(res, "serve_output_tokens") == [4.0, 4.0]
+        counts[job.engine] = sorted(values(res, "serve_prompt_tokens"))
+    # one template (the model's), one tokenizer: the same prompt tokens on both servers
+    assert counts["llama.cpp"] == counts["mlx"] and min(counts["mlx"]) > 20
 
 
 def test_multi_turn_replays_conversations_and_reports_the_reused_prefix(smol):
