@@ -4,7 +4,8 @@ same running server, with the same requests at the same arrival times, interleav
     python benchmarks/serve_client.py [--model smollm2-135m] [--quant q4] [--engines llama.cpp,mlx]
                                       [--rounds 5] [--requests 16] [--rate 4] [--max-tokens 32]
 
-One server per engine, started with the command line a serve job of the same settings gets. Each round runs, in
+One server per engine, started with the command line a serve job of the same settings gets, warmed by one discarded
+run of each path. Each round runs, in
 alternating order (ABBA), (A) the workload's own path — the request bodies of worker/workloads/serve.py sent by
 worker/serving/load.py (threads, http.client) and judged by its ``figures`` — and (B) the client below: asyncio and
 httpx, written from vLLM's ``bench serve`` (vllm/benchmarks/serve.py and lib/endpoint_request_func.py) and sharing
@@ -141,7 +142,8 @@ def main(
 ) -> None:
     console = Console()
     settings = load_settings()
-    catalog = ModelCatalog(settings.models_dir)
+    models_dir = settings.resolved_models_dir
+    catalog = ModelCatalog(models_dir)
     spec = parse_sweep(
         {
             "name": "serve-client",
@@ -169,13 +171,13 @@ def main(
     for job in expand(spec, catalog):
         p = job.params
         vocab = get_engine(job.engine)
-        vocab.load_vocab(settings.models_dir / job.artifact)
+        vocab.load_vocab(models_dir / job.artifact)
         banned = vocab.special_token_ids()
         units = units_of(p["prompts_body"], False)
         bodies = [body_of(units[i % len(units)][0], "chat", job.n_gen, banned) for i in range(requests)]
         path = PATHS["chat"]
         port = free_port()
-        cmd = command(job, settings.models_dir / job.artifact, port, p["context_tokens"], slots=p.get("slots", 1))
+        cmd = command(job, models_dir / job.artifact, port, p["context_tokens"], slots=p.get("slots", 1))
         log = Path(f"/tmp/serve-client-{job.engine}.log")
         server = Server(job.engine, cmd, port, log)
         server.start()
@@ -183,8 +185,11 @@ def main(
         per = {"ttft": ([], []), "tpot": ([], [])}
         try:
             server.wait_ready(180)
-            for b in bodies[:2]:  # warm-up, both paths alike
-                stream_request(port, path, b, 600.0)
+            # warm-up: one whole run of each path, discarded (a server's first batches are slower: mlx_lm.server's first
+            # 16-request run took 9.9 s to a first token, the next ones 0.7 s)
+            warm = load.arrivals(requests, rate, seed=-1)
+            ours(port, path, bodies, warm)
+            asyncio.run(_client_run(port, path, bodies, warm))
             for r in range(rounds):
                 schedule = load.arrivals(requests, rate, seed=r)
                 order = ("A", "B") if r % 2 == 0 else ("B", "A")

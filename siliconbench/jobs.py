@@ -13,7 +13,7 @@ from .engines import describe
 from .errors import UserError
 from .manifest import ENGINE_FORMAT, FULL_DTYPES, QUANT_LEVELS, ModelCatalog, auto_full_dtype
 from .spec import SweepSpec
-from .workloads import KINDS, configs, engine_params, n_configs
+from .workloads import KINDS, LABELS, configs, engine_params, n_configs
 
 # "noop" runs every step of a job except the engine (benchmarks/plumbing.py); no sweep can ask for it.
 WorkloadKind = Literal[(*KINDS, "noop")]  # the registered kinds (siliconbench/workloads/): one entry adds a kind
@@ -90,24 +90,10 @@ class JobSpec(BaseModel):
     def label(self) -> str:
         if self.workload == "generate":
             return f"{self.engine} {self.model} {self.quant} p{self.n_prompt} g{self.n_gen} d{self.n_depth}"
-        shown = {k: v for k, v in self.params.items() if k in LABEL_PARAMS}
+        shown = {k: self.params[k] for k in LABELS.get(self.workload, ()) if k in self.params}
         return f"{self.engine} {self.model} {self.quant} {self.workload} " + " ".join(
             f"{k}={v}" for k, v in shown.items()
         )
-
-
-LABEL_PARAMS = (
-    "to_model",
-    "to_quant",
-    "cache",
-    "mmap",
-    "clients",
-    "depth",
-    "windows",
-    "window_tokens",
-    "mode",
-    "processes",
-)
 
 
 def digest(obj: object, n: int = 16) -> str:

@@ -39,6 +39,7 @@ def _settings_class(module: ModuleType) -> type[BaseModel]:
 KIND_MODULES: dict[str, ModuleType] = {m.__name__.rsplit(".", 1)[1]: m for m in MODULES}
 KINDS: dict[str, type[BaseModel]] = {kind: _settings_class(m) for kind, m in KIND_MODULES.items()}
 FACTS: dict[str, frozenset[str]] = {kind: m.FACTS for kind, m in KIND_MODULES.items()}
+LABELS: dict[str, tuple[str, ...]] = {kind: getattr(m, "LABEL", ()) for kind, m in KIND_MODULES.items()}
 assert all(KINDS[k].model_fields["kind"].default == k for k in KINDS), "a kind's module is named after its kind"
 
 
@@ -80,6 +81,7 @@ __all__ = [
     "GenerateWorkload",
     "KINDS",
     "KIND_MODULES",
+    "LABELS",
     "LongContextWorkload",
     "MultiprocessWorkload",
     "PerplexityMode",

@@ -8,6 +8,7 @@ from pydantic import Field, PositiveFloat, PositiveInt
 
 from .base import SERVER_FACTS, Config, Counts, ServerSettings, fits, server_engine_params, server_params
 
+LABEL = ("clients", "server")  # the params a job's one-line label shows (JobSpec.label)
 FACTS = SERVER_FACTS | {
     "clients",
     "ready_s",

@@ -9,6 +9,7 @@ from pydantic import PositiveInt
 
 from .base import Config, Counts, Strict, fits
 
+LABEL = ("depth",)  # the params a job's one-line label shows (JobSpec.label)
 FACTS = frozenset(
     {"depth", "n_ctx", "kv_cache_source", "kv_tokens", "kv_dtype_bytes", "n_layers", "n_kv_heads", "head_dim"}
 )

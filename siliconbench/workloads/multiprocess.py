@@ -9,6 +9,7 @@ from pydantic import Field, PositiveInt
 
 from .base import Config, Strict, fits
 
+LABEL = ("processes",)  # the params a job's one-line label shows (JobSpec.label)
 FACTS = frozenset({"processes", "load_s_per_process", "n_ctx", "effective_options"})
 
 

@@ -13,6 +13,7 @@ from ..engines import ENGINE_NAMES
 from ..errors import UserError
 from .base import Config, Strict, fits
 
+LABEL = ("windows", "window_tokens", "mode")  # the params a job's one-line label shows (JobSpec.label)
 FACTS = frozenset(
     {
         "format",

@@ -9,6 +9,7 @@ from pydantic import Field, PositiveInt
 
 from .base import SERVER_FACTS, Config, ServerSettings, fits, server_engine_params, server_params
 
+LABEL = ("server",)  # the params a job's one-line label shows (JobSpec.label)
 FACTS = SERVER_FACTS | {"unclean_stops", "traffic_interval_ms"}
 
 

@@ -11,6 +11,7 @@ from ..engines import describe
 from ..errors import UserError
 from .base import CTX_SLACK, Config, Strict, fits
 
+LABEL = ("to_model", "to_quant", "cache", "mmap")  # the params a job's one-line label shows (JobSpec.label)
 FACTS = frozenset(
     {"cache_requested", "cache_evict_supported", "mmap", "a_artifact", "b_artifact", "a_load_s_untimed", "n_ctx"}
 )

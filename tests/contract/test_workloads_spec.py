@@ -266,6 +266,10 @@ def test_only_count_metrics_have_a_total():
         "restart_failed_requests",
         "restart_requests",
         "request_errors",
+        "serve_failed_requests",
+        "serve_prompt_tokens",  # token counts add up: the run's prompt tokens, output tokens, cached tokens
+        "serve_output_tokens",
+        "serve_cached_prompt_tokens",
     }
 
 
