@@ -392,7 +392,9 @@ WORKLOAD_DEFS = [
         "gap",
         "Inter-token latency: the time between two consecutive streamed chunks that carry text, of any successful "
         "request; every gap of the run is one sample (vLLM pools them the same way). A chunk can hold two tokens "
-        "(both servers hold back a token ending in an incomplete UTF-8 sequence). vLLM: ITL.",
+        "(both servers hold back a token ending in an incomplete UTF-8 sequence). Times are taken as the client reads "
+        "each chunk, as vLLM's client takes them: where tokens come faster than a busy client reads (a tiny model, "
+        "many requests on few cores) several chunks are read at once and ITL and TPOT read low. vLLM: ITL.",
     ),
     Metric(
         "serve_e2el_ms",
