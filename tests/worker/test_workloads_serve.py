@@ -123,18 +123,31 @@ def test_a_real_chat_model_applies_its_own_template_on_both_servers(smol):
     assert counts["llama.cpp"] == counts["mlx"] and min(counts["mlx"]) > 20
 
 
-def test_multi_turn_replays_conversations_and_reports_the_reused_prefix(smol):
-    models_dir, _ = smol
-    jobs = smol_jobs(
-        smol, engines=["llama.cpp"], multi_turn=True, num_requests=4, request_rate=["inf"], max_tokens=6, slots=4
-    )
-    res, events = run(jobs[0], models_dir)
+@pytest.mark.parametrize("engine", ["llama.cpp", "mlx"])
+def test_multi_turn_replays_conversations_and_reports_the_reused_prefix(models_dir, engine):
+    """Each conversation's turns in order: a later turn's history is the prefix the server may have cached (llama-server
+    in the slot it picks, mlx_lm.server in its LRU prompt cache); both say how many prompt tokens they reused."""
+    job = jobs_for(
+        models_dir,
+        {
+            "kind": "serve",
+            "prompts": os.path.abspath(ROOT_PROMPTS),
+            "multi_turn": True,
+            "num_requests": 4,
+            "request_rate": ["inf"],
+            "max_tokens": 6,
+        },
+        engines=[engine],
+        quantizations=["full"],
+        repetitions=1,
+    )[0]
+    res, events = run(job, models_dir)
     assert res.status == "ok", (res.error, res.stderr_tail)
     assert_no_process_left(events)
     # the first 4 conversations of examples/prompts/chat.jsonl have 3 + 2 + 3 + 1 user turns
     assert len(values(res, "serve_ttft_ms")) == 9
     cached = values(res, "serve_cached_prompt_tokens")
-    assert len(cached) == 9 and max(cached) > 0  # a later turn found its history in its slot's cache
+    assert len(cached) == 9 and max(cached) > 0  # a later turn found its history in the server's cache
     assert 0 < values(res, "serve_prompt_reuse_pct")[0] < 100
 
 
