@@ -15,7 +15,7 @@ from ..errors import UserError
 from .base import SERVER_FACTS, Config, ServerSettings, Strict, fits, server_engine_params, server_params
 from .prompt_files import PromptFormat, read_prompt_file, turns
 
-LABEL = ("request_rate", "server", "slots", "multi_turn")  # the params a job's one-line label shows (JobSpec.label)
+LABEL = ("request_rate", "server", "slots")  # the params a job's one-line label shows (JobSpec.label)
 FACTS = SERVER_FACTS | {
     "ready_s",
     "stop_s",
