@@ -104,6 +104,17 @@ def sweep_records(url: str, version: tuple, sweep_id: str) -> list[dict]:
         return export.load_records(s, sweep_id=sweep_id)
 
 
+def picked_sweep_records(key: str) -> list[dict]:
+    """A sweep picker (newest first) and the picked sweep's export records; stops the page when there is none."""
+    with user_errors():
+        url = database_url()
+        ids = [s["id"] for s in sweeps(url)]
+    if not ids:
+        st.info("No sweeps yet.")
+        st.stop()
+    return sweep_records(url, version(url), st.selectbox("Sweep", ids, key=key))
+
+
 SWEEPS_SHOWN = 200  # the Sweeps page lists the newest (and every live one), not all of history
 
 

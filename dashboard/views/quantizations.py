@@ -16,15 +16,7 @@ st.caption(
     "choose from."
 )
 
-with data.user_errors():
-    url = data.database_url()
-    version = data.version(url)
-    sweeps = [s["id"] for s in data.sweeps(url)]
-if not sweeps:
-    st.info("No sweeps yet.")
-    st.stop()
-sweep = st.selectbox("Sweep", sweeps, key="q_sweep")
-by_model = matrix_rows(data.sweep_records(url, version, sweep))
+by_model = matrix_rows(data.picked_sweep_records("q_sweep"))
 if not any(r.kld or r.perplexity for rows in by_model.values() for r in rows):
     st.info(
         "This sweep has no perplexity jobs: a quantization table needs a perplexity workload "

@@ -18,15 +18,7 @@ st.caption(
     "past what it can sustain; the dashed line is the objective."
 )
 
-with data.user_errors():
-    url = data.database_url()
-    version = data.version(url)
-    sweeps = [s["id"] for s in data.sweeps(url)]
-if not sweeps:
-    st.info("No sweeps yet.")
-    st.stop()
-sweep = st.selectbox("Sweep", sweeps, key="serve_sweep")
-records = data.sweep_records(url, version, sweep)
+records = data.picked_sweep_records("serve_sweep")
 points = serve_points(records)
 if not points:
     st.info("This sweep has no successful serve jobs: add a `kind: serve` workload (examples/serve.yaml).")

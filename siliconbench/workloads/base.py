@@ -4,6 +4,7 @@ context check, the facts every result may carry, and the settings of the kinds t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
@@ -48,6 +49,26 @@ class Config:
     n_depth: int = 0
     repetitions: int | None = None  # None: the sweep's
     warmup: int | None = None
+
+
+MAX_USER_FILE_BYTES = (
+    16 * 1024 * 1024
+)  # each job carries the file's content: a book or a benchmark's prompts, not a dataset
+
+
+def read_user_file(path: str, where: str, what: str) -> tuple[Path, bytes, str]:
+    """A file of the user's that travels with each job (a text to score, a prompt file), read and checked at
+    expansion: (its path, bytes, UTF-8 text); a UserError naming ``where`` otherwise, nothing half-made."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise UserError(where, f"{path!r} is not a file; give 'corpus' or the path of {what}.")
+    raw = p.read_bytes()
+    if len(raw) > MAX_USER_FILE_BYTES:
+        raise UserError(where, f"{path} is {len(raw):,} bytes; at most {MAX_USER_FILE_BYTES:,} travel with each job.")
+    try:
+        return p, raw, raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(where, f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason}).") from None
 
 
 def fits(n: int, m: ModelManifest, where: str, what: str) -> None:

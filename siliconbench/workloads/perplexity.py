@@ -4,14 +4,13 @@ KL-divergence against the model's full precision. Run by worker/workloads/perple
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, PositiveInt
 
 from ..engines import ENGINE_NAMES
 from ..errors import UserError
-from .base import Config, Strict, fits
+from .base import Config, Strict, fits, read_user_file
 
 LABEL = ("windows", "window_tokens", "mode")  # the params a job's one-line label shows (JobSpec.label)
 FACTS = frozenset(
@@ -107,21 +106,9 @@ def configs(w: PerplexityWorkload, at: str, m, catalog, engines: list[str]) -> l
     return [Config(w.window_tokens, 0, params, repetitions=1, warmup=0)]
 
 
-MAX_TEXT_BYTES = 16 * 1024 * 1024  # each job carries the text: a book, not a dataset
-
-
 def own_text(path: str, where: str) -> str:
     """The user's text file, read and checked now: a clear error naming the field, nothing half-made."""
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise UserError(where, f"{path!r} is not a file; give 'corpus' or the path of a UTF-8 text file.")
-    raw = p.read_bytes()
-    if len(raw) > MAX_TEXT_BYTES:
-        raise UserError(where, f"{path} is {len(raw):,} bytes; at most {MAX_TEXT_BYTES:,} travel with each job.")
-    try:
-        body = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UserError(where, f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason}).") from None
+    _, _, body = read_user_file(path, where, "a UTF-8 text file")
     if not body.strip():
         raise UserError(where, f"{path} is empty: there is nothing to score.")
     return body

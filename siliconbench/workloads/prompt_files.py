@@ -17,33 +17,21 @@ messages with at least one user turn; the system turn, where present, comes firs
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Literal
 
 from ..errors import UserError
+from .base import read_user_file
 
 PromptFormat = Literal["auto", "chat", "sharegpt", "text"]
 ROLES = ("system", "user", "assistant")
 SHAREGPT_ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant"}
-MAX_PROMPT_BYTES = 16 * 1024 * 1024  # each job carries the conversations: a benchmark's prompts, not a corpus
 
 Conversation = list[dict]
 
 
 def read_prompt_file(path: str, fmt: PromptFormat, where: str) -> tuple[bytes, str, list[Conversation]]:
     """(the file's bytes, the format read, its conversations); UserError naming ``where`` and the line."""
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise UserError(
-            where, f"{path!r} is not a file; give 'corpus' or the path of a prompt file (JSONL, JSON, text)."
-        )
-    raw = p.read_bytes()
-    if len(raw) > MAX_PROMPT_BYTES:
-        raise UserError(where, f"{path} is {len(raw):,} bytes; at most {MAX_PROMPT_BYTES:,} travel with each job.")
-    try:
-        body = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UserError(where, f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason}).") from None
+    p, raw, body = read_user_file(path, where, "a prompt file (JSONL, JSON, text)")
     if fmt == "auto":
         fmt = {".jsonl": "chat", ".json": "sharegpt"}.get(p.suffix.lower(), "text")
         if fmt == "chat" and _first_line_key(body) == "conversations":

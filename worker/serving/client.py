@@ -18,6 +18,7 @@ from __future__ import annotations
 import http.client
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 HOST = "127.0.0.1"
@@ -107,18 +108,20 @@ def request_facts(body: dict) -> dict:
     return {k: v for k, v in body.items() if k not in ("prompt", "messages")}
 
 
+def post_json(conn: http.client.HTTPConnection, path: str, payload: bytes) -> http.client.HTTPResponse:
+    """POST a JSON ``payload`` (encoded before the clock starts) on ``conn``; the response, its body unread."""
+    conn.request(
+        "POST", path, body=payload, headers={"Content-Type": "application/json", "Content-Length": str(len(payload))}
+    )
+    return conn.getresponse()
+
+
 def answers_completion(port: int, timeout_s: float) -> bool:
     """One non-streaming 1-token completion; True on HTTP 200 with a completion. Never raises."""
-    payload = json.dumps({"prompt": "ready", "max_tokens": 1, "stream": False, **SAMPLING}).encode()
     conn = http.client.HTTPConnection(HOST, port, timeout=timeout_s)
     try:
-        conn.request(
-            "POST",
-            "/v1/completions",
-            body=payload,
-            headers={"Content-Type": "application/json", "Content-Length": str(len(payload))},
-        )
-        resp = conn.getresponse()
+        probe = {"prompt": "ready", "max_tokens": 1, "stream": False, **SAMPLING}
+        resp = post_json(conn, "/v1/completions", json.dumps(probe).encode())
         data = resp.read()
         return resp.status == 200 and bool(json.loads(data).get("choices"))
     except (OSError, http.client.HTTPException, ValueError):
@@ -127,33 +130,35 @@ def answers_completion(port: int, timeout_s: float) -> bool:
         conn.close()
 
 
+DONE = b"[DONE]"
+
+
+def sse_data(resp: http.client.HTTPResponse) -> Iterator[tuple[float, bytes]]:
+    """(perf_counter time it was read, payload) of each server-sent ``data:`` line, [DONE] included, until the stream
+    ends; keep-alive comments and blank separators skipped."""
+    while True:
+        line = resp.readline()
+        if not line:
+            return
+        now = time.perf_counter()
+        line = line.strip()
+        if line.startswith(b"data:"):
+            yield now, line[5:].strip()
+
+
 def stream_completion(port: int, body: dict, timeout_s: float) -> StreamResult:
     """POST /v1/completions and read the stream to its end; never raises for a failed request."""
     payload = json.dumps(body).encode()
     res = StreamResult(t_sent=time.perf_counter(), max_tokens=body.get("max_tokens"))
     conn = http.client.HTTPConnection(HOST, port, timeout=timeout_s)
     try:
-        conn.request(
-            "POST",
-            "/v1/completions",
-            body=payload,
-            headers={"Content-Type": "application/json", "Content-Length": str(len(payload))},
-        )
-        resp = conn.getresponse()
+        resp = post_json(conn, "/v1/completions", payload)
         if resp.status != 200:
             res.error = f"HTTP {resp.status}: {resp.read(300).decode(errors='replace')}"
             return res
         done = False
-        while not done:
-            line = resp.readline()
-            if not line:
-                break
-            now = time.perf_counter()
-            line = line.strip()
-            if not line.startswith(b"data:"):
-                continue  # keep-alive comments, blank separators
-            data = line[5:].strip()
-            if data == b"[DONE]":
+        for now, data in sse_data(resp):
+            if data == DONE:
                 done = True
                 break
             chunk = json.loads(data)
@@ -232,27 +237,13 @@ def stream_request(port: int, path: str, body: dict, timeout_s: float) -> Served
     res = ServedRequest(t_sent=time.perf_counter())
     conn = http.client.HTTPConnection(HOST, port, timeout=timeout_s)
     try:
-        conn.request(
-            "POST",
-            path,
-            body=payload,
-            headers={"Content-Type": "application/json", "Content-Length": str(len(payload))},
-        )
-        resp = conn.getresponse()
+        resp = post_json(conn, path, payload)
         if resp.status != 200:
             res.error = f"HTTP {resp.status}: {resp.read(400).decode(errors='replace')}"
             return res
         done = False
-        while True:
-            line = resp.readline()
-            if not line:
-                break
-            now = time.perf_counter()
-            line = line.strip()
-            if not line.startswith(b"data:"):
-                continue
-            data = line[5:].strip()
-            if data == b"[DONE]":
+        for now, data in sse_data(resp):
+            if data == DONE:
                 done = True
                 break
             chunk = json.loads(data)

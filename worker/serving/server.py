@@ -80,6 +80,19 @@ def command(job, artifact: Path, port: int, n_ctx: int, slots: int = 1) -> list[
     return kind.command(sys.executable, artifact, port, job.engine_options, n_ctx, job.n_gen, slots)
 
 
+def server_facts(job, cmd: list[str], n_ctx: int, slots: int) -> dict:
+    """What a server workload's result records of its server, as started: which one, its arguments (after
+    `python -m` or the binary), its context and slots, how it serves concurrent requests, and the readiness probe."""
+    return {
+        "server": server_of(job),
+        "server_args": cmd[2:] if cmd[1] == "-m" else cmd[1:],
+        "n_ctx": n_ctx,
+        "slots": slots,
+        "batching": batching(job, slots),
+        "ready_probe": READY_PROBE,
+    }
+
+
 def llama_server_binary() -> Path:
     """llama-server of the job's llama.cpp build, else of the llama.cpp tree the pinned llama-cpp-python vendors
     (scripts/build_llama_tools.sh builds it beside llama-bench)."""

@@ -19,7 +19,7 @@ import threading
 
 from worker.measure.memory import PeakSampler, read_hwm, reset_hwm, tree
 from worker.serving.client import StreamResult, completion_body, request_facts, stream_completion
-from worker.serving.server import READY_PROBE, Server, batching, command, free_port, server_of
+from worker.serving.server import Server, command, free_port, server_facts
 from worker.workloads.common import Context, Outcome, Prompts, SampleLog, done, engine_for, repetitions, vocab_engine
 
 
@@ -124,19 +124,14 @@ def run(ctx: Context) -> Outcome:
         "ready_s": ready_s,
         "stop_s": stop_s,
         "clean_stop": clean,
-        "n_ctx": n_ctx,
         "memory_interval_ms": p["memory_interval_ms"],
         "hwm_supported": hwm_ok,
-        "server": server_of(job),
-        "slots": n,
-        "server_args": cmd[2:] if cmd[1] == "-m" else cmd[1:],  # after `python -m` or the binary
-        "ready_probe": READY_PROBE,
+        **server_facts(job, cmd, n_ctx, slots=n),
         # the body every request had (prompt aside), the same for both servers
         "request": request_facts(body) if body else None,
         # successful requests by where their token count came from (client.py: usage / finish_length /
         # chunks); 'chunks' is a lower bound, never the count of a server that reported one
         "token_count_source": sources,
-        "batching": batching(job, n),
         "observed": observed(bursts),
     }
     return Outcome(samples=log.samples, engine=engine_for(job), extra=extra, own_peak=False)

@@ -16,7 +16,7 @@ from siliconbench.workloads.prompt_files import single_request, turns
 from worker.measure.memory import PeakSampler, read_hwm, reset_hwm, tree
 from worker.serving.client import chat_body, completion_body, request_facts, stream_request
 from worker.serving.load import arrivals, drive, figures
-from worker.serving.server import READY_PROBE, Server, ServerError, batching, command, free_port, server_of
+from worker.serving.server import Server, ServerError, command, free_port, server_facts
 from worker.workloads.common import Context, Outcome, Prompts, SampleLog, done, engine_for, repetitions, vocab_engine
 
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
@@ -139,15 +139,10 @@ def run(ctx: Context) -> Outcome:
         "ready_s": ready_s,
         "stop_s": stop_s,
         "clean_stop": clean,
-        "n_ctx": p["context_tokens"],
         "memory_interval_ms": p["memory_interval_ms"],
         "hwm_supported": hwm_ok,
-        "server": server_of(job),
-        "slots": slots,
-        "server_args": cmd[2:] if cmd[1] == "-m" else cmd[1:],
-        "ready_probe": READY_PROBE,
+        **server_facts(job, cmd, p["context_tokens"], slots),
         "request": request_facts(body_of([{"role": "user", "content": ""}], endpoint, job.n_gen, banned)),
-        "batching": batching(job, slots),
         "prompts": {"source": p["prompts"], "format": p["prompt_format"], "units": len(units)},
         "endpoint": path,
         "runs": runs,
