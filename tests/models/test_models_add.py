@@ -304,3 +304,77 @@ def test_convert_writes_a_gguf_that_gives_the_folders_tokens_and_logits(tmp_path
     assert llm.tokenize(prompt.encode()) == ids
     assert np.abs(llama_logits(llm, ids) - mlx_logits(model, ids)).max() < 0.05  # same f32 numbers
     assert_same_greedy(mlx_greedy(model, tok, ids, 8), llama_greedy(llm, ids, 8), tok.eos_token_id)
+
+
+def _qwen_folder(src: Path, dst: Path, model_type: str) -> Path:
+    """The tiny model's weights as a Qwen2 (q/k/v biases) or Qwen3 (per-head q/k norms, its head size declared)
+    checkpoint, with Qwen2's own pre-tokenizer (its split regex, then bytes) in tokenizer.json: the layout
+    convert_hf_to_gguf and mlx-lm read for those architectures."""
+    from worker.models.make.formats import write_hf_dir
+    from worker.models.make.tokenizer import QWEN2_SPLIT, BpeVocab
+    from worker.models.quants.convert import read_safetensors
+
+    weights, _ = read_safetensors(src)
+    config = json.loads((src / "config.json").read_text())
+    heads, kv, hidden = config["num_attention_heads"], config["num_key_value_heads"], config["hidden_size"]
+    head_dim = hidden // heads
+    rng = np.random.default_rng(7)
+    for i in range(config["num_hidden_layers"]):
+        at = f"model.layers.{i}.self_attn"
+        if model_type == "qwen2":
+            for proj, n in (("q_proj", heads), ("k_proj", kv), ("v_proj", kv)):
+                weights[f"{at}.{proj}.bias"] = rng.normal(0, 0.05, n * head_dim).astype(np.float32)
+        else:
+            for norm in ("q_norm", "k_norm"):
+                weights[f"{at}.{norm}.weight"] = (1 + rng.normal(0, 0.1, head_dim)).astype(np.float32)
+    arch = {"qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}[model_type]
+    config = {**config, "model_type": model_type, "architectures": [arch], "head_dim": head_dim}
+    if model_type == "qwen3":
+        config["attention_bias"] = False
+    write_hf_dir(dst, config, weights, BpeVocab.from_hf_dir(src), dtype="f32")
+    tj = json.loads((dst / "tokenizer.json").read_text())
+    tj["pre_tokenizer"] = {
+        "type": "Sequence",
+        "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": QWEN2_SPLIT}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+        ],
+    }
+    (dst / "tokenizer.json").write_text(json.dumps(tj))
+    return dst
+
+
+@pytest.mark.parametrize("model_type", ["qwen2", "qwen3"])
+def test_convert_writes_qwen_checkpoints_exactly(tmp_path, models_dir, model_type):
+    """A Qwen2 / Qwen3 checkpoint converted here gives llama.cpp the folder's token ids (Qwen2's pre-tokenizer
+    recognised as llama.cpp's "qwen2"), its logits and its greedy tokens, as mlx-lm computes them from the folder."""
+    from mlx_lm import load
+
+    from worker.models.facts import read_gguf_header
+
+    m = ModelCatalog(models_dir).get(SMALL)
+    folder = _qwen_folder(models_dir / SMALL / m.artifact_for("mlx", "f32").path, tmp_path / model_type, model_type)
+    added = add_model(tmp_path / "models", f"tiny-{model_type}", [str(folder)], convert=True)
+    g = added.artifact_for("llama.cpp", "full")
+    gguf = tmp_path / "models" / f"tiny-{model_type}" / g.path
+    kv = read_gguf_header(gguf).kv
+    assert kv["general.architecture"] == model_type and kv["tokenizer.ggml.pre"] == "qwen2"
+    model, tok = load(str(folder))
+    llm = llama(gguf)
+    text = "It was the best of times, it was the worst of times; 1234 tokens, isn't it?\n\nYes."
+    ids = tok.encode(text)
+    assert llm.tokenize(text.encode()) == ids
+    # 5e-4 apart measured; a writer that dropped the biases or the q/k norms is 0.57-0.66 apart
+    assert np.abs(llama_logits(llm, ids) - mlx_logits(model, ids)).max() < 0.01
+    assert_same_greedy(mlx_greedy(model, tok, ids, 8), llama_greedy(llm, ids, 8), tok.eos_token_id)
+
+
+def test_convert_refuses_what_it_cannot_write_naming_the_reference_converter(tmp_path, models_dir):
+    m = ModelCatalog(models_dir).get(SMALL)
+    folder = _qwen_folder(models_dir / SMALL / m.artifact_for("mlx", "f32").path, tmp_path / "sw", "qwen2")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "use_sliding_window": True}))
+    with pytest.raises(UserError) as e:
+        add_model(tmp_path / "models", "sw", [str(folder)], convert=True)
+    assert e.value.field == "--convert" and "use_sliding_window" in e.value.message
+    assert "convert_hf_to_gguf.py" in e.value.message and not (tmp_path / "models" / "sw").exists()

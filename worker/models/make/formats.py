@@ -37,7 +37,16 @@ HF_TO_GGUF = {
     "model.layers.{i}.mlp.gate_proj.weight": "blk.{i}.ffn_gate.weight",
     "model.layers.{i}.mlp.up_proj.weight": "blk.{i}.ffn_up.weight",
     "model.layers.{i}.mlp.down_proj.weight": "blk.{i}.ffn_down.weight",
+    # Qwen2's attention biases and Qwen3's per-head q/k norms (llama.cpp's qwen2 / qwen3 tensor names)
+    "model.layers.{i}.self_attn.q_proj.bias": "blk.{i}.attn_q.bias",
+    "model.layers.{i}.self_attn.k_proj.bias": "blk.{i}.attn_k.bias",
+    "model.layers.{i}.self_attn.v_proj.bias": "blk.{i}.attn_v.bias",
+    "model.layers.{i}.self_attn.q_norm.weight": "blk.{i}.attn_q_norm.weight",
+    "model.layers.{i}.self_attn.k_norm.weight": "blk.{i}.attn_k_norm.weight",
 }
+# llama.cpp's llama architecture applies RoPE to adjacent pairs, so HF's q/k rows are permuted for it (as
+# convert_hf_to_gguf's LlamaModel does); its qwen2/qwen3 use NeoX RoPE, HF's own order: no permutation.
+PERMUTES_QK = {"llama": True, "qwen2": False, "qwen3": False}
 GGUF_TO_HF = {v: k for k, v in HF_TO_GGUF.items()}
 _LAYER = re.compile(r"^(model\.layers|blk)\.(\d+)\.")
 
@@ -121,9 +130,17 @@ def write_hf_dir(
 
 
 def write_gguf(
-    path: Path, config: dict, weights: dict[str, np.ndarray], vocab: BpeVocab, *, name: str, dtype: str = "f16"
+    path: Path,
+    config: dict,
+    weights: dict[str, np.ndarray],
+    vocab: BpeVocab,
+    *,
+    name: str,
+    dtype: str = "f16",
+    arch: str = "llama",
 ) -> None:
-    """A GGUF F16 (``dtype`` f16), BF16 (bf16) or F32 (f32) file; 1-D norms stay F32, as llama.cpp requires."""
+    """A GGUF F16 (``dtype`` f16), BF16 (bf16) or F32 (f32) file of llama.cpp architecture ``arch`` (llama, qwen2,
+    qwen3); 1-D tensors (norms, biases) stay F32, as llama.cpp requires."""
     import gguf  # an engine's own package: optional, needed by that format only
 
     if dtype not in ("f16", "f32", "bf16"):
@@ -138,7 +155,8 @@ def write_gguf(
     path.parent.mkdir(parents=True, exist_ok=True)
     n_head, n_kv = config["num_attention_heads"], config["num_key_value_heads"]
     head_dim = config.get("head_dim") or config["hidden_size"] // n_head
-    w = gguf.GGUFWriter(str(path), "llama")
+    permute = PERMUTES_QK[arch]
+    w = gguf.GGUFWriter(str(path), arch)
     w.add_name(name)
     w.add_context_length(config["max_position_embeddings"])
     w.add_embedding_length(config["hidden_size"])
@@ -157,9 +175,9 @@ def write_gguf(
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
     vocab.add_to_gguf(w)
     for key, t in weights.items():
-        if key.endswith("q_proj.weight"):
+        if permute and key.endswith("q_proj.weight"):
             t = permute_qk(t, n_head)
-        elif key.endswith("k_proj.weight"):
+        elif permute and key.endswith("k_proj.weight"):
             t = permute_qk(t, n_kv)
         if dtype == "bf16" and t.ndim > 1:  # numpy has no bfloat16: the bit patterns, tagged BF16
             w.add_tensor(gguf_name(key), to_bf16_bits(t), raw_shape=t.shape, raw_dtype=gguf.GGMLQuantizationType.BF16)

@@ -237,10 +237,22 @@ class BpeVocab:
             writer.add_chat_template(self.chat_template)
 
 
+# The split regex of Qwen2's (and Qwen3's) tokenizer.json, which llama.cpp knows as pre-tokenizer "qwen2".
+QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+
 def _pre_name(pre: dict | None) -> str | None:
-    """llama.cpp's name for a tokenizer.json pre-tokenizer that `to_hf` writes back the same way."""
+    """llama.cpp's name for a tokenizer.json pre-tokenizer: one `to_hf` writes back the same way (gpt-2, smollm), or
+    Qwen2's split-then-bytes (qwen2: read for a GGUF's metadata, where llama.cpp applies its own copy of the regex)."""
     if not pre:
         return None
+    parts = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else []
+    if [p.get("type") for p in parts] == ["Split", "ByteLevel"]:
+        split, level = parts
+        if (split.get("pattern") or {}).get("Regex") == QWEN2_SPLIT and not level.get("use_regex", True):
+            return "qwen2"
     if pre.get("type") == "ByteLevel":
         return "gpt-2"
     if pre.get("type") == "Sequence":

@@ -1,10 +1,13 @@
-"""An unquantized Hugging Face checkpoint (llama family) written as a GGUF of the same dtype, without torch.
+"""An unquantized Hugging Face checkpoint (Llama, Mistral, Qwen2, Qwen3) written as a GGUF of the same dtype, without
+torch.
 
 llama.cpp's own ``convert_hf_to_gguf.py`` is the reference, but it imports torch, which on Linux comes from the
 package index only as a multi-gigabyte CUDA build. The project already writes llama GGUF from numpy weights
 (`formats.write_gguf`: llama.cpp's q/k permutation, tokenizer metadata), so the checkpoint's safetensors are
-read into numpy here and written by that one writer. What it cannot write exactly (rope scaling, biases,
-a sentencepiece or unknown pre-tokenizer) is refused, naming the reference converter.
+read into numpy here and written by that one writer: Llama and Mistral with llama.cpp's q/k permutation, Qwen2
+(attention biases) and Qwen3 (per-head q/k norms, its own head size) without it, as convert_hf_to_gguf writes them.
+What it cannot write exactly (rope scaling, sliding windows, other biases, a sentencepiece or unknown
+pre-tokenizer) is refused, naming the reference converter.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from worker.models.facts import safetensors_header
 from worker.models.make import formats
 from worker.models.make.tokenizer import BpeVocab
 
-CONVERTIBLE = ("llama", "mistral")
+# HF model_type -> llama.cpp architecture this converter writes exactly (convert_hf_to_gguf writes Mistral as llama)
+ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
+CONVERTIBLE = tuple(ARCH)
 GGUF_DTYPE = {"F32": "f32", "F16": "f16", "BF16": "bf16"}
 
 
@@ -64,7 +69,7 @@ def convert_to_gguf(folder: Path, out: Path, *, name: str) -> Path:
             f"{folder}: model_type {config.get('model_type')!r}; this converter writes "
             f"{', '.join(CONVERTIBLE)} only: convert with llama.cpp's convert_hf_to_gguf.py and add the GGUF.",
         )
-    for key in ("rope_scaling", "attention_bias", "mlp_bias"):
+    for key in ("rope_scaling", "attention_bias", "mlp_bias", "use_sliding_window"):
         if config.get(key):
             raise UserError(
                 "--convert",
@@ -84,5 +89,5 @@ def convert_to_gguf(folder: Path, out: Path, *, name: str) -> Path:
         weights.pop("lm_head.weight", None)  # llama.cpp reuses token_embd where output.weight is absent
     config.setdefault("num_key_value_heads", config["num_attention_heads"])
     config.setdefault("rope_theta", 10000.0)
-    formats.write_gguf(out, config, weights, vocab, name=name, dtype=dtype)
+    formats.write_gguf(out, config, weights, vocab, name=name, dtype=dtype, arch=ARCH[config["model_type"]])
     return out
