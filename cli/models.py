@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 from pathlib import Path
 
 import typer
@@ -10,7 +11,10 @@ from rich.table import Table
 from siliconbench.errors import UserError
 from siliconbench.manifest import ModelCatalog
 
-from .common import byte_progress, console, settings, user_errors
+from storage.database import session_scope
+from storage.fleet_models import put_model, remove_model
+
+from .common import byte_progress, console, database as database_url_ready, settings, user_errors
 
 app = typer.Typer(
     help="Your own models (GGUF files, MLX folders, Hugging Face repositories) and the ones this project makes itself.",
@@ -212,6 +216,46 @@ def add_smollm2_cmd(
 
     m = add_smollm2(_dir(dir), overwrite=force, progress=lambda msg: console.print(f"  {msg}", style="dim"))
     console.print(f"[green]added[/] {m.name}: {m.params:,} parameters, {len(m.artifacts)} artifacts")
+
+
+@app.command("publish")
+@user_errors
+def publish_cmd(
+    name: str = typer.Argument(..., help="A model in this machine's models folder (`models add` wrote it)"),
+    dir: Path = typer.Option(None, "--dir", help="Models folder"),
+    database: str = typer.Option(None, "--database", help="The fleet's database (default: SILICONBENCH_DATABASE_URL)"),
+    remove: bool = typer.Option(False, "--remove", help="Forget the published model instead"),
+) -> None:
+    """Make a model known to the whole fleet from this machine (the coordinator's, say): its manifest goes into the
+    database, and every worker that lacks it fetches it from its origins before its first job."""
+    s = settings(database_url=database)
+    if not s.database_url:
+        raise UserError(
+            "SILICONBENCH_DATABASE_URL", "publishing needs the fleet's database: set it or pass --database."
+        )
+    url = database_url_ready(s)
+    if remove:
+        with session_scope(url) as session:
+            if not remove_model(session, name):
+                raise UserError("NAME", f"no published model {name!r}.")
+        console.print(f"{name}: no longer published (workers keep the copies they fetched)")
+        return
+    m = ModelCatalog(_dir(dir)).get(name, field="NAME")
+    stuck = [a for a in m.artifacts if a.origin is None or not a.origin.fetchable]
+    if stuck:
+        raise UserError(
+            "NAME",
+            f"{name}'s forms "
+            + ", ".join(f"{a.quant} ({a.origin.describe() if a.origin else 'made here'})" for a in stuck)
+            + " cannot be fetched by another machine: add the model from an hf:, https:// or file:// (shared folder) "
+            "source, then publish it.",
+        )
+    with session_scope(url) as session:
+        new = put_model(session, m.model_dump(mode="json"), getpass.getuser())
+    console.print(
+        f"{name}: {'published' if new else 'published again'} to the fleet, {len(m.artifacts)} forms "
+        f"({', '.join(a.quant for a in m.artifacts)}); workers fetch them before their first job"
+    )
 
 
 @app.command("list")

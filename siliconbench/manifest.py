@@ -340,9 +340,10 @@ class ModelCatalog:
             if self.where:  # a catalog of what others hold (the fleet's workers): say where models come from
                 held = "holds a model of that name" if self.models else "holds any model yet"
                 hint = (
-                    f" No {self.where} {held}. Models live on the workers: add it on one with "
+                    f" No {self.where} {held}, and none was published. Add it on a worker with "
                     f"`siliconbench models add {name} SOURCE` (an hf:, https:// or file:// source lets every "
-                    "other worker fetch it by itself), then submit again."
+                    "other worker fetch it by itself), or on any machine with the fleet's database, then "
+                    f"`siliconbench models publish {name}`; then submit again."
                 )
             else:
                 hint = (

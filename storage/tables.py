@@ -274,6 +274,18 @@ class Host(Base):
     registered_at: Mapped[datetime] = _created()
 
 
+class FleetModel(Base):
+    """A model the coordinator knows by itself (0013): published by an operator with fetchable forms, fetched by every
+    worker before its first job of it (storage.fleet_models, coordinator.fleet.sweeps.fleet_catalog)."""
+
+    __tablename__ = "fleet_models"
+
+    name: Mapped[str] = mapped_column(String, primary_key=True)
+    manifest: Mapped[dict] = mapped_column(JSON)
+    published_by: Mapped[str | None] = mapped_column(String)
+    published_at: Mapped[datetime] = _created()
+
+
 class WorkerLogin(Base):
     """A worker's database login and the one host it may act as (0006; row-level security reads it, storage.roles)."""
 

@@ -22,6 +22,7 @@ from siliconbench.spec import SweepSpec
 from coordinator.fleet.placement import HostView, Placement, place, select_hosts
 from storage import broker, jobstate, sweep_store
 from storage.database import session_scope
+from storage.fleet_models import list_models
 from storage.tables import Host, Job, Sweep, utcnow
 
 # The coordinator has no models folder of its own: artifact paths are checked against this root.
@@ -66,17 +67,18 @@ def host_views(session: Session) -> list[HostView]:
     return out
 
 
-def fleet_catalog(hosts: list[HostView]) -> ModelCatalog:
-    """The models the fleet has, from the manifests hosts registered: the first host's copy of each model, with
-    the forms (artifacts, by digest) that only other hosts hold added to it."""
+def fleet_catalog(hosts: list[HostView], published: list[dict] = ()) -> ModelCatalog:
+    """The models the fleet has: the manifests hosts registered (the first host's copy of each model, with the forms,
+    by digest, that only other hosts hold added to it), then the models the coordinator published itself
+    (storage.fleet_models: every form fetchable, so any worker fetches what it lacks)."""
     cat = ModelCatalog(VIRTUAL_MODELS_DIR, where="registered worker")
-    for h in hosts:
-        for name, m in h.models.items():
-            got = ModelManifest.model_validate(m)
-            have = cat.models.setdefault(name, got)
-            if have is not got:
-                known = {a.sha256 for a in have.artifacts}
-                have.artifacts += [a for a in got.artifacts if a.sha256 not in known]
+    manifests = [m for h in hosts for m in h.models.values()] + list(published)
+    for m in manifests:
+        got = ModelManifest.model_validate(m)
+        have = cat.models.setdefault(got.name, got)
+        if have is not got:
+            known = {a.sha256 for a in have.artifacts}
+            have.artifacts += [a for a in got.artifacts if a.sha256 not in known]
     return cat
 
 
@@ -89,7 +91,7 @@ def plan(session: Session, spec: SweepSpec, sweep_id: str | None = None) -> Plac
             "the sweep targets no live worker; start one on each Mac with "
             "`siliconbench worker --broker redis://HOST:6379/0 --database postgresql://USER@HOST/siliconbench`.",
         )
-    catalog = fleet_catalog(hosts)
+    catalog = fleet_catalog(hosts, list_models(session))
     # Level `full` picks its weight dtype by the OS of the workers that will run the jobs (F16/f16 on Macs).
     targets = [h for h in select_hosts(spec, hosts) if h.online and h.os]
     if targets:

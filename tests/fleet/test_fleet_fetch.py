@@ -19,7 +19,9 @@ from siliconbench.manifest import ModelCatalog, sha256_path
 
 from coordinator.fleet import sweeps as fleet
 from storage import database
+from storage.fleet_models import list_models
 from storage.tables import Host, Job
+from tests.cli_support import sb
 from tests.conftest import SMALL
 from tests.fleet.support import job_rows, results_of, sweep, wait_done
 from tests.http_files import FileServer
@@ -112,3 +114,43 @@ def test_a_model_only_one_mac_has_is_refused_at_submit_with_what_to_do(
     assert "siliconbench models add local" in e.value.message and "--to-existing` on mac-new" in e.value.message
     with database.session_scope(pg_url) as s:
         assert s.scalar(select(func.count()).select_from(Job)) == 0  # nothing stored
+
+
+def test_a_model_published_from_the_coordinator_is_fetched_by_a_worker_and_run(
+    tmp_path, shared, pg_url, broker_url, workers
+):
+    """No Mac holds the model: the operator adds it on the coordinator's machine from fetchable sources and publishes
+    it (`siliconbench models publish`); the sweep is placed, the worker fetches both forms and runs the jobs."""
+    served, nas = shared
+    coordinator_models, new_models = tmp_path / "coordinator-models", tmp_path / "new-models"
+    new_models.mkdir()
+    with FileServer(served) as srv:
+        add_model(coordinator_models, "pub", [f"{srv.url}/tiny-Q4_K_M.gguf", f"file://{nas}/tiny-mlx-4bit"])
+        env = {"SILICONBENCH_DATABASE_URL": pg_url}
+        out = sb("models", "publish", "pub", "--dir", str(coordinator_models), env=env)
+        assert out.returncode == 0 and "published to the fleet, 2 forms" in out.stdout, out.stdout + out.stderr
+        with database.session_scope(pg_url) as s:
+            assert [m["name"] for m in list_models(s)] == ["pub"]
+        workers("mac-new", new_models)
+        spec = sweep(models=["pub"], quantizations=["q4"], hosts=["mac-new"])
+        sid, placement = fleet.submit_sweep(spec, database_url=pg_url, broker_url=broker_url)
+        assert all(j.fetch is not None for j in placement.jobs)
+        wait_done(pg_url, sid, timeout_s=240)
+    records = results_of(pg_url, sid)
+    assert sorted((r["engine"], r["status"], r["worker"]) for r in records) == [
+        ("llama.cpp", "ok", "mac-new"),
+        ("mlx", "ok", "mac-new"),
+    ], [r.get("error") for r in records]
+    assert {a.quant for a in ModelCatalog(new_models).get("pub").artifacts} == {"Q4_K_M", "4bit"}
+    again = sb("models", "publish", "pub", "--remove", "--dir", str(coordinator_models), env=env)
+    assert again.returncode == 0
+    with database.session_scope(pg_url) as s:
+        assert list_models(s) == []
+
+
+def test_a_model_no_other_machine_can_fetch_is_refused_by_publish(tmp_path, pg_url, models_dir):
+    out = sb("models", "publish", SMALL, "--dir", str(models_dir), env={"SILICONBENCH_DATABASE_URL": pg_url})
+    assert out.returncode != 0 and "cannot be fetched by another machine" in out.stderr + out.stdout
+    assert "made here" in out.stderr + out.stdout and "Nothing was run, enqueued or written" in out.stderr
+    with database.session_scope(pg_url) as s:
+        assert list_models(s) == []

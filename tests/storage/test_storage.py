@@ -51,6 +51,7 @@ TABLES = {
     "campaign_hosts",
     "suspect_hosts",
     "notifications",
+    "fleet_models",
 }
 PG_ADMIN_URL = os.environ.get("SILICONBENCH_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
