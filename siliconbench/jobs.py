@@ -13,7 +13,7 @@ from .engines import describe
 from .errors import UserError
 from .manifest import ENGINE_FORMAT, FULL_DTYPES, QUANT_LEVELS, ModelCatalog, auto_full_dtype
 from .spec import SweepSpec
-from .workloads import KINDS, LABELS, configs, engine_params, n_configs
+from .workloads import KINDS, LABELS, configs, engine_params, least_duration_s, n_configs
 
 # "noop" runs every step of a job except the engine (benchmarks/plumbing.py); no sweep can ask for it.
 WorkloadKind = Literal[(*KINDS, "noop")]  # the registered kinds (siliconbench/workloads/): one entry adds a kind
@@ -93,6 +93,18 @@ class JobSpec(BaseModel):
         shown = {k: self.params[k] for k in LABELS.get(self.workload, ()) if k in self.params}
         return f"{self.engine} {self.model} {self.quant} {self.workload} " + " ".join(
             f"{k}={v}" for k, v in shown.items()
+        )
+
+
+def fits_in_time(job: JobSpec, at: str) -> None:
+    """Refuse a job its kind knows cannot end within the sweep's timeout_s (a serve job's arrivals alone take
+    num_requests / request_rate seconds a run), instead of a failed job after timeout_s."""
+    least, field = least_duration_s(job)
+    if least is not None and least > job.timeout_s:
+        raise UserError(
+            f"{at}.{field}",
+            f"a {job.workload} job here takes at least {least:,.0f} s ({job.label()}, {job.repetitions} "
+            f"repetition(s)), over timeout_s = {job.timeout_s:,} s: raise timeout_s or ask for less.",
         )
 
 
@@ -354,5 +366,6 @@ def _workload_jobs(
                 model_notes=model_notes(m),
             )
             job.job_id = digest({"sweep": sweep_id, **job.key()})
+            fits_in_time(job, f"workloads[{wi}]")
             jobs.append(job)
     return jobs

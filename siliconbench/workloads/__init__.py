@@ -53,6 +53,12 @@ def configs(w, wi: int, m, catalog, engines: list[str]) -> list[Config]:
     return KIND_MODULES[w.kind].configs(w, f"workloads[{wi}]", m, catalog, engines)
 
 
+def least_duration_s(job) -> tuple[float | None, str]:
+    """(seconds a job of its kind cannot take less than, the setting that decides it), where its kind knows one."""
+    own = getattr(KIND_MODULES.get(job.workload), "least_duration_s", None)
+    return own(job) if own else (None, "")
+
+
 def engine_params(
     w,
     wi: int,
@@ -93,5 +99,6 @@ __all__ = [
     "configs",
     "engine_params",
     "kld_bases",
+    "least_duration_s",
     "n_configs",
 ]

@@ -140,6 +140,14 @@ def configs(w: ServeWorkload, at: str, m, catalog, engines: list[str]) -> list[C
     return [Config(n_prompt, w.max_tokens, {**params, "request_rate": rate_param(r)}, warmup=0) for r in w.request_rate]
 
 
+def least_duration_s(job) -> tuple[float | None, str]:
+    """A run's arrivals span num_requests / rate seconds (the last is sent then), every repetition."""
+    rate = job.params["request_rate"]
+    if rate == "inf":
+        return None, "request_rate"
+    return job.repetitions * job.params["num_requests"] / float(rate), "request_rate"
+
+
 def _check_endpoint(w: ServeWorkload, fmt: str, convs: list, at: str) -> None:
     if w.endpoint == "completions" and (fmt != "text" or w.multi_turn):
         raise UserError(

@@ -159,6 +159,23 @@ def test_settings_that_cannot_work_are_refused_by_field(catalog, tmp_path):
         assert field in str(e.value), (bad, str(e.value))
 
 
+def test_a_run_longer_than_the_jobs_timeout_is_refused_before_anything_is_stored(catalog):
+    spec = parse_sweep(
+        {
+            "name": "s",
+            "models": ["tiny-llama-30m"],
+            "timeout_s": 600,
+            "repetitions": 5,
+            "workloads": [{"kind": "serve", "request_rate": [4, 0.5], "num_requests": 100}],
+        }
+    )
+    with pytest.raises(UserError) as e:
+        expand(spec, catalog)
+    # at 0.5 req/s, 100 arrivals take 200 s a run, 1,000 s over 5 repetitions; at 4/s 125 s fits
+    assert e.value.field == "workloads[0].request_rate" and "1,000 s" in e.value.message
+    assert "timeout_s = 600" in e.value.message
+
+
 def test_the_example_sweep_finds_its_prompts_beside_it(catalog):
     spec = load_sweep(ROOT / "examples/serve.yaml")
     jobs = expand(spec, catalog)
