@@ -111,3 +111,33 @@ class PeakSampler:
             self._thread.join()
         self.peak = max(self.peak, tree_rss(self.pid))  # one last sample at the end of the window
         return self.peak
+
+
+class TreeWindow:
+    """One measured window of a server's process tree (a burst, a run): the peak RSS and footprint sampled every
+    ``interval_s`` (PeakSampler) and, where the OS keeps one, the kernel's high-water mark reset at the window's
+    start and read at its end, as a cross-check of the sampling. ``hwm_ok``: whether every earlier window could
+    reset it (once not, the kernel's figure is left out from then on)."""
+
+    def __init__(self, pid: int, interval_s: float, hwm_ok: bool = True):
+        self.pids = [q.pid for q in tree(pid)]
+        self.sampler = PeakSampler(pid, interval_s)
+        self.hwm_ok = hwm_ok
+        self.hwm: int | None = None
+
+    def __enter__(self) -> "TreeWindow":
+        self.hwm_ok = reset_hwm(self.pids) and self.hwm_ok
+        self.sampler.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.sampler.__exit__(*exc)
+        self.hwm = read_hwm(self.pids) if self.hwm_ok else None
+
+    def figures(self) -> dict:
+        """The window's server_*_bytes samples (siliconbench.metrics)."""
+        return {
+            "server_peak_rss_bytes": self.sampler.peak,
+            "server_hwm_rss_bytes": self.hwm,
+            "server_peak_footprint_bytes": self.sampler.footprint_peak,
+        }

@@ -82,13 +82,12 @@ def command(job, artifact: Path, port: int, n_ctx: int, slots: int = 1) -> list[
 
 def server_facts(job, cmd: list[str], n_ctx: int, slots: int) -> dict:
     """What a server workload's result records of its server, as started: which one, its arguments (after
-    `python -m` or the binary), its context and slots, how it serves concurrent requests, and the readiness probe."""
+    `python -m` or the binary), its context and slots, and the readiness probe (SERVER_FACTS)."""
     return {
         "server": server_of(job),
         "server_args": cmd[2:] if cmd[1] == "-m" else cmd[1:],
         "n_ctx": n_ctx,
         "slots": slots,
-        "batching": batching(job, slots),
         "ready_probe": READY_PROBE,
     }
 
@@ -273,8 +272,8 @@ def _mlx_batching(clients: int) -> dict:
 
 @dataclass(frozen=True)
 class ServerKind:
-    """One OpenAI-compatible server an engine description names (``server_module``): how it is started with a
-    job's options, and how it serves concurrent requests. Adding a server is one entry in SERVERS."""
+    """One OpenAI-compatible server an engine description names (``servers``): how it is started with a job's
+    options, and how it serves concurrent requests. Adding a server is one entry in SERVERS."""
 
     command: Callable[[str, Path, int, dict, int, int, int], list[str]]
     batching: Callable[[int], dict]

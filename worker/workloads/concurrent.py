@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import threading
 
-from worker.measure.memory import PeakSampler, read_hwm, reset_hwm, tree
+from worker.measure.memory import TreeWindow
 from worker.serving.client import StreamResult, completion_body, request_facts, stream_completion
-from worker.serving.server import Server, command, free_port, server_facts
+from worker.serving.server import Server, batching, command, free_port, server_facts
 from worker.workloads.common import Context, Outcome, Prompts, SampleLog, done, engine_for, repetitions, vocab_engine
 
 
@@ -82,11 +82,9 @@ def run(ctx: Context) -> Outcome:
         for r, warm in repetitions(ctx):
             bodies = [completion_body(prompts.text(r * n + i), job.n_gen, banned) for i in range(n)]
             body = bodies[0]
-            pids = [q.pid for q in tree(pid)]
-            hwm_ok = reset_hwm(pids) and hwm_ok
-            with PeakSampler(pid, p["memory_interval_ms"] / 1000.0) as sampler:
+            with TreeWindow(pid, p["memory_interval_ms"] / 1000.0, hwm_ok) as memory:
                 results = burst(port, bodies, p["request_timeout_s"])
-            hwm = read_hwm(pids) if hwm_ok else None
+            hwm_ok = memory.hwm_ok
             seen = overlap(results)
             bursts.append({**seen, "warmup": warm})
             for x in results:
@@ -108,14 +106,12 @@ def run(ctx: Context) -> Outcome:
                 {
                     "aggregate_output_tps": sum(x.n_tokens for x in good) / span if good else 0.0,
                     "request_errors": len(results) - len(good),
-                    "server_peak_rss_bytes": sampler.peak,
-                    "server_hwm_rss_bytes": hwm,
-                    "server_peak_footprint_bytes": sampler.footprint_peak,
+                    **memory.figures(),
                 },
                 warmup=warm,
             )
             errors = [x.error for x in results if not x.ok]
-            ctx.emit("burst", index=r, errors=errors[:3], samples=sampler.samples, **seen)
+            ctx.emit("burst", index=r, errors=errors[:3], samples=memory.sampler.samples, **seen)
             done(ctx, r, warm)
     finally:
         stop_s, clean = server.stop(p["stop_timeout_s"])
@@ -127,6 +123,7 @@ def run(ctx: Context) -> Outcome:
         "memory_interval_ms": p["memory_interval_ms"],
         "hwm_supported": hwm_ok,
         **server_facts(job, cmd, n_ctx, slots=n),
+        "batching": batching(job, n),
         # the body every request had (prompt aside), the same for both servers
         "request": request_facts(body) if body else None,
         # successful requests by where their token count came from (client.py: usage / finish_length /

@@ -18,7 +18,7 @@ import time
 from siliconbench.errors import WorkloadError
 
 from worker.serving.client import completion_body, request_facts, stream_completion
-from worker.serving.server import READY_PROBE, Server, command, free_port, server_of
+from worker.serving.server import Server, command, free_port, server_facts
 from worker.workloads.common import Context, Outcome, Prompts, SampleLog, done, engine_for, repetitions, vocab_engine
 
 PROBE_TIMEOUT_S = 30.0  # one background request; a server that takes longer is failing it
@@ -113,12 +113,8 @@ def run(ctx: Context) -> Outcome:
             s.values.update({"restart_requests": float(n), "restart_failed_requests": float(failed)})
     extra = {
         "unclean_stops": unclean,
-        "n_ctx": n_ctx,
         "traffic_interval_ms": p["client_interval_ms"],
-        "server": server_of(job),
-        "slots": 1,
-        "server_args": cmd[2:] if cmd[1] == "-m" else cmd[1:],  # after `python -m` or the binary
-        "ready_probe": READY_PROBE,
+        **server_facts(job, cmd, n_ctx, slots=1),
         "request": request_facts(body) if body else None,
     }  # the body of the timed requests (prompt aside), as both servers get
     return Outcome(samples=log.samples, engine=engine_for(job), extra=extra, own_peak=False)

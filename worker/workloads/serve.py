@@ -13,10 +13,10 @@ from __future__ import annotations
 from siliconbench.errors import WorkloadError
 from siliconbench.workloads.prompt_files import single_request, turns
 
-from worker.measure.memory import PeakSampler, read_hwm, reset_hwm, tree
+from worker.measure.memory import TreeWindow
 from worker.serving.client import chat_body, completion_body, request_facts, stream_request
 from worker.serving.load import arrivals, drive, figures
-from worker.serving.server import Server, ServerError, command, free_port, server_facts
+from worker.serving.server import Server, ServerError, batching, command, free_port, server_facts
 from worker.workloads.common import Context, Outcome, Prompts, SampleLog, done, engine_for, repetitions, vocab_engine
 
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
@@ -41,20 +41,24 @@ def units_of(convs: list[list[dict]], multi_turn: bool) -> list[list[list[dict]]
 
 def check_context(units, vocab, context: int, max_tokens: int, endpoint: str) -> dict:
     """Refuse, before the server starts, a request whose content alone leaves no room for max_tokens."""
-    worst = (0, 0)
+    counts: dict[str, int] = {}  # by content: multi-turn repeats every earlier message in each later turn
+    longest = 0
     for i, unit in enumerate(units):
         for messages in unit:
-            n = sum(len(vocab.tokenize(m["content"])) for m in messages)
+            for m in messages:
+                if m["content"] not in counts:
+                    counts[m["content"]] = len(vocab.tokenize(m["content"]))
+            n = sum(counts[m["content"]] for m in messages)
             if n + max_tokens > context:
                 raise WorkloadError(
                     f"request {i} (conversation {i} of the prompts) has {n:,} tokens of content, and with "
                     f"max_tokens={max_tokens} exceeds the context of {context:,} tokens (context_tokens): shorten it, "
                     "or raise context_tokens"
                 )
-            worst = max(worst, (n, i))
+            longest = max(longest, n)
     return {
         "context_tokens": context,
-        "longest_content_tokens": worst[0],
+        "longest_content_tokens": longest,
         "checked": "each request's message contents, tokenized before the run; the chat template's own tokens are "
         "counted by the server only (a request they push over the context fails with the server's message)"
         if endpoint == "chat"
@@ -99,10 +103,9 @@ def run(ctx: Context) -> Outcome:
             picked = [units[(r * n + i) % len(units)] for i in range(n)]
             bodies = [[body_of(m, endpoint, job.n_gen, banned) for m in unit] for unit in picked]
             schedule = arrivals(n, p["request_rate"], seed=job.seed * 1_000_003 + r)
-            pids = [q.pid for q in tree(server.proc.pid)]
-            hwm_ok = reset_hwm(pids) and hwm_ok
-            with PeakSampler(server.proc.pid, p["memory_interval_ms"] / 1000.0) as sampler:
+            with TreeWindow(server.proc.pid, p["memory_interval_ms"] / 1000.0, hwm_ok) as memory:
                 result = drive(schedule, bodies, send, p["max_concurrency"])
+            hwm_ok = memory.hwm_ok
             if server.proc.poll() is not None:
                 raise ServerError(
                     f"the {job.engine} server exited with status {server.proc.returncode} during run {r}",
@@ -113,12 +116,7 @@ def run(ctx: Context) -> Outcome:
                 log.add(values, warmup=warm)
             for gap in gaps:
                 log.add({"serve_itl_ms": gap}, warmup=warm)
-            memory = {
-                "server_peak_rss_bytes": sampler.peak,
-                "server_hwm_rss_bytes": read_hwm(pids) if hwm_ok else None,
-                "server_peak_footprint_bytes": sampler.footprint_peak,
-            }
-            log.add({**run_figures, **memory}, warmup=warm)
+            log.add({**run_figures, **memory.figures()}, warmup=warm)
             errors = [x.error for x in result.requests if not x.ok]
             runs.append(
                 {
@@ -142,6 +140,7 @@ def run(ctx: Context) -> Outcome:
         "memory_interval_ms": p["memory_interval_ms"],
         "hwm_supported": hwm_ok,
         **server_facts(job, cmd, p["context_tokens"], slots),
+        "batching": batching(job, slots),
         "request": request_facts(body_of([{"role": "user", "content": ""}], endpoint, job.n_gen, banned)),
         "prompts": {"source": p["prompts"], "format": p["prompt_format"], "units": len(units)},
         "endpoint": path,
