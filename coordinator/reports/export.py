@@ -15,6 +15,7 @@ from siliconbench.engines import ENGINE_PACKAGE
 from siliconbench.jobs import JobSpec
 from siliconbench.metrics import HEADLINE, METRICS
 from siliconbench.results import JobResult, JobStatus
+from siliconbench.workloads.base import BODY_SUFFIX
 
 from storage.result_store import load_stored
 
@@ -149,8 +150,8 @@ def result_record(
         "engine_counters": {m: summary_dict(summaries[m]) for m in COUNTER_METRICS if summaries[m] is not None},
         "unstable": stability_warnings(stable),
         "stderr_tail": result.stderr_tail,
-        # a user's text or prompts travel with the job; the record keeps their digests ("text", "prompts")
-        "params": {k: v for k, v in job.params.items() if k not in ("text_body", "prompts_body")},
+        # a user's file travels with the job as "<setting>_body"; the record keeps its digest ("text", "prompts")
+        "params": {k: v for k, v in job.params.items() if not k.endswith(BODY_SUFFIX)},
         "metrics": metrics,
         "extra": dict(result.extra),
     }

@@ -3,6 +3,7 @@ context check, the facts every result may carry, and the settings of the kinds t
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
@@ -51,14 +52,27 @@ class Config:
     warmup: int | None = None
 
 
-MAX_USER_FILE_BYTES = (
-    16 * 1024 * 1024
-)  # each job carries the file's content: a book or a benchmark's prompts, not a dataset
+# Each job carries a user's file's content (params "<setting>_body", beside "<setting>": its digest): a book or a
+# benchmark's prompts, not a dataset.
+MAX_USER_FILE_BYTES = 16 * 1024 * 1024
+BODY_SUFFIX = "_body"
 
 
-def read_user_file(path: str, where: str, what: str) -> tuple[Path, bytes, str]:
+@dataclass(frozen=True)
+class UserFile:
+    path: Path
+    raw: bytes
+    text: str
+
+    @property
+    def digest(self) -> str:
+        """What the job's identity holds in place of the file's name: a changed file is another benchmark."""
+        return f"sha256:{hashlib.sha256(self.raw).hexdigest()}"
+
+
+def read_user_file(path: str, where: str, what: str) -> UserFile:
     """A file of the user's that travels with each job (a text to score, a prompt file), read and checked at
-    expansion: (its path, bytes, UTF-8 text); a UserError naming ``where`` otherwise, nothing half-made."""
+    expansion; a UserError naming ``where`` otherwise, nothing half-made."""
     p = Path(path).expanduser()
     if not p.is_file():
         raise UserError(where, f"{path!r} is not a file; give 'corpus' or the path of {what}.")
@@ -66,7 +80,7 @@ def read_user_file(path: str, where: str, what: str) -> tuple[Path, bytes, str]:
     if len(raw) > MAX_USER_FILE_BYTES:
         raise UserError(where, f"{path} is {len(raw):,} bytes; at most {MAX_USER_FILE_BYTES:,} travel with each job.")
     try:
-        return p, raw, raw.decode("utf-8")
+        return UserFile(p, raw, raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise UserError(where, f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason}).") from None
 

@@ -3,14 +3,13 @@ KL-divergence against the model's full precision. Run by worker/workloads/perple
 
 from __future__ import annotations
 
-import hashlib
 from typing import Annotated, Literal
 
 from pydantic import Field, PositiveInt
 
 from ..engines import ENGINE_NAMES
 from ..errors import UserError
-from .base import Config, Strict, fits, read_user_file
+from .base import Config, Strict, UserFile, fits, read_user_file
 
 LABEL = ("windows", "window_tokens", "mode")  # the params a job's one-line label shows (JobSpec.label)
 FACTS = frozenset(
@@ -97,21 +96,20 @@ def configs(w: PerplexityWorkload, at: str, m, catalog, engines: list[str]) -> l
         "protocol": 2,
     }
     if w.text != "corpus":
-        body = own_text(w.text, f"{at}.text")
-        digest = hashlib.sha256(body.encode()).hexdigest()
-        params.update(text=f"sha256:{digest}", text_body=body)
+        file = own_text(w.text, f"{at}.text")
+        params.update(text=file.digest, text_body=file.text)
     if w.kl_divergence:
         params["kld_bases"] = kld_bases(m, catalog, f"{at}.kl_divergence")
     # Deterministic: the windows are the samples, so repetitions and warmup would only repeat them.
     return [Config(w.window_tokens, 0, params, repetitions=1, warmup=0)]
 
 
-def own_text(path: str, where: str) -> str:
+def own_text(path: str, where: str) -> UserFile:
     """The user's text file, read and checked now: a clear error naming the field, nothing half-made."""
-    _, _, body = read_user_file(path, where, "a UTF-8 text file")
-    if not body.strip():
+    file = read_user_file(path, where, "a UTF-8 text file")
+    if not file.text.strip():
         raise UserError(where, f"{path} is empty: there is nothing to score.")
-    return body
+    return file
 
 
 def kld_bases(m, catalog, where: str) -> list[dict]:

@@ -29,9 +29,10 @@ SHAREGPT_ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "a
 Conversation = list[dict]
 
 
-def read_prompt_file(path: str, fmt: PromptFormat, where: str) -> tuple[bytes, str, list[Conversation]]:
-    """(the file's bytes, the format read, its conversations); UserError naming ``where`` and the line."""
-    p, raw, body = read_user_file(path, where, "a prompt file (JSONL, JSON, text)")
+def read_prompt_file(path: str, fmt: PromptFormat, where: str) -> tuple[str, str, list[Conversation]]:
+    """(the file's digest, the format read, its conversations); UserError naming ``where`` and the line."""
+    file = read_user_file(path, where, "a prompt file (JSONL, JSON, text)")
+    p, body = file.path, file.text
     if fmt == "auto":
         fmt = {".jsonl": "chat", ".json": "sharegpt"}.get(p.suffix.lower(), "text")
         if fmt == "chat" and _first_line_key(body) == "conversations":
@@ -44,7 +45,7 @@ def read_prompt_file(path: str, fmt: PromptFormat, where: str) -> tuple[bytes, s
         convs = _jsonl(body, path, where, fmt)
     if not convs:
         raise UserError(where, f"{path} holds no prompt.")
-    return raw, fmt, convs
+    return file.digest, fmt, convs
 
 
 def _first_line_key(body: str) -> str | None:
@@ -70,7 +71,8 @@ def _jsonl(body: str, path: str, where: str, fmt: str) -> list[Conversation]:
         except ValueError as exc:
             raise UserError(where, f"{at} is not JSON ({exc.msg} at column {exc.colno}): {line[:80]!r}.") from None
         if not isinstance(obj, dict):
-            raise UserError(where, f"{at} is a JSON {type(obj).__name__}, not an object with 'messages'.")
+            key = "messages" if fmt == "chat" else "conversations"
+            raise UserError(where, f"{at} is a JSON {type(obj).__name__}, not an object with '{key}'.")
         if fmt == "chat":
             out.append(_messages(obj.get("messages"), at, where))
         else:

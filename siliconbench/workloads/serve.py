@@ -4,7 +4,6 @@ Run by worker/workloads/serve.py; the prompt file is read by prompt_files.py."""
 
 from __future__ import annotations
 
-import hashlib
 import math
 from typing import Annotated, Literal, Union
 
@@ -133,9 +132,9 @@ def configs(w: ServeWorkload, at: str, m, catalog, engines: list[str]) -> list[C
             )
         n_prompt = w.prompt_tokens
     else:
-        raw, fmt, convs = read_prompt_file(w.prompts, w.prompt_format, f"{at}.prompts")
+        digest, fmt, convs = read_prompt_file(w.prompts, w.prompt_format, f"{at}.prompts")
         _check_endpoint(w, fmt, convs, at)
-        params.update(prompts=f"sha256:{hashlib.sha256(raw).hexdigest()}", prompt_format=fmt, prompts_body=convs)
+        params.update(prompts=digest, prompt_format=fmt, prompts_body=convs)
         n_prompt = 0  # each request's prompt tokens are the server's count (usage.prompt_tokens)
     return [Config(n_prompt, w.max_tokens, {**params, "request_rate": rate_param(r)}, warmup=0) for r in w.request_rate]
 
