@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from coordinator.reports.tables import version_cell
+from coordinator.reports.workload_tables import served_by
+
 
 @dataclass(frozen=True)
 class ServePoint:
@@ -26,13 +29,7 @@ class ServePoint:
 
 def series_of(r: dict) -> str:
     """What a curve is: the results a user would join with a line (never two identities in one line)."""
-    extra, params = r.get("extra") or {}, r.get("params") or {}
-    server = extra.get("server") or "?"
-    if server == "llama-server" and params.get("slots"):
-        server += f" ×{params['slots']}"
-    version = r.get("engine_version") or ""
-    commit = f" @ {r['commit'][:7]}" if r.get("commit") else ""
-    return f"{r['model']} · {r['engine']} {version}{commit} {r['quant']} · {server}"
+    return f"{r['model']} · {r['engine']} {version_cell(r)} {r['quant']} · {served_by(r)}"
 
 
 def _stat(r: dict, metric: str, key: str) -> float | None:
