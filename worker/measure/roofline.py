@@ -157,16 +157,14 @@ def weights_read(artifact: Path) -> dict:
     if not sizes:
         files = [artifact] if artifact.is_file() else sorted(artifact.glob("*.safetensors"))
         return {"bytes": sum(f.stat().st_size for f in files)}
-    for embed, output, rows in (
-        ("token_embd.weight", "output.weight", None),
-        ("model.embed_tokens.weight", "lm_head.weight", None),
-    ):
+    for embed, output in (("token_embd.weight", "output.weight"), ("model.embed_tokens.weight", "lm_head.weight")):
         if embed in sizes and output in sizes:  # untied: one row of the input table per token
             sizes[embed] = sizes[embed] // max(sizes.get(f"{embed}#rows", 1), 1)
     sizes = {k: v for k, v in sizes.items() if not k.endswith("#rows")}
-    experts = expert_counts(artifact)
     routed = sum(v for k, v in sizes.items() if is_routed_expert(k))
-    if not experts or not routed:
+    # the counts only where the tensor table has routed experts: a dense model's job reads no header twice
+    experts = expert_counts(artifact) if routed else None
+    if not experts:
         return {"bytes": sum(sizes.values())}
     count, used = experts
     active = routed * used / count
