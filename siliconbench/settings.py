@@ -34,8 +34,12 @@ def llama_tools_dir(llama_cpp_python: str) -> Path:
     configured = env_setting("llama_tools_dir")
     if configured:
         return Path(configured).expanduser()
-    cache = Path(env_setting("tools_cache") or Path.home() / ".cache/siliconbench/tools").expanduser()
-    return cache / f"llama.cpp-{llama_cpp_python}" / "bin"
+    return tools_cache_dir() / f"llama.cpp-{llama_cpp_python}" / "bin"
+
+
+def tools_cache_dir() -> Path:
+    """scripts/build_llama_tools.sh's cache: the llama-cpp-python sdists, their vendored trees and the tools built."""
+    return Path(env_setting("tools_cache") or Path.home() / ".cache/siliconbench/tools").expanduser()
 
 
 DURABLE_AFTER_S = 1.0  # durable_after_s's default: a worker's WorkerContext has it without loading Settings

@@ -26,7 +26,7 @@ from importlib.metadata import PackageNotFoundError, version as installed_versio
 from pathlib import Path
 
 from siliconbench.errors import UserError
-from siliconbench.settings import env_setting
+from siliconbench.settings import tools_cache_dir
 
 FUNCTION = re.compile(r"ctypes_function\(\s*\"(\w+)\"")
 STRUCT = re.compile(r"^class (\w+)\(ctypes\.(?:Structure|Union)\)", re.M)
@@ -183,7 +183,7 @@ def own_binding_version() -> str | None:
 @lru_cache(maxsize=8)
 def binding_header(binding: str) -> str:
     """The ``llama.h`` llama-cpp-python ``binding`` vendors: from the tools cache's sdist, else downloaded once."""
-    cache = Path(env_setting("tools_cache") or Path.home() / ".cache" / "siliconbench" / "tools").expanduser()
+    cache = tools_cache_dir()
     kept = cache / f"llama.cpp-{binding}" / "src" / "include" / "llama.h"  # scripts/build_llama_tools.sh keeps it
     if kept.exists():
         return kept.read_text()
