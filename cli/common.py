@@ -6,6 +6,7 @@ import contextlib
 import functools
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Callable
 
 import typer
@@ -77,3 +78,12 @@ def byte_progress() -> Iterator[Callable[[str, int, int], None]]:
 
     with bars:
         yield update
+
+
+def emit(text: str, out: Path | None) -> None:
+    """A verb's output to the file asked for (saying so), else to stdout as is."""
+    if out:
+        out.write_text(text)
+        console.print(f"wrote {out}", highlight=False)
+    else:
+        sys.stdout.write(text)

@@ -1,4 +1,5 @@
-"""`siliconbench compare | regressions | confirm | import-llama-bench | export`: is it slower, since when, and why."""
+"""`siliconbench compare | regressions`: is it slower, and since when (`confirm` and the llama-bench interop are
+their own modules)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,10 @@ from pathlib import Path
 import typer
 
 from siliconbench.errors import UserError
-from siliconbench.spec import COMPARE_PROCESSES
 
 from storage.database import session_scope
 
-from .common import EXIT_FAILED_JOBS, console, database, settings, user_errors
+from .common import EXIT_FAILED_JOBS, console, database, emit, settings, user_errors
 
 METRIC_HELP = "Metric to compare (repeatable; default prefill_tps, decode_tps, ttft_ms)"
 SELECTOR_HELP = (
@@ -38,14 +38,6 @@ def _say_left_out(url: str, included: bool) -> None:
         note = left_out_note(disturbed_results(s, Filters()), included, show="pass --include-disturbed")
     if note:
         console.print(note, style="yellow", highlight=False)
-
-
-def _emit(text: str, out: Path | None) -> None:
-    if out:
-        out.write_text(text)
-        console.print(f"wrote {out}", highlight=False)
-    else:
-        sys.stdout.write(text)
 
 
 @user_errors
@@ -91,7 +83,7 @@ def compare(
             console.print(", ".join(f"{n} {v}" for v, n in c.items() if n), style="bold", highlight=False)
         _say_left_out(url, include_disturbed)
     else:
-        _emit(render(rows, fmt, title=title), out)
+        emit(render(rows, fmt, title=title), out)
     if fail_on_regression and any(r.comparison.verdict == Verdict.regression for r in rows):
         raise typer.Exit(EXIT_FAILED_JOBS)
 
@@ -213,132 +205,3 @@ def _verdicts_since(since: str, fmt: str) -> None:
             (r["created_at"] or "")[:19], r["kind"], f"{r['source']} {r['id']}", r["delivery"] + tries, r["message"]
         )
     console.print(t)
-
-
-@user_errors
-def confirm(
-    finding: int = typer.Argument(..., help="Finding id (from `siliconbench regressions`)"),
-    rounds: int = typer.Option(COMPARE_PROCESSES, "--rounds", help="A/B rounds, interleaved: processes a side"),
-    repetitions: int = typer.Option(None, "--repetitions", help="Per job (default: the series' own)"),
-    models_dir: Path = typer.Option(None, "--models-dir", help="Models folder (default: SILICONBENCH_MODELS_DIR)"),
-    host: list[str] = typer.Option([], "--host", help="Through the fleet: run it on this worker (repeatable)"),
-    sku: str = typer.Option(
-        None,
-        "--sku",
-        help="Through the fleet: on every online worker of this SKU "
-        "(chip · CPU cores · GPU cores · memory · OS major; `siliconbench workers` lists them)",
-    ),
-    wait: bool = typer.Option(True, "--wait/--no-wait", help="Fleet: wait for the jobs and attach the result"),
-) -> None:
-    """Rerun a finding's baseline and candidate interleaved A/B/A/B on this host, or on fleet workers (--host /
-    --sku); attach the verdict to it."""
-    if host or sku:
-        return _confirm_on_fleet(finding, rounds, repetitions, host, sku, wait)
-    from embedded.confirm import run_confirm  # verb-local
-
-    s = settings(models_dir=models_dir)
-    url = database(s)
-    done = []
-    f = run_confirm(
-        url,
-        finding,
-        s.resolved_models_dir,
-        rounds=rounds,
-        repetitions=repetitions,
-        on_done=lambda job, res: (
-            done.append(res.status)
-            or console.print(
-                f"  {job.index + 1:>2}. {job.engine} {job.engine_version}: {res.status}", style="dim", highlight=False
-            )
-        ),
-    )
-    _print_confirmation(f)
-
-
-def _print_confirmation(f: dict) -> None:
-    """One line per host: the finding's status (with several hosts, each host's verdict first) and the numbers."""
-    r = f["confirm_result"]
-    nan = float("nan")
-    per_host = r["hosts"].items() if "hosts" in r else [(r.get("host"), r)]
-    for name, one in per_host:
-        on = f" on {name}" if name else ""
-        console.print(
-            f"finding {f['id']} ({f['series']}, {f['metric']}){on}: [bold]{f['status']}[/] — "
-            f"{one['baseline']} → {one['candidate']}: ratio {one['ratio'] or nan:.3f} "
-            f"(95% CI {one['ci_low'] or nan:.3f}–{one['ci_high'] or nan:.3f}), "
-            f"p {one['p_value'] if one['p_value'] is not None else nan:.2g}, {one['verdict']}; "
-            f"sweep {one['sweep_id']}",
-            highlight=False,
-        )
-
-
-def _confirm_on_fleet(
-    finding: int, rounds: int, repetitions: int | None, hosts: list[str], sku: str | None, wait: bool
-) -> None:
-    from coordinator.confirm.on_fleet import attach_confirm, choose_hosts, submit_confirm, wait_confirm  # verb-local
-
-    from .fleet import _fleet_settings  # verb-local: the fleet's settings, checked as every fleet verb does
-
-    s, broker = _fleet_settings()
-    with session_scope(s.database_url) as ses:
-        chosen = choose_hosts(ses, hosts, sku)
-    sweep_id = submit_confirm(s.database_url, broker, finding, chosen, rounds=rounds, repetitions=repetitions)
-    console.print(f"confirmation sweep {sweep_id}: {2 * rounds} job(s) on each of {', '.join(chosen)}", highlight=False)
-    if not wait:
-        console.print(f"finding {finding} is confirming; `siliconbench status {sweep_id}` follows it.", highlight=False)
-        return
-
-    def progress(counts: dict[str, int]) -> None:
-        total, final = sum(counts.values()), sum(counts.get(k, 0) for k in ("ok", "failed", "cancelled"))
-        console.print(
-            f"  {final}/{total} done ({counts.get('running', 0)} running, {counts.get('failed', 0)} failed)",
-            style="dim",
-            highlight=False,
-        )
-
-    wait_confirm(s.database_url, sweep_id, broker_url=broker, on_progress=progress)
-    _print_confirmation(attach_confirm(s.database_url, finding, sweep_id))
-
-
-@user_errors
-def import_llama_bench(
-    file: Path = typer.Argument(..., help="llama-bench output: -o json, jsonl, csv or sql"),
-    host: str = typer.Option(None, "--host", help="Machine it ran on (default: this one)"),
-    model: str = typer.Option(None, "--model", help="Model of the models folder the file's GGUF is"),
-    models_dir: Path = typer.Option(None, "--models-dir", help="Models folder (default: SILICONBENCH_MODELS_DIR)"),
-) -> None:
-    """Import llama-bench results so existing llama.cpp history joins siliconbench's series."""
-    import platform  # verb-local
-
-    from coordinator.reports.llamabench import import_file  # verb-local
-
-    s = settings(models_dir=models_dir)
-    url = database(s)
-    host = host or platform.node()
-    out = import_file(url, file, host=host, models_dir=s.resolved_models_dir, model=model)
-    console.print(
-        f"imported {out['imported']} tests ({out['raw_samples']} with raw samples) as sweep "
-        f"{out['sweep_id']}, host {host}",
-        highlight=False,
-    )
-    for why in out["skipped"]:
-        console.print(f"  skipped {why}", style="yellow", highlight=False)
-
-
-@user_errors
-def export(
-    fmt: str = typer.Option("llama-bench", "--format", help="llama-bench (JSON array) | llama-bench-jsonl"),
-    sweep: str = typer.Option(None, "--sweep", help="Sweep id (default: every stored result)"),
-    engine: list[str] = typer.Option(["llama.cpp"], "--engine", help="Engines to export (repeatable: llama.cpp, mlx)"),
-    out: Path = typer.Option(None, "--out", help="Write to this file instead of stdout"),
-) -> None:
-    """Export stored results in llama-bench's JSON shape (one pp and one tg test per result)."""
-    from coordinator.reports.llamabench import dumps, export_records  # verb-local
-    from storage.result_store import load_results  # verb-local
-
-    if fmt not in ("llama-bench", "llama-bench-jsonl"):
-        raise UserError("--format", f"unknown format {fmt!r}.", ["llama-bench", "llama-bench-jsonl"])
-    url = database(settings())
-    with session_scope(url) as s:
-        records = export_records(load_results(s, sweep_id=sweep), engines=tuple(engine))
-    _emit(dumps(records, fmt), out)

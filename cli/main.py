@@ -23,9 +23,9 @@ for verb in (fleet.submit, fleet.status, fleet.cancel, fleet.workers, fleet.reco
 app.add_typer(models.app, name="models")
 app.add_typer(db.app, name="db")
 # Engine versions and regressions.
-from . import compare as _compare, env as _env  # noqa: E402
+from . import compare as _compare, confirm as _confirm, env as _env, llamabench as _llamabench  # noqa: E402
 
-for verb in (_compare.compare, _compare.confirm, _compare.export):
+for verb in (_compare.compare, _confirm.confirm, _llamabench.export):
     app.command()(verb)
 from . import bisect as _bisect  # noqa: E402
 
@@ -33,7 +33,7 @@ regressions_app = typer.Typer(no_args_is_help=False)
 regressions_app.callback(invoke_without_command=True)(_compare.regressions)
 regressions_app.command("bisect")(_bisect.bisect)
 app.add_typer(regressions_app, name="regressions")
-app.command("import-llama-bench")(_compare.import_llama_bench)
+app.command("import-llama-bench")(_llamabench.import_llama_bench)
 app.add_typer(_env.app, name="env")
 # What a worker here would see, and what to fix.
 from .doctor import doctor as _doctor  # noqa: E402
