@@ -105,23 +105,25 @@ def bisect(
     console.print(steps_table(d))
     if rec.skipped:
         console.print(f"skipped (did not build or run): {', '.join(c['sha'][:12] for c in rec.skipped)}")
-    if rec.outcome == "found":
-        f = rec.first_bad
-        console.print(
-            f"[bold]first bad commit[/]: {f['sha']} (b{f['number']}, {f['describe']}) {f['subject']!r}\n"
-            f"effect on {rec.metric}, last good -> first bad: {_ratio(rec.effect)}",
-            highlight=False,
-        )
-    elif rec.outcome == "no regression":
-        console.print(
-            f"no regression of {rec.metric} between {rec.good['label']} and {rec.bad['label']}: "
-            f"{_ratio(rec.effect)} (minimum effect {rec.min_effect:.0%})",
-            highlight=False,
-        )
-    else:
-        console.print(
-            "[bold yellow]undecided[/]: the last step's evidence did not decide at the last look; nothing is guessed. "
-            "Run again on a quieter host, or with a larger --min-effect.",
-            highlight=False,
-        )
+    console.print(outcome_line(d), highlight=False)
     raise typer.Exit(rec.exit_code)
+
+
+def outcome_line(rec: dict) -> str:
+    """How a finished bisection (this machine's or the fleet's) ended, in words a person acts on."""
+    if rec["outcome"] == "found":
+        f = rec["first_bad"]
+        named = f", {f['describe']}" if f.get("describe") else ""
+        return (
+            f"[bold]first bad commit[/]: {f['sha']} (b{f['number']}{named}) {f['subject']!r}\n"
+            f"effect on {rec['metric']}, last good -> first bad: {_ratio(rec['effect'])}"
+        )
+    if rec["outcome"] == "no regression":
+        return (
+            f"no regression of {rec['metric']} between {rec['good']['label']} and {rec['bad']['label']}: "
+            f"{_ratio(rec['effect'])} (minimum effect {rec['min_effect']:.0%})"
+        )
+    return (
+        "[bold yellow]undecided[/]: the last step's evidence did not decide at the last look; nothing is guessed. "
+        "Run again on a quieter host, or with a larger --min-effect."
+    )

@@ -130,3 +130,40 @@ def run_now_cmd(name: str = typer.Argument(..., help="Watch name"), database: st
     if check["error"]:
         console.print(f"[bold red]error[/]: {escape(check['error'])}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_FAILED_JOBS)
+
+
+@app.command("bisections")
+@user_errors
+def bisections_cmd(
+    watch: str = typer.Option(None, "--watch", help="Only this watch's"),
+    fmt: str = typer.Option("table", "--format", help="table | json"),
+    database: str = _DATABASE,
+) -> None:
+    """The fleet's bisections: a regression a watch confirmed between two llama.cpp tags, searched to its commit
+    on the host that confirmed it, with every step's evidence."""
+    from coordinator.watch.bisections import list_bisections  # verb-local
+
+    from .bisect import outcome_line, steps_table  # verb-local
+
+    if fmt not in ("table", "json"):
+        raise UserError("--format", f"unknown format {fmt!r}.", ["table", "json"])
+    with session_scope(_database(database)) as s:
+        rows = list_bisections(s, watch)
+    if fmt == "json":
+        json.dump(rows, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return
+    if not rows:
+        console.print(
+            "no bisection yet: one starts when a watch on llama.cpp's tags confirms a regression", style="dim"
+        )
+    for r in rows:
+        console.print(
+            f"[bold]{r['id']}[/] on {escape(r['host'])} (campaign {r['campaign_id']}, finding {r['finding_id']}): "
+            f"{r['good']['label']} → {r['bad']['label']}, {r['commits']} commits, {r['status']}"
+            + (f": {escape(r['error'])}" if r["error"] else ""),
+            highlight=False,
+        )
+        console.print(steps_table(r))
+        if r["status"] == "done":
+            console.print(outcome_line(r), highlight=False)

@@ -9,17 +9,15 @@ measured: one model, one quantization, one generate configuration on llama.cpp; 
    5, 8, 11 and 15 processes a side (``coordinator.stats.sequential``), the minimum effect. No regression between
    the ends ends the search (exit 1) with the interval that says so.
 2. **Each step** builds the midpoint of the commits still in question (first-parent line) and measures it
-   between both current ends, the three rotated round by round (A B C, B C A, C A B), so drift hits all alike.
-   The midpoint is *bad* when it is a regression against the good end, *good* when the bad end is a regression
-   against it or it is equivalent to the good end (its 80 % interval inside the minimum effect). Anything else at
-   a look runs the next look; a step still undecided at the last look stops the search and says so (exit 3),
+   between both current ends, the three rotated round by round (A B C, B C A, C A B), so drift hits all alike,
+   and decides it by the rules in ``coordinator.stats.bisection`` (the fleet's bisections use the same): *bad*,
+   *good*, or the next look; a step still undecided at the last look stops the search and says so (exit 3),
    with its evidence: it never guesses. A commit that does not build or whose jobs fail is skipped, as
    ``git bisect skip`` does, and named.
 3. **The answer**: the first bad commit (full sha, subject, build number), the effect (last good → first bad,
    with its interval) and every step's evidence, also written as JSON (``<data dir>/bisections/``).
 
-Every commit is measured through its own llama-bench (``llama.cpp.driver: llama-bench``): most commits of a real
-range match no llama-cpp-python binding, and one path for all keeps the steps comparable. Each step is a stored
+Every commit is measured through its own llama-bench (``coordinator.history.bisect_sweeps``). Each step is a stored
 sweep (results with their commit, as any sweep's), so ``compare`` and the dashboard see them too.
 """
 
@@ -40,8 +38,10 @@ from siliconbench.settings import data_dir
 from siliconbench.spec import SweepSpec
 
 from coordinator.fleet.sweeps import cancel
+from coordinator.history.bisect_sweeps import ENGINE, MEASURED, series_sweep, step_spec
 from coordinator.history.regressions import get_finding
-from coordinator.stats.sequential import LOOKS, decide
+from coordinator.stats.bisection import BAD, ends_decision, midpoint_decisions, midpoint_verdict, next_midpoint
+from coordinator.stats.sequential import LOOKS
 from coordinator.stats.significance import DEFAULT_MIN_EFFECT, Verdict
 from storage import result_store, sweep_store
 from storage.database import session_scope
@@ -51,8 +51,6 @@ from worker.envs.venvs import interpreters
 
 from .run import owner_tag, run_jobs
 
-ENGINE = "llama.cpp"
-MEASURED = ("decode_tps", "prefill_tps")  # what a build's llama-bench measures (worker/builds/tool.py)
 EXIT_FOUND, EXIT_NO_REGRESSION, EXIT_UNDECIDED = 0, 1, 3
 BISECT_TOOLS = ("llama-bench",)  # a bisection needs only the yardstick of each build
 Say = Callable[[str], None]
@@ -114,19 +112,6 @@ def check_spec(spec: SweepSpec, metric: str) -> None:
         raise UserError("--metric", f"{metric!r} is not what a build's llama-bench measures.", list(MEASURED))
     if metric == "prefill_tps" and w.prompt_tokens[0] == 0 or metric == "decode_tps" and w.gen_tokens[0] == 0:
         raise UserError("--metric", f"{metric} needs a non-zero length in the sweep's workload.")
-
-
-def step_spec(spec: SweepSpec, labels: list[str], processes: int, name: str) -> SweepSpec:
-    data = spec.model_dump(mode="json", by_alias=True)
-    data.update(
-        name=name,
-        engines=[ENGINE],
-        engine_versions={ENGINE: labels},
-        processes=processes,
-        install_versions=False,
-    )
-    data["engine_options"].setdefault("llama.cpp", {})["driver"] = "llama-bench"
-    return SweepSpec.model_validate(data)
 
 
 def rotated(jobs: list[JobSpec], labels: list[str]) -> dict[int, list[JobSpec]]:
@@ -245,11 +230,11 @@ def bisect(
     hi_label, hi_build = built(b)
 
     def ends(s):
-        d = decide(s[lo_label], s[hi_label], metric, min_effect=min_effect)
+        d = ends_decision(s[lo_label], s[hi_label], metric, min_effect=min_effect)
         return d.verdict.value if d.decided else None
 
     said, s = runner.measure([lo_label, hi_label], ends)
-    d = decide(s[lo_label], s[hi_label], metric, min_effect=min_effect)
+    d = ends_decision(s[lo_label], s[hi_label], metric, min_effect=min_effect)
     rec.steps.append(
         Step(
             "ends",
@@ -271,11 +256,7 @@ def bisect(
     lo, hi = -1, len(commits) - 1  # indices into commits; -1 is the good end
     last_effect = _comparison(d)
     candidates = list(range(len(commits)))
-    while True:
-        inside = [i for i in candidates if lo < i < hi]
-        if not inside:
-            break
-        mid = inside[len(inside) // 2]
+    while (mid := next_midpoint(candidates, lo, hi)) is not None:
         rev = commits[mid]
         say(f"step: {rev.label} ({rev.subject}) between {lo_label} and {hi_label}")
         try:
@@ -287,15 +268,9 @@ def bisect(
             continue
 
         def classify(s, mid_label=mid_label):
-            d1 = decide(s[lo_label], s[mid_label], metric, min_effect=min_effect)
-            d2 = decide(s[mid_label], s[hi_label], metric, min_effect=min_effect)
-            if d1.verdict == Verdict.regression:
-                return "bad"
-            if d2.verdict == Verdict.regression or (
-                d1.decided and d1.verdict == Verdict.no_change and d1.look < len(LOOKS)
-            ):
-                return "good"
-            return None
+            return midpoint_verdict(
+                *midpoint_decisions(s[lo_label], s[mid_label], s[hi_label], metric, min_effect=min_effect)
+            )
 
         verdict, s = runner.measure([lo_label, mid_label, hi_label], classify)
         if min(len(s[x]) for x in (lo_label, mid_label, hi_label)) == 0:
@@ -303,8 +278,7 @@ def bisect(
             rec.steps.append(Step("midpoint", rev.as_dict(), [], "skipped", sweep_id=s["_sweep"], note="jobs failed"))
             candidates.remove(mid)
             continue
-        d1 = decide(s[lo_label], s[mid_label], metric, min_effect=min_effect)
-        d2 = decide(s[mid_label], s[hi_label], metric, min_effect=min_effect)
+        d1, d2 = midpoint_decisions(s[lo_label], s[mid_label], s[hi_label], metric, min_effect=min_effect)
         rec.steps.append(
             Step(
                 "midpoint",
@@ -321,7 +295,7 @@ def bisect(
         if verdict is None:
             rec.outcome = "undecided"
             return _finish(rec, out_dir, say)
-        if verdict == "bad":
+        if verdict == BAD:
             hi, hi_label, last_effect = mid, mid_label, _comparison(d1)
         else:
             lo, lo_label, last_effect = mid, mid_label, _comparison(d2)
@@ -362,22 +336,7 @@ def finding_sweep(database_url: str, finding_id: int) -> tuple[SweepSpec, str, s
         job, metric = stored[0].job, f.metric
     if job.workload != "generate":
         raise UserError(field, f"the finding is on a {job.workload} series; a bisection measures generate.")
-    spec = SweepSpec.model_validate(
-        {
-            "name": f"bisect-finding-{finding_id}",
-            "models": [job.model],
-            "engines": [ENGINE],
-            "quantizations": [job.quant],
-            "workloads": [
-                {"kind": "generate", "prompt_tokens": [job.n_prompt], "gen_tokens": [job.n_gen], "depth": [job.n_depth]}
-            ],
-            "repetitions": job.repetitions,
-            "warmup": job.warmup,
-            "seed": job.seed,
-            "engine_options": {"threads": job.engine_options.get("threads")},
-        }
-    )
-    return spec, good, bad, metric
+    return SweepSpec.model_validate(series_sweep(job, f"bisect-finding-{finding_id}")), good, bad, metric
 
 
 def _finish(rec: Bisection, out_dir: Path | None, say: Say) -> Bisection:

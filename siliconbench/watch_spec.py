@@ -1,4 +1,4 @@
-"""The watch spec: which engine packages to follow, which suite (a sweep) to run on a new release, on which
+"""The watch spec: which engine packages (and llama.cpp release tags) to follow, which suite (a sweep) to run on a new release, on which
 hosts, how often to look, and where verdicts go. Validated like a sweep (``siliconbench.spec``): unknown keys
 refused, every error one ``UserError`` naming the field (``suite.`` prefixed inside the suite).
 
@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
 
 import yaml
+from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, field_validator
 
 from .engines import PACKAGE_ENGINE
@@ -33,11 +34,61 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class LlamaCppSource(Strict):
-    """A llama.cpp source tree at a commit (accepted by the schema, refused by ``parse_watch``: not built yet)."""
+LLAMA_CPP = "llama.cpp"  # what a campaign on llama.cpp tags names as its package, and the engine it moves
+TAG = re.compile(r"^b(\d+)$")  # llama.cpp's release tags: b<build number>
+ARCHIVE = re.compile(r"^llama-(b\d+)-bin-[\w.-]+?\.(zip|tar\.gz)$")  # its release archives
+LLAMA_TOOLS = Literal["llama-bench", "llama-server", "llama-perplexity"]
 
-    source: str = Field(min_length=1, description="Path of the llama.cpp checkout")
-    commit: str = Field(pattern=r"^[0-9a-fA-F]{7,40}$", description="The commit to follow from")
+
+class LlamaCppTags(Strict):
+    """llama.cpp's release tags to follow: the ``b<N>`` tags of a git checkout, or the archives in a folder."""
+
+    source: str | None = Field(
+        None,
+        description="A llama.cpp git checkout, at this path on the coordinator and on every target host (a shared "
+        "mount, or a clone at the same path): its b<N> tags are the versions; each is built on the hosts",
+    )
+    archives: str | None = Field(
+        None, description="A folder of llama.cpp release archives (llama-b<N>-bin-<platform>.zip or .tar.gz)"
+    )
+    fetch: bool = Field(
+        True, description="git fetch --tags in the checkout before each look (where the remote can be reached)"
+    )
+    cmake_flags: list[str] = Field(default_factory=list, description="More -DNAME=VALUE for every build")
+    tools: list[LLAMA_TOOLS] = Field(
+        default_factory=lambda: ["llama-bench", "llama-server", "llama-perplexity"],
+        description="The tools each build makes (llama-bench always: a bisection's yardstick)",
+    )
+    bisect: bool = Field(
+        True, description="A confirmed regression of a tag starts a bisection to its commit (a checkout only)"
+    )
+
+    @field_validator("cmake_flags")
+    @classmethod
+    def _flags(cls, v: list[str]) -> list[str]:
+        for flag in v:
+            if not flag.startswith("-D"):
+                raise ValueError(f"{flag!r}: give each flag as -DNAME=VALUE")
+        return v
+
+    @field_validator("tools")
+    @classmethod
+    def _bench(cls, v: list[str]) -> list[str]:
+        if "llama-bench" not in v:
+            raise ValueError("must include llama-bench (a build's own yardstick, and a bisection's)")
+        return list(dict.fromkeys(v))
+
+
+def version_key(package: str, version: str) -> tuple:
+    """The order of a followed package's versions: a llama.cpp tag by its build number, a release by PEP 440.
+    A version that is neither sorts first (it is never newer than one that is)."""
+    if package == LLAMA_CPP:
+        m = TAG.match(version)
+        return (1, int(m.group(1))) if m else (0, 0)
+    try:
+        return (1, Version(version))
+    except InvalidVersion:
+        return (0, Version("0"))
 
 
 class Notify(Strict):
@@ -64,7 +115,9 @@ class WatchSpec(Strict):
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")
     description: str = ""
     packages: list[Package] = Field(default_factory=list, description="Engine packages whose releases to follow")
-    llama_cpp: LlamaCppSource | None = None
+    llama_cpp: LlamaCppTags | None = Field(
+        None, description="llama.cpp's release tags to follow, from a checkout or a folder of release archives"
+    )
     suite: Any = Field(
         description="A sweep: a YAML file's path (relative to the watch file) or "
         "the sweep's mapping inline; it must not set engine_versions or processes"
@@ -107,6 +160,11 @@ class WatchSpec(Strict):
         if parts.scheme not in ("", "http", "https", "file"):
             raise ValueError("must be an http(s) URL or a folder of wheels")
         return v
+
+    @property
+    def followed(self) -> list[str]:
+        """The packages followed, llama.cpp's tags (package ``llama.cpp``) last."""
+        return [*self.packages, *([LLAMA_CPP] if self.llama_cpp is not None else [])]
 
     @property
     def every_s(self) -> float:
@@ -219,7 +277,34 @@ def _suite(spec: WatchSpec, base_dir: Path) -> tuple[dict, SweepSpec]:
                 f"{package} moves engine {PACKAGE_ENGINE[package]}, which the suite's "
                 f"engines ({', '.join(sweep.engines)}) do not list.",
             )
+    if spec.llama_cpp is not None and LLAMA_CPP not in sweep.engines:
+        raise UserError(
+            "llama_cpp",
+            f"llama.cpp's tags move engine llama.cpp, which the suite's engines ({', '.join(sweep.engines)}) do not list.",
+        )
     return data, sweep
+
+
+def _llama_cpp(tags: LlamaCppTags, base: Path, check_folders: bool) -> LlamaCppTags:
+    """Exactly one of source / archives, as an absolute path; with ``check_folders``, a folder that is there (a
+    checkout holding include/llama.h)."""
+    if (tags.source is None) == (tags.archives is None):
+        raise UserError(
+            "llama_cpp", "give one of source (a llama.cpp git checkout) or archives (a folder of releases)."
+        )
+    key = "source" if tags.source is not None else "archives"
+    folder = Path(getattr(tags, key)).expanduser()
+    folder = folder if folder.is_absolute() else base / folder
+    if check_folders:
+        if not folder.is_dir():
+            raise UserError(f"llama_cpp.{key}", f"no folder {folder}.")
+        if key == "source" and not ((folder / ".git").exists() and (folder / "include" / "llama.h").is_file()):
+            raise UserError(
+                "llama_cpp.source", f"{folder} is not a llama.cpp git checkout (no .git and include/llama.h)."
+            )
+    if key == "archives" and tags.bisect and "bisect" in tags.model_fields_set:
+        raise UserError("llama_cpp.bisect", "a bisection needs the commits between two tags: follow a source checkout.")
+    return tags.model_copy(update={key: str(folder), "bisect": tags.bisect and key == "source"})
 
 
 def parse_watch(data: object, *, base_dir: Path | str | None = None, check_folders: bool = True) -> WatchSpec:
@@ -234,14 +319,13 @@ def parse_watch(data: object, *, base_dir: Path | str | None = None, check_folde
         spec = WatchSpec.model_validate(data)
     except ValidationError as exc:
         raise _user_error(exc, WatchSpec) from None
-    if spec.llama_cpp is not None:
+    if not spec.packages and spec.llama_cpp is None:
         raise UserError(
-            "llama_cpp",
-            "following a llama.cpp source tree is not built yet; follow the "
-            "llama-cpp-python package instead (packages: [llama-cpp-python]).",
+            "packages",
+            "the watch follows nothing: list at least one package, or llama.cpp's tags (llama_cpp: {source: DIR}).",
+            list(PACKAGE_ENGINE),
         )
-    if not spec.packages:
-        raise UserError("packages", "the watch follows nothing: list at least one package.", list(PACKAGE_ENGINE))
+    llama = _llama_cpp(spec.llama_cpp, base, check_folders) if spec.llama_cpp is not None else None
     try:
         hosts = None if spec.hosts is None else _check_hosts(spec.hosts)
     except _Invalid as exc:
@@ -260,7 +344,7 @@ def parse_watch(data: object, *, base_dir: Path | str | None = None, check_folde
         index = str(folder)
     if isinstance(hosts, HostFilter):
         hosts = hosts.model_dump(exclude_none=True)
-    out = spec.model_copy(update={"suite": suite, "index": index, "hosts": hosts})
+    out = spec.model_copy(update={"suite": suite, "index": index, "hosts": hosts, "llama_cpp": llama})
     out._suite = sweep
     return out
 

@@ -142,3 +142,43 @@ class Notification(Base):
     next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_error: Mapped[str | None] = mapped_column(Text)
+
+
+BISECTION_STATUSES = ("building", "measuring", "done", "failed")
+
+
+class Bisection(Base):
+    """A confirmed regression between two llama.cpp tags searched to its commit on the host that confirmed it,
+    step by step by the scheduler (``coordinator.watch.bisections``)."""
+
+    __tablename__ = "bisections"
+    __table_args__ = (
+        CheckConstraint(_in("status", BISECTION_STATUSES), name="status"),
+        Index("ix_bisections_finding_id", "finding_id", unique=True),
+        Index("ix_bisections_status", "status"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaigns.id", ondelete="CASCADE"))
+    finding_id: Mapped[int] = mapped_column(Integer)  # the regression it searches (one bisection a finding)
+    host: Mapped[str] = mapped_column(String)  # where it runs: a host that confirmed the regression
+    source: Mapped[str] = mapped_column(String)  # the llama.cpp checkout
+    metric: Mapped[str] = mapped_column(String)
+    min_effect: Mapped[float] = mapped_column(Float)
+    suite: Mapped[dict] = mapped_column(JSON, default=dict)  # the finding's series as a sweep: each step's base
+    good: Mapped[dict] = mapped_column(JSON, default=dict)  # {label, sha, number, subject}
+    bad: Mapped[dict] = mapped_column(JSON, default=dict)
+    commits: Mapped[list] = mapped_column(JSON, default=list)  # after good up to bad, oldest first
+    lo: Mapped[int] = mapped_column(Integer, default=-1, server_default="-1")  # last known good (-1: good)
+    hi: Mapped[int] = mapped_column(Integer)  # first known bad (an index into commits)
+    labels: Mapped[dict] = mapped_column(JSON, default=dict)  # commit index -> the build's version label
+    skipped: Mapped[list] = mapped_column(JSON, default=list)  # {index, reason}: did not build or run
+    status: Mapped[str] = mapped_column(String, default="building", server_default="building")
+    current: Mapped[dict] = mapped_column(JSON, default=dict)  # the step under way
+    steps: Mapped[list] = mapped_column(JSON, default=list)  # every finished step's evidence
+    outcome: Mapped[str | None] = mapped_column(String)  # found | no regression | undecided
+    first_bad: Mapped[dict | None] = mapped_column(JSON)
+    effect: Mapped[dict | None] = mapped_column(JSON)  # last good -> first bad (or the ends), with its interval
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -128,6 +128,16 @@ def submit_sweep(
     return sid, p
 
 
+def submit_once(database_url: str, broker_url: str, spec: SweepSpec, sweep_id: str) -> bool:
+    """Enqueue the sweep unless it exists (a step of the watch's that died before recording it); True if
+    enqueued now."""
+    with session_scope(database_url) as s:
+        if s.get(Sweep, sweep_id) is not None:
+            return False
+    submit_sweep(spec, database_url=database_url, broker_url=broker_url, sweep_id=sweep_id)
+    return True
+
+
 def progress(session: Session, sweep_id: str | None = None) -> dict[str, dict[str, int]]:
     """Per host (worker that ran it, or the host it is pinned to, or 'any'): counts by job status."""
     host = func.coalesce(Job.worker, Job.target_host, literal_column("'any'")).label("host")
@@ -138,6 +148,11 @@ def progress(session: Session, sweep_id: str | None = None) -> dict[str, dict[st
     for host, status, n in session.execute(q.group_by(host, Job.status)):
         out[host][status] = n
     return dict(out)
+
+
+def unfinished(session: Session, sweep_id: str) -> int:
+    """The sweep's jobs still queued or running, on every host."""
+    return sum(n.get("queued", 0) + n.get("running", 0) for n in progress(session, sweep_id).values())
 
 
 def cancel(session: Session, sweep_id: str, broker_url: str | None = None) -> int:

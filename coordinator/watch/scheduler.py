@@ -1,4 +1,5 @@
-"""The watch's periodic work, one tick at a time fleet-wide: check due watches, advance campaigns, deliver.
+"""The watch's periodic work, one tick at a time fleet-wide: check due watches, advance campaigns and bisections,
+deliver.
 
 ``tick`` runs under a database lock that every scheduler shares, so two schedulers started by mistake (or a
 beat that fired twice) never check a watch or step a campaign at the same time: the second tick returns at
@@ -24,7 +25,7 @@ from typing import Iterator
 
 from sqlalchemy import text
 
-from coordinator.watch import notify, watches
+from coordinator.watch import bisections, notify, watches
 from coordinator.watch.campaigns import state as campaigns
 from storage.database import engine_for, normalize_url, session_scope
 from storage.tables import utcnow
@@ -85,19 +86,22 @@ def run_checks(database_url: str, *, checker: str) -> dict[str, object]:
 
 
 def tick(database_url: str, broker_url: str, *, checker: str) -> dict:
-    """One tick: {"status": "ran" | SKIPPED, "checks": {watch: ...}, "campaigns": {id: line}, "notifications": counts}."""
+    """One tick: {"status": "ran" | SKIPPED, "checks": {watch: ...}, "campaigns": {id: line}, "bisections": {id:
+    line}, "notifications": counts}."""
     with fleet_lock(database_url) as held:
         if not held:
             log.info("tick by %s: %s", checker, SKIPPED)
             return {"status": SKIPPED, "checker": checker}
         out = {"status": "ran", "checker": checker, "checks": run_checks(database_url, checker=checker)}
         out["campaigns"] = campaigns.advance_all(database_url, broker_url)
+        out["bisections"] = bisections.advance_all(database_url, broker_url)
         out["notifications"] = notify.deliver_due(database_url)
     log.info(
-        "tick by %s: checks %s, campaigns %s, notifications %s",
+        "tick by %s: checks %s, campaigns %s, bisections %s, notifications %s",
         checker,
         out["checks"],
         out["campaigns"],
+        out["bisections"],
         {k: v for k, v in out["notifications"].items() if not k.endswith("_ids")},
     )
     return out

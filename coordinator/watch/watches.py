@@ -17,17 +17,17 @@ import os
 import socket
 from collections import Counter
 from datetime import datetime, timedelta
+from functools import partial
 
-from packaging.version import Version
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from siliconbench.errors import UserError
 from siliconbench.settings import load_settings
-from siliconbench.watch_spec import PACKAGE_ENGINE, WatchSpec, parse_watch
+from siliconbench.watch_spec import LLAMA_CPP, PACKAGE_ENGINE, WatchSpec, parse_watch, version_key
 
-from coordinator.watch import package_index
+from coordinator.watch import llama_tags, package_index
 from coordinator.watch.campaigns.baselines import BASELINE_REASON, choose_baseline, target_hosts
 from storage.database import session_scope
 from storage.tables import utcnow
@@ -83,7 +83,7 @@ def list_watches(session: Session) -> list[dict]:
         out.append(
             dict(
                 name=row.name,
-                packages=list(spec.packages),
+                packages=list(spec.followed),
                 every=spec.every,
                 every_s=spec.every_s,
                 hosts=selector_of(spec),
@@ -113,7 +113,8 @@ def resolved_index(spec: WatchSpec) -> str:
 
 
 def fetch_versions(spec: WatchSpec) -> tuple[dict[str, list[str]], dict[str, str]]:
-    """Each followed package's versions on the index, and the error of each package that could not be read."""
+    """Each followed package's versions on the index (llama.cpp's: its tags), and the error of each package that
+    could not be read (a failed ``git fetch`` is an error beside the tags the checkout already had)."""
     index = resolved_index(spec)
     offered, errors = {}, {}
     for package in spec.packages:
@@ -121,6 +122,13 @@ def fetch_versions(spec: WatchSpec) -> tuple[dict[str, list[str]], dict[str, str
             offered[package] = package_index.versions(package, index)
         except package_index.PackageIndexError as exc:
             errors[package] = str(exc)
+    if spec.llama_cpp is not None:
+        try:
+            offered[LLAMA_CPP], fetch_error = llama_tags.tags(spec.llama_cpp.model_dump())
+            if fetch_error:
+                errors[LLAMA_CPP] = fetch_error
+        except llama_tags.TagsError as exc:
+            errors[LLAMA_CPP] = str(exc)
     return offered, errors
 
 
@@ -146,10 +154,15 @@ def _record_package(session: Session, name: str, spec: WatchSpec, package: str, 
             )
     if first:
         return []
-    newest = max(map(Version, seen))
-    engine = PACKAGE_ENGINE[package]
+    key = partial(version_key, package)
+    newest = max(map(key, seen))
+    engine = PACKAGE_ENGINE.get(package, LLAMA_CPP)
     made = []
-    new = sorted((v for v in offered if v not in seen and Version(v) > newest), key=Version)
+    new = sorted((v for v in offered if v not in seen and key(v) > newest), key=key)
+    if package == LLAMA_CPP:
+        # Tags come several a day: the newest is measured against the newest seen, and a regression between
+        # them is bisected to its commit, so the tags in between are recorded as seen, not each a campaign.
+        new = new[-1:]
     hosts = target_hosts(session, spec, engine) if new else []
     for cand in new:
         baseline, reason = choose_baseline(session, engine, package, cand, seen + [cand])
@@ -197,10 +210,10 @@ def _check(session: Session, name: str, checker: str, index_versions: dict[str, 
     if index_versions is None:
         offered, errors = fetch_versions(spec)
     else:
-        offered = {p: list(index_versions.get(p, [])) for p in spec.packages}
+        offered = {p: list(index_versions.get(p, [])) for p in spec.followed}
         errors = {}
     made: list[int] = []
-    for package in spec.packages:
+    for package in spec.followed:
         if package in offered:
             made += _record_package(session, name, spec, package, offered[package])
     check = WatchCheck(

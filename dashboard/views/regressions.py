@@ -20,6 +20,7 @@ from coordinator.history.compare import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT
 from coordinator.history.load import load_points
 from coordinator.history.regressions import find_steps, get_finding, history_points, list_findings, save_findings
 from coordinator.reads.queries import Filters, left_out_note
+from coordinator.watch.bisections import list_bisections
 from coordinator.watch.messages import notifications
 from dashboard import access, data
 from dashboard.charts import bisection_chart, bisection_timeline
@@ -170,11 +171,12 @@ else:
     )
 
 st.subheader("Bisections")
-bisections = load_bisections()
+with data.user_errors(), session_scope(url) as s:
+    bisections = list_bisections(s) + load_bisections()  # the fleet's (started by the watch), then this host's
 if not bisections:
     st.caption(
-        "None on this host yet: `siliconbench regressions bisect SWEEP.yaml --source DIR --good REF --bad REF` "
-        "finds the llama.cpp commit that caused a regression."
+        "None yet: `siliconbench regressions bisect SWEEP.yaml --source DIR --good REF --bad REF` finds the "
+        "llama.cpp commit that caused a regression here; a watch on llama.cpp's tags starts one on the fleet."
     )
 else:
     pick = st.selectbox(
@@ -183,6 +185,7 @@ else:
         format_func=lambda i: (
             f"{bisections[i]['started_at']} · {bisections[i]['metric']} · {bisections[i]['good']['label']} → "
             f"{bisections[i]['bad']['label']} · {bisections[i]['outcome']}"
+            + (f" · on {bisections[i]['host']}" if bisections[i].get("host") else "")
         ),
         key="rg_bisection",
     )

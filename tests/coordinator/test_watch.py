@@ -117,8 +117,16 @@ def rows(url: str, model, **where):
         ({"index": "ftp://example.com/simple"}, "index", "http(s) URL or a folder"),
         ({"index": "/no/such/folder"}, "index", "no folder"),
         ({"processes": 2}, "processes", "greater than or equal to 4"),
-        ({"llama_cpp": {"source": "/src/llama.cpp", "commit": "b4a1c2d"}}, "llama_cpp", "not built yet"),
-        ({"llama_cpp": {"source": "/src/llama.cpp", "commit": "main"}}, "llama_cpp.commit", "pattern"),
+        ({"llama_cpp": {"source": "/src/llama.cpp", "commit": "b4a1c2d"}}, "llama_cpp.commit", "unknown setting"),
+        ({"llama_cpp": {}}, "llama_cpp", "give one of source"),
+        ({"llama_cpp": {"source": "/no/such/llama.cpp"}}, "llama_cpp.source", "no folder"),
+        ({"llama_cpp": {"source": str(ROOT / "docs")}}, "llama_cpp.source", "not a llama.cpp git checkout"),
+        ({"llama_cpp": {"archives": "/no/such/releases"}}, "llama_cpp.archives", "no folder"),
+        ({"llama_cpp": {"archives": str(ROOT), "bisect": True}}, "llama_cpp.bisect", "follow a source checkout"),
+        ({"llama_cpp": {"archives": str(ROOT), "tools": ["llama-server"]}}, "llama_cpp.tools", "llama-bench"),
+        ({"llama_cpp": {"archives": str(ROOT), "tools": ["llama-cli"]}}, "llama_cpp.tools[0]", "Valid choices"),
+        ({"llama_cpp": {"archives": str(ROOT), "cmake_flags": ["GGML_X=1"]}}, "llama_cpp.cmake_flags", "-DNAME=VALUE"),
+        ({"packages": [], "llama_cpp": {"archives": str(ROOT)}}, "llama_cpp", "the suite's engines (mlx)"),
         ({"schedule": "6h"}, "schedule", "Known settings here: description, every, hosts, index"),
         ({"suite": {**SUITE, "engines": ["cuda"]}}, "suite.engines[0]", "Valid choices: llama.cpp, mlx"),
         ({"suite": {**SUITE, "repetitons": 3}}, "suite.repetitons", "unknown setting"),
@@ -158,6 +166,10 @@ def test_the_example_watch_validates():
     spec = load_watch(ROOT / "examples/watch.yaml")
     assert spec.packages == ["mlx-lm"] and spec.notify.webhook.startswith("https://")
     assert spec.suite_spec.engines == ["mlx"] and spec.host_selector.chip == "M4"
+    data = yaml.safe_load((ROOT / "examples/watch-llama-tags.yaml").read_text())
+    tags = parse_watch(data, check_folders=False)  # its checkout is the user's: ~/src/llama.cpp
+    assert tags.followed == ["llama.cpp"] and tags.llama_cpp.bisect and tags.llama_cpp.fetch
+    assert tags.llama_cpp.source == str(Path("~/src/llama.cpp").expanduser()) and tags.suite_spec.engines == ["llama.cpp"]
 
 
 # --------------------------------------------------------------------------------------------- the index

@@ -19,12 +19,14 @@ from streamlit.testing.v1 import AppTest
 from siliconbench.aggregate import summarize
 from siliconbench.metrics import RESULT_ROW_METRICS
 from siliconbench.spec import SweepSpec
+from siliconbench.watch_spec import parse_watch
 
 from coordinator.reads import queries
 from dashboard import runner
 from storage import database as db, result_store, sweep_store
 from storage.database import session_scope
 from storage.tables import Job, Result, ResultSummary, Sweep
+from storage.watch_tables import Bisection, Campaign, Watch
 from tests.dashboard.support import app, chart_data, table
 from tests.dashboard_seed import HOSTS, MODEL, job, prefill_values, result, seed_results
 from tests.storage.records import expected_summaries
@@ -497,3 +499,54 @@ def test_regressions_page_draws_a_bisection_as_a_timeline_of_commits(url, tmp_pa
     assert first_bad["ci_high"] < 1.0 and first_bad["commit"] == rec["first_bad"]["sha"][:12]
     said = " ".join(m.value for m in at.markdown)
     assert f"`{rec['first_bad']['sha']}` (b3)" in said and "ggml-cpu: planted slowdown" in said
+
+
+def test_regressions_page_draws_a_fleet_bisection_beside_this_hosts(url):
+    """A bisection the watch ran on the fleet (a row of ``bisections``, here holding the planted slowdown's
+    steps) is listed with the host it ran on and drawn as the same timeline."""
+    rec = json.loads((DATA / "bisection-planted.json").read_text())
+    with session_scope(url) as s:
+        spec = {
+            "name": "llama-tags",
+            "every": "6h",
+            "llama_cpp": {"source": rec["source"]},
+            "suite": {"name": "tags", "models": [MODEL], "engines": ["llama.cpp"]},
+        }
+        s.add(Watch(name="llama-tags", spec=parse_watch(spec, check_folders=False).stored()))
+        s.flush()
+        c = Campaign(watch="llama-tags", package="llama.cpp", engine="llama.cpp", baseline="b1", candidate="b4")
+        c.hosts, c.sweep_ids, c.verdicts, c.status = ["mini-1"], [], {}, "done"
+        s.add(c)
+        s.flush()
+        s.add(
+            Bisection(
+                campaign_id=c.id,
+                finding_id=7,
+                host="mini-1",
+                source=rec["source"],
+                metric=rec["metric"],
+                min_effect=rec["min_effect"],
+                suite={},
+                good=rec["good"],
+                bad=rec["bad"],
+                commits=[],
+                lo=1,
+                hi=2,
+                labels={},
+                skipped=[],
+                status="done",
+                current={},
+                steps=rec["steps"],
+                outcome="found",
+                first_bad=rec["first_bad"],
+                effect=rec["effect"],
+            )
+        )
+    at = app("regressions")
+    assert not at.exception, at.exception
+    (pick,) = [b for b in at.selectbox if b.key == "rg_bisection"]
+    assert len(pick.options) == 1 and "b1 → b4 · found · on mini-1" in pick.options[0], pick.options
+    timeline = next(c for c in at.get("vega_lite_chart") if "good end" in json.dumps(chart_data(c)))
+    assert [r["verdict"] for r in chart_data(timeline)] == ["good end", "good", "first bad", "bad end"]
+    said = " ".join(m.value for m in at.markdown)
+    assert f"`{rec['first_bad']['sha']}` (b3)" in said

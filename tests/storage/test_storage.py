@@ -52,6 +52,7 @@ TABLES = {
     "suspect_hosts",
     "notifications",
     "fleet_models",
+    "bisections",
 }
 PG_ADMIN_URL = os.environ.get("SILICONBENCH_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 

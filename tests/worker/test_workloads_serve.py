@@ -238,8 +238,9 @@ def test_a_rate_the_server_cannot_sustain_is_reported_not_hidden(models_dir, rat
             "kind": "serve",
             "num_requests": 24,
             "request_rate": [rate],
-            "prompt_tokens": 64,
-            "max_tokens": 16,
+            "prompt_tokens": 128,
+            "max_tokens": 128,  # each request long enough that one slot serves far below the sent rate on a fast host too
+            "ignore_eos": True,
             "slots": 1,
         },
         engines=["llama.cpp"],

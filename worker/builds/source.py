@@ -100,6 +100,19 @@ def _has(src: Path, sha: str) -> bool:
     return subprocess.run(probe, capture_output=True).returncode == 0
 
 
+def has_ref(source: Path | str, ref: str) -> bool:
+    """Whether ``ref`` names a commit in the checkout ``source``."""
+    src = str(Path(source).expanduser())
+    return bool(_git(Path(src), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False))
+
+
+def fetch_tags(source: Path | str) -> None:
+    """``git fetch --tags`` from every remote of the checkout (a UserError with git's words when it fails)."""
+    src = Path(source).expanduser()
+    if _git(src, "remote").split():
+        _git(src, "fetch", "--tags", "--quiet", "--all")
+
+
 def between(source: Path | str, good: str, bad: str) -> list[Revision]:
     """The commits after ``good`` up to ``bad`` (bad last), oldest first, along the first-parent line: the
     sequence a bisection searches. Refused when ``good`` is not an ancestor of ``bad``."""

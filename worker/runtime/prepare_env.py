@@ -4,6 +4,12 @@ The coordinator sends ``TASK_PREPARE_ENV`` to each target host's queue with one 
 
     {"campaign_id": 7, "requirement": "mlx-lm==0.32.2", "extra": [], "find_links": "/srv/wheels", "index_url": null}
 
+or, for a llama.cpp tag (or a bisection's commit) to build from the checkout, or a release archive to unpack::
+
+    {"campaign_id": 7, "llama_cpp": {"source": "/src/llama.cpp", "ref": "b7123", "fetch": true,
+                                     "cmake_flags": [], "tools": ["llama-bench"]}}
+    {"campaign_id": 7, "llama_cpp": {"archive": "/srv/llama/llama-b7123-bin-macos-arm64.zip"}}
+
 and enqueues the campaign's suite only once every host has reported (``storage.campaign_hosts``). The
 environment is made as ``siliconbench env add`` makes it (``worker.envs.venvs.add``: the wheel cache reused,
 idempotent, so a redelivered task reports ready again). Whatever goes wrong is the campaign's error on this
@@ -25,13 +31,15 @@ from storage.campaign_hosts import report_env
 from storage.database import session_scope
 from storage.outages import DATABASE_DOWN, call_through
 from storage.tables import Host
-from worker.envs import venvs as envs
+from worker.builds import compile as compiler, source as sources
+from worker.envs import builds, venvs as envs
 from worker.runtime import outages
 from worker.runtime.registration import capabilities
 from worker.runtime.task import WorkerContext
 
 log = logging.getLogger(__name__)
-FIELDS = {"campaign_id", "requirement", "extra", "find_links", "index_url"}
+FIELDS = {"campaign_id", "requirement", "extra", "find_links", "index_url", "llama_cpp"}
+BUILD_FIELDS = {"source", "ref", "fetch", "cmake_flags", "tools", "archive"}
 
 
 def check_payload(payload: object) -> tuple[int | None, str | None]:
@@ -45,6 +53,8 @@ def check_payload(payload: object) -> tuple[int | None, str | None]:
     unknown = sorted(set(payload) - FIELDS)
     if unknown:
         return cid, f"unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(FIELDS))})"
+    if "llama_cpp" in payload:
+        return cid, _check_build(payload)
     if not isinstance(payload.get("requirement"), str) or not payload["requirement"].strip():
         return cid, "requirement must be a string such as mlx-lm==0.32.2"
     extra = payload.get("extra") or []
@@ -54,6 +64,26 @@ def check_payload(payload: object) -> tuple[int | None, str | None]:
         if payload.get(key) is not None and not isinstance(payload[key], str):
             return cid, f"{key} must be a string or null"
     return cid, None
+
+
+def _check_build(payload: dict) -> str | None:
+    """Why a llama.cpp build request is malformed, or None: a checkout and a ref, or a release archive."""
+    build = payload["llama_cpp"]
+    if "requirement" in payload:
+        return "give either requirement (a package) or llama_cpp (a build), not both"
+    if not isinstance(build, dict):
+        return "llama_cpp must be an object: {source, ref, fetch, cmake_flags, tools} or {archive}"
+    unknown = sorted(set(build) - BUILD_FIELDS)
+    if unknown:
+        return f"unknown llama_cpp field(s) {', '.join(unknown)} (known: {', '.join(sorted(BUILD_FIELDS))})"
+    if isinstance(build.get("archive"), str):
+        return None
+    if not isinstance(build.get("source"), str) or not isinstance(build.get("ref"), str) or not build["ref"]:
+        return "llama_cpp needs source (a checkout's path) and ref (a tag such as b7123), or archive"
+    for key in ("cmake_flags", "tools"):
+        if not isinstance(build.get(key, []), list) or not all(isinstance(x, str) for x in build.get(key, [])):
+            return f"llama_cpp.{key} must be a list of strings"
+    return None
 
 
 def _report(ctx: WorkerContext, campaign_id: int, **fields) -> None:
@@ -79,7 +109,26 @@ def _advertise(ctx: WorkerContext) -> None:
     call_through(once, outages.DATABASE, outages=DATABASE_DOWN)
 
 
+def _build(build: dict) -> envs.EngineEnv:
+    """llama.cpp at ``ref`` built here (fetched first when this checkout lacks it), or a release archive."""
+    say = lambda msg: log.info("prepare: %s", msg)  # noqa: E731
+    if build.get("archive"):
+        return builds.add_prebuilt_env(build["archive"], progress=say)
+    source = build["source"]
+    if build.get("fetch", True) and not sources.has_ref(source, build["ref"]):
+        sources.fetch_tags(source)  # this Mac's checkout has not seen the tag yet
+    return builds.add_build(
+        source,
+        build["ref"],
+        cmake_flags=list(build.get("cmake_flags") or []),
+        tools=tuple(build.get("tools") or compiler.TOOLS),
+        progress=say,
+    )
+
+
 def _install(payload: dict) -> envs.EngineEnv:
+    if "llama_cpp" in payload:
+        return _build(payload["llama_cpp"])
     return envs.add(
         payload["requirement"],
         extra=payload.get("extra") or [],
@@ -87,6 +136,13 @@ def _install(payload: dict) -> envs.EngineEnv:
         index_url=payload.get("index_url"),
         progress=lambda msg: log.info("prepare: %s", msg),
     )
+
+
+def _what(payload: dict) -> str:
+    build = payload.get("llama_cpp")
+    if isinstance(build, dict):
+        return f"llama.cpp {build.get('ref') or build.get('archive')}"
+    return str(payload.get("requirement"))
 
 
 def prepare_env(ctx: WorkerContext, payload: dict) -> str:
@@ -108,18 +164,20 @@ def prepare_env(ctx: WorkerContext, payload: dict) -> str:
     except UserError as exc:  # a bad requirement, pip's failure, an environment that cannot run a job
         error = str(exc)
     except subprocess.TimeoutExpired as exc:
-        error = f"installing {payload['requirement']} took over {exc.timeout:.0f} s and was stopped"
+        error = f"making {_what(payload)} took over {exc.timeout:.0f} s and was stopped"
     except Exception as exc:  # anything else is still this host's error for the campaign, not a crash
-        log.exception("prepare_env %s failed", payload["requirement"])
+        log.exception("prepare_env %s failed", _what(payload))
         error = f"{type(exc).__name__}: {exc}"
     else:
         try:
             _advertise(ctx)
         except Exception as exc:  # the environment is made; placement sees it at the worker's next start
             log.warning("could not refresh %s's engine versions: %s", ctx.name, exc)
-        _report(ctx, cid, status="ready", env_name=env.name, packages=env.packages)
+        # A build's version (its tag, or b<N>+<sha> between tags) is reported beside its binding, if any.
+        packages = {builds.BUILD_PACKAGE: env.version, **env.packages} if env.build else env.packages
+        _report(ctx, cid, status="ready", env_name=env.name, packages=packages)
         log.info("campaign %s: %s ready (%s)", cid, env.name, ", ".join(f"{k} {v}" for k, v in env.packages.items()))
         return "ready"
-    log.warning("campaign %s: %s failed here: %s", cid, payload["requirement"], (error.splitlines() or [""])[0])
+    log.warning("campaign %s: %s failed here: %s", cid, _what(payload), (error.splitlines() or [""])[0])
     _report(ctx, cid, status="failed", error=error)
     return "failed"

@@ -2,19 +2,21 @@
 
 *History* means ok results of the engine that ran with that version of the package: the results'
 ``engine_version`` column for the engine's own package (mlx-lm, llama-cpp-python), the environment's recorded
-packages for another one (the mlx core under mlx-lm). With no earlier version measured yet, the newest earlier
+packages for another one (the mlx core under mlx-lm), the jobs' engine version for a llama.cpp tag (a build is
+named by its tag). Versions are ordered as ``watch_spec.version_key`` orders them (tags by build number). With no earlier version measured yet, the newest earlier
 version the watch has seen is the baseline, and the campaign's ``verdicts["baseline_reason"]`` says which rule
 chose it.
 """
 
 from __future__ import annotations
 
-from packaging.version import InvalidVersion, Version
+from functools import partial
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from siliconbench.engines import ENGINE_PACKAGE
-from siliconbench.watch_spec import WatchSpec
+from siliconbench.watch_spec import LLAMA_CPP, WatchSpec, version_key
 
 from coordinator.fleet.placement import select_hosts
 from coordinator.fleet.sweeps import host_views
@@ -23,18 +25,14 @@ from storage.tables import Job, Result
 BASELINE_REASON = "baseline_reason"  # the note's top-level key in Campaign.verdicts, beside the campaign driver's
 
 
-def _version(v: str) -> Version | None:
-    try:
-        return Version(v)
-    except InvalidVersion:
-        return None
-
-
 def versions_with_history(session: Session, engine: str, package: str, among: list[str]) -> set[str]:
-    """Which of ``among`` have ok results of ``engine`` recorded with that version of ``package``."""
+    """Which of ``among`` have ok results of ``engine`` recorded with that version of ``package`` (llama.cpp's
+    tags: results of jobs that named the tag as their engine version)."""
     if not among:
         return set()
-    if ENGINE_PACKAGE.get(engine) == package:
+    if package == LLAMA_CPP:
+        col = Job.spec["engine_version"].as_string()
+    elif ENGINE_PACKAGE.get(engine) == package:
         col = Result.engine_version  # indexed (0007)
     else:
         col = Result.environment["packages"][package].as_string()
@@ -51,8 +49,8 @@ def choose_baseline(
     session: Session, engine: str, package: str, candidate: str, seen: list[str]
 ) -> tuple[str, str] | None:
     """(baseline, reason) for ``candidate`` among the versions the watch has seen; None when none is older."""
-    cand = Version(candidate)
-    older = sorted((v for v in seen if (pv := _version(v)) is not None and pv < cand), key=Version, reverse=True)
+    key = partial(version_key, package)
+    older = sorted((v for v in seen if key(v)[0] == 1 and key(v) < key(candidate)), key=key, reverse=True)
     if not older:
         return None
     measured = versions_with_history(session, engine, package, older)

@@ -2,8 +2,10 @@
 
 A host needs an environment for each side whose version it does not already run (its advertised engines in the
 hosts table: its own interpreter's version plus its ``env add`` environments). Usually that is the candidate,
-but the baseline may be missing too (a new worker, or one whose environment was removed). The prepare task
-carries one requirement and ``campaign_hosts`` holds one row per (campaign, host), so the sides are made **one
+but the baseline may be missing too (a new worker, or one whose environment was removed). For llama.cpp's tags the environment is a
+build: the task carries the checkout, the tag and the build options (or the tag's release archive) instead of a
+requirement, and the worker builds it (``worker.runtime.prepare_env``). The prepare task
+carries one version and ``campaign_hosts`` holds one row per (campaign, host), so the sides are made **one
 after the other**, candidate first: the coordinator writes the row *pending* and sends the first missing
 version; when the worker reports *ready* (it refreshes its advertised engines before it says so), the next
 tick sees what is still missing, writes the row *pending* again and sends the next. ``verdicts["hosts"][host]
@@ -23,8 +25,9 @@ from sqlalchemy.orm import Session
 
 from siliconbench.queues import TASK_PREPARE_ENV, host_queue
 from siliconbench.settings import Settings, load_settings
+from siliconbench.watch_spec import LLAMA_CPP
 
-from coordinator.watch import package_index
+from coordinator.watch import llama_tags, package_index
 from storage.broker import send_task
 from storage.campaign_hosts import env_reports, report_env
 from storage.tables import Host, utcnow
@@ -59,7 +62,23 @@ def index_fields(doc: dict) -> dict:
     return {"find_links": package_index.find_links_for(index), "index_url": package_index.index_url_for(index)}
 
 
+def build_fields(llama: dict, ref: str) -> dict:
+    """What a worker needs to make llama.cpp ``ref``: from the checkout (built there, once per commit and
+    options), or the tag's release archive."""
+    if llama.get("archives"):
+        return {"archive": llama_tags.archive_for(llama["archives"], ref) or f"{llama['archives']}/llama-{ref}-bin"}
+    return {
+        "source": llama["source"],
+        "ref": ref,
+        "fetch": bool(llama.get("fetch", True)),
+        "cmake_flags": list(llama.get("cmake_flags") or []),
+        "tools": list(llama.get("tools") or []),
+    }
+
+
 def payload(c: Campaign, version: str, doc: dict) -> dict:
+    if c.package == LLAMA_CPP:
+        return {"campaign_id": c.id, "llama_cpp": build_fields(doc.get("llama_cpp") or {}, version)}
     return {"campaign_id": c.id, "requirement": f"{c.package}=={version}", "extra": [], **index_fields(doc)}
 
 

@@ -30,9 +30,11 @@ from sqlalchemy.orm import Session
 
 from siliconbench.errors import UserError
 from siliconbench.spec import COMPARE_PROCESSES, SweepSpec
+from siliconbench.watch_spec import LLAMA_CPP
 
 from coordinator.fleet import sweeps as fleet
 from coordinator.fleet.peers import sku_of, worker_points
+from coordinator.watch import bisections
 from coordinator.watch.campaigns.looks import (
     decisions,
     group,
@@ -47,7 +49,7 @@ from coordinator.watch.campaigns.prepare import prepare
 from coordinator.watch.campaigns.verdicts import conclude, needing_confirmation, publish
 from coordinator.watch.notify import queue_notification
 from storage.database import session_scope
-from storage.tables import Host, Sweep, utcnow
+from storage.tables import Host, utcnow
 from storage.watch_tables import Campaign, Watch
 
 log = logging.getLogger(__name__)
@@ -88,7 +90,11 @@ def fail(session: Session, c: Campaign, doc: dict, why: str) -> None:
             "baseline": c.baseline,
             "candidate": c.candidate,
             "error": why,
-            "command": f"siliconbench env add {c.package}=={c.candidate}",
+            "command": (
+                f"siliconbench env add llama.cpp --source {(doc.get('llama_cpp') or {}).get('source')} --ref {c.candidate}"
+                if c.package == LLAMA_CPP and (doc.get("llama_cpp") or {}).get("source")
+                else f"siliconbench env add {c.package}=={c.candidate}"
+            ),
         },
     )
 
@@ -109,15 +115,11 @@ def _preparing(session: Session, broker_url: str, c: Campaign, doc: dict) -> Ste
     )
 
 
-def _unfinished(session: Session, sweep_id: str) -> int:
-    return sum(n.get("queued", 0) + n.get("running", 0) for n in fleet.progress(session, sweep_id).values())
-
-
 def _running(session: Session, c: Campaign, doc: dict) -> Step:
     v = copy.deepcopy(c.verdicts or {})  # a copy: SQLAlchemy writes a JSON column only when it differs
     confirming = v.get("phase") == "confirming"
     current = v["confirm"]["sweep_id"] if confirming else c.sweep_ids[-1]
-    left = _unfinished(session, current)
+    left = fleet.unfinished(session, current)
     if left:
         return Step(f"running: {current} has {left} job(s) to go")
     metrics, looks, hosts = metrics_of(doc), looks_of(doc), list(v.get("ready") or c.hosts)
@@ -150,7 +152,8 @@ def _running(session: Session, c: Campaign, doc: dict) -> Step:
     n = publish(session, c, series, out, webhook_of(doc))
     c.verdicts = {**v, **out, "phase": "done"}
     c.status, c.updated_at = "done", utcnow()
-    return Step(f"done: {n} finding(s), {len(out['suspects'])} suspect host(s)")
+    started = bisections.start(session, c, doc, out)  # a llama.cpp tag's regression: searched to its commit
+    return Step(f"done: {n} finding(s), {len(out['suspects'])} suspect host(s)" + (f"; {started}" if started else ""))
 
 
 def _record(c: Campaign, step: Step) -> None:
@@ -164,15 +167,6 @@ def _record(c: Campaign, step: Step) -> None:
         c.look = len(c.sweep_ids)
         v.update(phase="looks", looks=[*(v.get("looks") or []), {"look": c.look, **entry}])
     c.verdicts, c.status, c.updated_at = v, "running", utcnow()
-
-
-def submit_once(database_url: str, broker_url: str, spec: SweepSpec, sweep_id: str) -> bool:
-    """Enqueue the sweep unless it exists (a step that died before recording it); True if enqueued now."""
-    with session_scope(database_url) as s:
-        if s.get(Sweep, sweep_id) is not None:
-            return False
-    fleet.submit_sweep(spec, database_url=database_url, broker_url=broker_url, sweep_id=sweep_id)
-    return True
 
 
 def _url(session_or_url) -> str:
@@ -195,7 +189,7 @@ def advance(session_or_url, broker_url: str, campaign_id: int) -> str:
     if step.sweep_id is None:
         return step.message
     try:
-        submit_once(url, broker_url, step.spec, step.sweep_id)
+        fleet.submit_once(url, broker_url, step.spec, step.sweep_id)
     except UserError as exc:  # the fleet cannot run it (a host went away, a model changed): say so, stop
         with session_scope(url) as s:
             c = s.get(Campaign, campaign_id, with_for_update=True)
