@@ -1,5 +1,6 @@
-"""`siliconbench watch ...`: a watch, declared once — which engine packages to follow, the suite a new release
-runs, on which hosts, how often to look (`add`, `list`, `remove`), and one look at the index now (`run-now`).
+"""`siliconbench watch ...`: a watch, declared once — which engine packages (or llama.cpp's tags) to follow, the
+suite a new release runs, on which hosts, how often to look (`add`, `list`, `remove`), one look at the index now
+(`run-now`), and the bisections a confirmed llama.cpp regression started (`bisections`).
 
 Watches live in the shared database (SILICONBENCH_DATABASE_URL or --database): the scheduler that runs their
 checks and the workers that run their campaigns read them there. An explicit SQLite URL works too.

@@ -87,13 +87,20 @@ def list_watches(session: Session) -> list[dict]:
                 every=spec.every,
                 every_s=spec.every_s,
                 hosts=selector_of(spec),
-                index=resolved_index(spec),
+                index=", ".join([*([resolved_index(spec)] if spec.packages else []), *_tags_source(spec)]),
                 notify=spec.notify.webhook if spec.notify else None,
                 last_checked_at=row.last_checked_at,
                 campaigns=counts.get(row.name, 0),
             )
         )
     return out
+
+
+def _tags_source(spec: WatchSpec) -> list[str]:
+    """Where a watch reads llama.cpp's tags: its checkout or its archive folder."""
+    if spec.llama_cpp is None:
+        return []
+    return [f"llama.cpp tags: {spec.llama_cpp.source or spec.llama_cpp.archives}"]
 
 
 def due(session: Session, now: datetime | None = None) -> list[str]:

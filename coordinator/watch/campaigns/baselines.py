@@ -39,6 +39,7 @@ def versions_with_history(session: Session, engine: str, package: str, among: li
     q = (
         select(col)
         .distinct()
+        .select_from(Result)
         .join(Job, Job.id == Result.job_id)
         .where(Job.engine == engine, Result.status == "ok", col.in_(among))
     )
