@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import zipfile
 from pathlib import Path
 
 
@@ -105,6 +106,16 @@ def make_repo(dest: Path = REPO) -> Path:
     _commit(tmp, 5)
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)
+    return dest
+
+
+def release_archive(bin_dir: Path, dest: Path) -> Path:
+    """A zip in the shape of llama.cpp's release archives (``build/bin/...``, Unix modes kept) of a build's bin/."""
+    with zipfile.ZipFile(dest, "w") as z:
+        for f in sorted(bin_dir.iterdir()):
+            info = zipfile.ZipInfo(f"build/bin/{f.name}")
+            info.external_attr = (f.stat().st_mode & 0o777) << 16
+            z.writestr(info, f.read_bytes())
     return dest
 
 

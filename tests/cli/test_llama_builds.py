@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import zipfile
 from pathlib import Path
 
 import pytest
 
-from harness.llama_repo import LLAMA_VERSION, shas
+from harness.llama_repo import LLAMA_VERSION, release_archive, shas
 from tests.cli_support import sb, write_sweep
 from worker.builds import header
 
@@ -146,12 +145,7 @@ def test_a_sweep_naming_an_unknown_build_is_refused_before_it_runs(repo, env, tm
 def test_a_release_archive_is_recorded_by_what_it_says_and_measured_through_its_llama_bench(repo, env, tmp_path):
     assert add(repo, "b1").returncode == 0
     built = Path(listed()["llama.cpp-b1"]["build"]["path"]) / "bin"
-    archive = tmp_path / "llama-b1-bin-ubuntu-x64.zip"  # the shape of llama.cpp's release archives
-    with zipfile.ZipFile(archive, "w") as z:
-        for f in sorted(built.iterdir()):
-            info = zipfile.ZipInfo(f"build/bin/{f.name}")
-            info.external_attr = (f.stat().st_mode & 0o777) << 16
-            z.writestr(info, f.read_bytes())
+    archive = release_archive(built, tmp_path / "llama-b1-bin-ubuntu-x64.zip")
     r = sb("env", "add", "llama.cpp", "--prebuilt", str(archive), "--name", "release-b1")
     assert r.returncode == 0, r.stderr
     rec = listed()["release-b1"]["build"]

@@ -11,7 +11,9 @@ from sqlalchemy import select
 from siliconbench.queues import TASK_PREPARE_ENV, host_queue
 
 from coordinator.fleet import sweeps as fleet
+from coordinator.watch.campaigns.prepare import build_fields
 from harness.fleet import wait_for
+from harness.llama_repo import BUILDS, make_repo, release_archive
 from storage import database
 from storage.broker import send_task
 from storage.campaign_hosts import env_reports, report_env
@@ -19,6 +21,7 @@ from storage.tables import Host
 from storage.watch_tables import Campaign, Watch
 from tests.envs_support import OTHER_MLX_LM
 from tests.fleet.support import results_of, sweep, wait_done
+from worker.envs.builds import add_build
 
 NAME = "prep-1"
 
@@ -134,3 +137,44 @@ def test_worker_prepares_the_candidate_reports_it_and_still_runs_jobs(
     recs = results_of(pg_url, sid)
     assert w.alive() and [r["status"] for r in recs] == ["ok"], Path(w.log_path).read_text()[-3000:]
     assert recs[0]["engine_version"] == OTHER_MLX_LM  # the package the job ran under
+
+
+def test_worker_unpacks_the_release_archive_a_tags_watch_names_and_advertises_its_tag(
+    models_dir,
+    pg_url,
+    broker_url,
+    workers,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+):
+    """A watch on a folder of llama.cpp release archives: the campaign's prepare task names the tag's archive
+    (coordinator side, ``build_fields``) and the worker records it as a build by what its own tools say, reports its
+    version and advertises it, so the campaign's sweep can name ``b1``."""
+    monkeypatch.setenv("SILICONBENCH_BUILDS_DIR", str(BUILDS))
+    repo = make_repo()
+    built = Path(add_build(repo, "b1", tools=("llama-bench",), root=tmp_path / "mine").build["path"]) / "bin"  # kept
+    releases = tmp_path / "releases"
+    releases.mkdir()
+    archive = release_archive(built, releases / "llama-b1-bin-ubuntu-x64.zip")
+    fields = build_fields({"archives": str(releases)}, "b1")
+    assert fields == {"archive": str(archive)}
+
+    workers(
+        NAME,
+        models_dir,
+        env={"SILICONBENCH_ENVS_DIR": str(tmp_path / "envs"), "SILICONBENCH_BUILDS_DIR": str(tmp_path / "builds")},
+    )
+    cid = campaign(pg_url, "b1")
+    prepare(broker_url, {"campaign_id": cid, "llama_cpp": fields})
+    row = wait_for(lambda: report(pg_url, cid), 240, every_s=1, what="the ready report")
+    assert row["status"] == "ready", row["error"]
+    assert row["env_name"] == "llama.cpp-b1" and row["packages"] == {"llama.cpp": "b1"}  # no binding trusted
+    with database.session_scope(pg_url) as s:
+        engines = {e["name"]: e["version"] for e in s.scalars(select(Host.engines).where(Host.name == NAME)).one()}
+    assert "b1" in engines["llama.cpp"].split(", ")
+
+    # A tag whose archive is not in the folder: the worker says so, as this host's error for the campaign.
+    missing = campaign(pg_url, "b2")
+    prepare(broker_url, {"campaign_id": missing, "llama_cpp": build_fields({"archives": str(releases)}, "b2")})
+    failed = wait_for(lambda: report(pg_url, missing), 120, every_s=1, what="the failed report")
+    assert failed["status"] == "failed" and "llama-b2-bin" in failed["error"], failed["error"]

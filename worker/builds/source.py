@@ -43,6 +43,8 @@ class Revision:
         if self.number is None:
             return self.sha
         tag = f"b{self.number}"
+        if self.lineage == "prebuilt":  # a release archive is its tag's build (its sha is the archive's digest)
+            return tag
         return tag if self.describe == tag else f"{tag}+{self.sha[:7]}"
 
     def as_dict(self) -> dict:
