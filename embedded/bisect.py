@@ -114,16 +114,12 @@ def check_spec(spec: SweepSpec, metric: str) -> None:
         raise UserError("--metric", f"{metric} needs a non-zero length in the sweep's workload.")
 
 
-def rotated(jobs: list[JobSpec], labels: list[str]) -> dict[int, list[JobSpec]]:
-    """Jobs by round, the sides rotated each round (A B C, B C A, C A B ...)."""
-    by_round: dict[int, dict[str, JobSpec]] = {}
+def rounds(jobs: list[JobSpec]) -> dict[int, list[JobSpec]]:
+    """Jobs by round, in the sweep's order (``step_spec`` rotates the sides: A B C, B C A, C A B ...)."""
+    out: dict[int, list[JobSpec]] = {}
     for j in jobs:
-        by_round.setdefault(j.process, {})[j.engine_version] = j
-    out = {}
-    for r, sides in sorted(by_round.items()):
-        order = labels[r % len(labels) :] + labels[: r % len(labels)]
-        out[r] = [sides[label] for label in order if label in sides]
-    return out
+        out.setdefault(j.process, []).append(j)
+    return dict(sorted(out.items()))
 
 
 class Runner:
@@ -153,8 +149,7 @@ class Runner:
             sweep_store.set_owner(s, name, owner_tag())
         samples: dict[str, list] = {label: [] for label in labels}
         said = None
-        rounds = rotated(jobs, labels)
-        for r, ordered in rounds.items():
+        for r, ordered in rounds(jobs).items():
 
             def keep(job: JobSpec, result: JobResult) -> None:
                 values = result.measured(self.metric) if result.status.value == "ok" else []

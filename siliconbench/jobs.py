@@ -117,6 +117,8 @@ def spec_digest(spec: SweepSpec) -> str:
     data = spec.model_dump(mode="json", by_alias=True)
     for unset in [k for k in ("engine_versions", "install_versions", "processes") if not data.get(k)]:
         del data[unset]  # sweeps that name no versions keep the digests (and job ids) they had before
+    if data.get("version_order") == "fixed":
+        data.pop("version_order")  # sweeps in the fixed order keep their digests (and job ids)
     if data.get("full_dtype", "auto") in (None, "auto"):
         data.pop("full_dtype", None)  # likewise sweeps that leave level full to the platform
     if (data.get("thermal"), data.get("thermal_timeout_s")) == ("wait", 600.0):
@@ -289,18 +291,25 @@ def _rounds(spec: SweepSpec, jobs: list[JobSpec]) -> list[JobSpec]:
             groups.append([job])
     out: list[JobSpec] = []
     for group in groups:
-        out += interleave(group, processes, spec.engine_versions or {}, start=len(out))
+        out += interleave(
+            group, processes, spec.engine_versions or {}, start=len(out), rotate=spec.version_order == "rotate"
+        )
     return out
 
 
-def interleave(group: list[JobSpec], processes: int, versions: dict[str, list[str]], start: int = 0) -> list[JobSpec]:
+def interleave(
+    group: list[JobSpec], processes: int, versions: dict[str, list[str]], start: int = 0, *, rotate: bool = False
+) -> list[JobSpec]:
     """``processes`` rounds of the template jobs ``group``; each round runs every job once per engine version
-    ``versions`` names for its engine (none named: the interpreter's own), adjacent, A/B, A/B, ... Each copy gets
-    its round as ``process``, its position from ``start`` as ``index``, and its id from its sweep and key."""
+    ``versions`` names for its engine (none named: the interpreter's own), adjacent, A/B, A/B, ... (``rotate``:
+    round r starts with version r mod n, A B C, B C A, C A B). Each copy gets its round as ``process``, its
+    position from ``start`` as ``index``, and its id from its sweep and key (the order does not change an id)."""
     out: list[JobSpec] = []
     for r in range(processes):
         for job in group:
-            for version in versions.get(job.engine) or [None]:
+            named = versions.get(job.engine) or [None]
+            k = r % len(named) if rotate else 0
+            for version in named[k:] + named[:k]:
                 j = job.model_copy(update={"engine_version": version, "process": r, "index": start + len(out)})
                 j.job_id = digest({"sweep": j.sweep_id, **j.key()})
                 out.append(j)

@@ -174,6 +174,12 @@ class SweepSpec(Strict):
         description="Engine package versions (or engine environment names) to run side by side, e.g. "
         "{mlx: [0.32.2, 0.31.3]}; each job runs once per version, versions adjacent. See `siliconbench env`.",
     )
+    version_order: Literal["fixed", "rotate"] = Field(
+        "fixed",
+        description="With engine_versions: each round runs the versions in the listed order ('fixed': A B, A B), "
+        "or starts each round with the next one ('rotate': A B C, B C A, C A B), so a position's effect (the "
+        "first process of a round meeting a cold cache) falls on every version alike",
+    )
     install_versions: bool = Field(
         False,
         description="Install an engine version that no engine environment of the host holds yet, "

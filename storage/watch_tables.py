@@ -16,7 +16,7 @@ from .tables import Base, BigIntPK, UTCDateTime, _created, _in
 
 CAMPAIGN_STATUSES = ("preparing", "running", "done", "failed")
 CAMPAIGN_HOST_STATUSES = ("pending", "ready", "failed")
-NOTIFICATION_KINDS = ("finding", "suspect_host", "campaign_failed")
+NOTIFICATION_KINDS = ("finding", "suspect_host", "campaign_failed", "bisection")
 
 
 class Watch(Base):

@@ -42,6 +42,7 @@ def step_spec(spec: SweepSpec | dict, labels: list[str], processes: int, name: s
         engine_versions={ENGINE: labels},
         processes=processes,
         install_versions=False,
+        version_order="rotate",  # A B C, B C A, C A B: drift and a round's position fall on every side alike
         **more,
     )
     options = dict(data.get("engine_options") or {})

@@ -10,8 +10,8 @@ first-parent line). The scheduler's tick then steps it (``advance``), as it step
   the two tags themselves (the campaign measured them through the binding; a search starts only when their
   llama-bench agrees there is a regression). Each later step is a midpoint between both current ends, decided by
   ``coordinator.stats.bisection``'s rules, the ones ``siliconbench regressions bisect`` applies on one machine.
-  In a sweep every round runs the sides in one order (good end, midpoint, bad end), as a campaign runs baseline
-  then candidate; the embedded bisection also rotates them.
+  Each sweep rotates the sides round by round (``version_order: rotate``: A B C, B C A, C A B), as the embedded
+  bisection does, so drift and a round's position fall on every side alike.
 - **building** a midpoint: the campaign's prepare task (``TASK_PREPARE_ENV`` with the commit's sha) goes to the
   host, which builds it from its checkout and reports on the campaign's ``campaign_hosts`` row, with the build's
   version label. A report whose label is not this commit's (a redelivered older task) is not taken for it. A
@@ -48,6 +48,7 @@ from coordinator.stats.sequential import LOOKS
 from coordinator.stats.significance import DEFAULT_MIN_EFFECT, Verdict
 from coordinator.watch import llama_tags
 from coordinator.watch.campaigns.prepare import PREPARE_TIMEOUT_S, build_fields, versions_on
+from coordinator.watch.notify import queue_notification, webhook_of
 from storage.broker import send_task
 from storage.campaign_hosts import env_reports, report_env
 from storage.database import session_scope
@@ -315,6 +316,38 @@ def _another_look(b: Bisection, labels: list[str], look: int) -> Step:
     return Step(f"measuring {' · '.join(labels)}: undecided after look {look}, look {look + 1}", sid, spec)
 
 
+def announce(session: Session, b: Bisection, doc: dict) -> None:
+    """The bisection's end, once, to the watch's webhook (and ``regressions --since``): the first bad commit with
+    its effect, or why there is none."""
+    c = session.get(Campaign, b.campaign_id)
+    effect = b.effect or {}
+    queue_notification(
+        session,
+        kind="bisection",
+        key=f"bisection {b.id}:end",
+        url=webhook_of(doc),
+        payload={
+            "watch": c.watch if c else None,
+            "campaign_id": b.campaign_id,
+            "bisection_id": b.id,
+            "finding_id": b.finding_id,
+            "host": b.host,
+            "package": LLAMA_CPP,
+            "baseline": b.good.get("label"),
+            "candidate": b.bad.get("label"),
+            "metric": b.metric,
+            "outcome": b.outcome or b.status,
+            "first_bad": b.first_bad,
+            "ratio": effect.get("ratio"),
+            "ci_low": effect.get("ci_low"),
+            "ci_high": effect.get("ci_high"),
+            "error": b.error,
+            "steps": len(b.steps or []),
+            "command": f"siliconbench watch bisections --watch {c.watch}" if c else None,
+        },
+    )
+
+
 def _record(b: Bisection, sweep_id: str) -> None:
     cur = copy.deepcopy(b.current)
     if sweep_id not in cur.setdefault("sweeps", []):
@@ -336,14 +369,19 @@ def advance(database_url: str, broker_url: str, bisection_id: int) -> str:
             return f"no bisection {bisection_id}"
         if b.status not in ACTIVE:
             return b.status
-        step = _building(s, broker_url, b, _doc(s, b)) if b.status == "building" else _measuring(s, b)
+        doc = _doc(s, b)
+        step = _building(s, broker_url, b, doc) if b.status == "building" else _measuring(s, b)
+        if b.status not in ACTIVE:
+            announce(s, b, doc)
     if step.sweep_id is None:
         return step.message
     try:
         fleet.submit_once(database_url, broker_url, step.spec, step.sweep_id)
     except UserError as exc:  # the host went away, the model changed: say so, stop
         with session_scope(database_url) as s:
-            _fail(s.get(Bisection, bisection_id, with_for_update=True), f"could not enqueue {step.sweep_id}: {exc}")
+            b = s.get(Bisection, bisection_id, with_for_update=True)
+            _fail(b, f"could not enqueue {step.sweep_id}: {exc}")
+            announce(s, b, _doc(s, b))
         return f"failed: could not enqueue {step.sweep_id}: {exc.message}"
     with session_scope(database_url) as s:
         _record(s.get(Bisection, bisection_id, with_for_update=True), step.sweep_id)

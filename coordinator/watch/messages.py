@@ -1,8 +1,8 @@
 """What the watch concluded, for people: a notification's message, and the verdicts since a time.
 
 ``message`` is the one paragraph a webhook body, the dashboard and ``siliconbench regressions --since`` all
-show; ``since`` lists the outbox's notifications (campaign findings, suspect hosts, failed campaigns) and
-the change-point findings (table ``findings``) created since a time, newest first, one shape for both.
+show; ``since`` lists the outbox's notifications (campaign findings, suspect hosts, failed campaigns, the ends
+of bisections) and the change-point findings (table ``findings``) created since a time, newest first, one shape for both.
 Payload keys: ``coordinator.watch.notify``'s docstring.
 """
 
@@ -38,6 +38,8 @@ def _hosts(hosts) -> str:
 
 
 def infer_kind(payload: dict) -> str:
+    if "bisection_id" in payload:
+        return "bisection"
     if "error" in payload and "ratio" not in payload:
         return "campaign_failed"
     return "suspect_host" if "host" in payload and "candidate" not in payload else "finding"
@@ -72,6 +74,18 @@ def message(payload: dict, kind: str | None = None) -> str:
             + f": {p.get('metric', '?')} of {p.get('series', '?')} is {_num(p.get('ratio'))}× its "
             f"{len(peers)} SKU peers' ({_ci(p)}; peers {_hosts(peers)}), campaign {p.get('campaign_id', '?')}."
         )
+    elif kind == "bisection":
+        fb = p.get("first_bad") or {}
+        head = f"Bisection {p.get('bisection_id', '?')} of {versions} ({p.get('metric', '?')}) on {p.get('host', '?')}, {where}"
+        if p.get("outcome") == "found":
+            text = (
+                f"{head}: first bad commit {fb.get('sha', '?')} (b{fb.get('number', '?')}) {fb.get('subject', '')!r}, "
+                f"{_num(p.get('ratio'))}× the last good commit ({_ci(p)})."
+            )
+        elif p.get("outcome") == "failed":
+            text = f"{head} failed: {p.get('error') or 'no reason recorded'}."
+        else:
+            text = f"{head}: {p.get('outcome', '?')} after {p.get('steps', '?')} step(s) ({_num(p.get('ratio'))}×, {_ci(p)})."
     else:
         text = f"Campaign failed: {versions}, {where}: {p.get('error') or 'no reason recorded'}."
     return text + (f" Reproduce: {p['command']}" if p.get("command") else "")

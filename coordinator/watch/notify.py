@@ -13,6 +13,10 @@ Payloads (the campaign driver writes them; every value JSON):
 - ``suspect_host``: host, sku, series, metric, ratio (host / peers), ci_low, ci_high, peers (list of hosts),
   campaign_id, command.
 - ``campaign_failed``: watch, campaign_id, package, engine, baseline, candidate, error, command.
+- ``bisection`` (its end, ``coordinator.watch.bisections``): watch, campaign_id, bisection_id, finding_id, host,
+  package ('llama.cpp'), baseline, candidate (the two tags), metric, outcome ('found' | 'no regression' |
+  'undecided' | 'failed'), first_bad ({sha, number, subject, label} or null), ratio, ci_low, ci_high (last good
+  -> first bad), error, steps, command.
 
 Delivery is at-least-once: a deliverer that dies between the receiver's 2xx and its own commit sends that row
 again. The body carries ``id`` (also the ``X-Siliconbench-Delivery`` header); **receivers dedupe on it**. The
@@ -48,6 +52,11 @@ BACKOFF_BASE_S = 5.0
 BACKOFF_CAP_S = 3600.0
 ERROR_CHARS = 500  # of a receiver's answer kept in last_error
 NO_SECRET = f"{SECRET_VAR} is not set: not sent (webhooks are always signed)"
+
+
+def webhook_of(doc: dict) -> str | None:
+    """A watch document's ``notify.webhook``, if it has one."""
+    return (doc.get("notify") or {}).get("webhook") if isinstance(doc.get("notify"), dict) else None
 
 
 def queue_notification(

@@ -1,4 +1,4 @@
-"""Bisections on the fleet: a regression the watch confirmed between two llama.cpp tags, searched to its commit on
+"""Bisections on the fleet, and their end as a notification kind: a regression the watch confirmed between two llama.cpp tags, searched to its commit on
 the host that confirmed it (storage.watch_tables.Bisection). The coordinator's alone: a worker builds a step's
 commit through the campaign's prepare task and runs its jobs, and never reads or writes this table.
 
@@ -17,6 +17,8 @@ branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 
 NOW = sa.text("(CURRENT_TIMESTAMP)")
+KINDS_BEFORE = ("finding", "suspect_host", "campaign_failed")
+KINDS_AFTER = (*KINDS_BEFORE, "bisection")  # a bisection's end is announced to the watch's webhook too
 
 
 def _ts(name: str, nullable: bool = True, default: bool = False) -> sa.Column:
@@ -58,9 +60,19 @@ def upgrade() -> None:
     )
     op.create_index("ix_bisections_finding_id", "bisections", ["finding_id"], unique=True)
     op.create_index("ix_bisections_status", "bisections", ["status"])
+    _notification_kinds(KINDS_AFTER)
+
+
+def _notification_kinds(kinds: tuple[str, ...]) -> None:
+    """Replace the notifications' kind CHECK (batch mode: SQLite rebuilds the table; PostgreSQL alters it)."""
+    with op.batch_alter_table("notifications") as batch:
+        batch.drop_constraint(op.f("ck_notifications_kind"), type_="check")
+        batch.create_check_constraint("kind", f"kind IN ({', '.join(repr(k) for k in kinds)})")
 
 
 def downgrade() -> None:
+    op.execute("DELETE FROM notifications WHERE kind = 'bisection'")  # what the older CHECK cannot hold
+    _notification_kinds(KINDS_BEFORE)
     op.drop_index("ix_bisections_status", table_name="bisections")
     op.drop_index("ix_bisections_finding_id", table_name="bisections")
     op.drop_table("bisections")

@@ -20,11 +20,12 @@ from sqlalchemy import select
 from siliconbench.watch_spec import parse_watch
 
 from coordinator.watch import watches
+from coordinator.watch.messages import message
 from harness.fleet import CliProc, wait_for
 from harness.llama_repo import BUILDS, SUBJECTS, make_repo, shas
 from storage import database
 from storage.tables import Finding, Job, Result
-from storage.watch_tables import Bisection, Campaign, Watch, WatchCheck
+from storage.watch_tables import Bisection, Campaign, Notification, Watch, WatchCheck
 from tests.cli_support import sb
 
 pytestmark = pytest.mark.timeout(3000)
@@ -138,6 +139,23 @@ def test_a_regressing_tag_is_built_confirmed_and_bisected_to_its_commit_on_the_f
         ).all()
     assert {host for host, _v, _s in step_jobs} == {b.host}  # every step ran where the regression was confirmed
     assert {v for _h, v, _s in step_jobs} == {"b1", "b4", f"b3+{planted[:7]}", f"b2+{shas(history)[1][:7]}"}
+    with database.session_scope(pg_url) as s:  # each round of a step starts with the next side: A B C, B C A ...
+        order = list(
+            s.scalars(
+                select(Job.spec["engine_version"].as_string())
+                .where(Job.sweep_id == steps[0]["sweeps"][0])
+                .order_by(Job.idx)
+            )
+        )
+    lo, mid, hi = steps[0]["sides"]
+    assert order[:9] == [lo, mid, hi, mid, hi, lo, hi, lo, mid], order
+
+    # Its end is announced to the watch's webhook (and `regressions --since`): the commit and its effect.
+    with database.session_scope(pg_url) as s:
+        (note,) = s.scalars(select(Notification).where(Notification.kind == "bisection"))
+        said = message(note.payload, note.kind)
+    assert note.payload["outcome"] == "found" and note.payload["first_bad"]["sha"] == planted
+    assert f"first bad commit {planted} (b3)" in said and "llama.cpp b1 → b4" in said, said
 
     # What users read: `siliconbench watch bisections`.
     out = sb("watch", "bisections", "--database", pg_url, "--format", "json")

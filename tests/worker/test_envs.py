@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from siliconbench.errors import UserError
-from siliconbench.jobs import expand
+from siliconbench.jobs import expand, spec_digest
 from siliconbench.manifest import ModelCatalog
 from siliconbench.results import JobResult
 from siliconbench.spec import COMPARE_PROCESSES, parse_sweep
@@ -142,6 +142,24 @@ def test_a_version_comparing_sweep_runs_interleaved_rounds_of_fresh_processes(mo
     assert [j.process for j in three] == [0, 1, 2] and len({j.job_id for j in three}) == 3
     # ... but one measurement: the dashboard pools the processes of a configuration as one series.
     assert len({JobResult(job_id=j.job_id, status="ok").identity_hash(j) for j in three}) == 1
+
+
+def test_rotated_rounds_start_each_round_with_the_next_version_and_keep_the_ids(models_dir):
+    three = {"mlx": [OWN_MLX_LM, OTHER_MLX_LM, "0.30.0"]}
+    base = {"name": "s", "models": [SMALL], "engines": ["mlx"], "engine_versions": three, "processes": 4}
+    fixed = expand(parse_sweep(base), ModelCatalog(models_dir))
+    rotated = expand(
+        parse_sweep({**base, "version_order": "rotate"}), ModelCatalog(models_dir), sweep_id=fixed[0].sweep_id
+    )
+    a, b, c = three["mlx"]
+    assert [j.engine_version for j in rotated] == [a, b, c, b, c, a, c, a, b, a, b, c]
+    assert [j.engine_version for j in fixed] == [a, b, c] * 4
+    assert [j.index for j in rotated] == list(range(12)) and [j.process for j in rotated] == [
+        r for r in range(4) for _ in "abc"
+    ]
+    # The same measurements, in another order: each job keeps its id; a fixed sweep keeps the digest it had.
+    assert {j.job_id: j.engine_version for j in rotated} == {j.job_id: j.engine_version for j in fixed}
+    assert spec_digest(parse_sweep(base)) == spec_digest(parse_sweep({**base, "version_order": "fixed"}))
 
 
 def test_two_mlx_lm_versions_side_by_side_in_one_sweep_then_compare(tmp_path, cli_env):

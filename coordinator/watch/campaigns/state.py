@@ -47,7 +47,7 @@ from coordinator.watch.campaigns.looks import (
 )
 from coordinator.watch.campaigns.prepare import prepare
 from coordinator.watch.campaigns.verdicts import conclude, needing_confirmation, publish
-from coordinator.watch.notify import queue_notification
+from coordinator.watch.notify import queue_notification, webhook_of
 from storage.database import session_scope
 from storage.tables import Host, utcnow
 from storage.watch_tables import Campaign, Watch
@@ -69,10 +69,6 @@ class Step:
 def watch_doc(session: Session, c: Campaign) -> dict:
     w = session.get(Watch, c.watch)
     return dict(w.spec or {}) if w is not None else {}
-
-
-def webhook_of(doc: dict) -> str | None:
-    return (doc.get("notify") or {}).get("webhook") if isinstance(doc.get("notify"), dict) else None
 
 
 def fail(session: Session, c: Campaign, doc: dict, why: str) -> None:
