@@ -72,7 +72,7 @@ class Step:
 
 def _regression(verdicts: dict) -> tuple[str, str, dict] | None:
     """(series label, metric, verdict) of the campaign's regression to bisect: one a build's llama-bench measures,
-    decode first (a bisection a campaign: the regressions of one tag pair are most often one commit's)."""
+    decode first (one bisection per campaign: the regressions of one tag pair are most often one commit's)."""
     found = [
         (label, metric, v)
         for label, by_metric in (verdicts.get("series") or {}).items()
@@ -93,7 +93,7 @@ def start(session: Session, c: Campaign, doc: dict, verdicts: dict) -> str:
     if picked is None:
         why = "no regression of decode_tps or prefill_tps to bisect"
     else:
-        label, metric, v = picked
+        _label, metric, v = picked
         finding = session.get(Finding, v["finding_id"])
         job_row = session.get(Job, finding.before_job_id) if finding is not None else None
         job = JobSpec.model_validate(job_row.spec) if job_row is not None else None
