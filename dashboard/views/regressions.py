@@ -81,6 +81,13 @@ with st.expander("Scan the history", expanded=False):
             n = _scan(metrics, min_effect, alpha, include_disturbed)
         st.success(f"{n} steps passed the test; new ones were recorded as findings.")
 
+
+def bisection_cell(verdicts: dict) -> str:
+    """A llama.cpp campaign's bisection: its id (drawn below), or why none was started."""
+    b = (verdicts or {}).get("bisection") or {}
+    return f"fleet-{b['id']}" if b.get("id") else b.get("reason", "")
+
+
 st.subheader("Watches and their campaigns")
 with data.user_errors():
     watch_rows, campaign_rows = data.watch_campaigns(url)
@@ -118,6 +125,7 @@ else:
                         "versions": f"{c['package']} {c['baseline']} → {c['candidate']}",
                         "hosts": ", ".join(c["hosts"]),
                         "verdicts": c["summary"],
+                        "bisection": bisection_cell(c["verdicts"]),
                         "baseline": c["baseline_reason"] or "",
                         "error": c["error"] or "",
                     }

@@ -518,34 +518,37 @@ def test_regressions_page_draws_a_fleet_bisection_beside_this_hosts(url):
         c.hosts, c.sweep_ids, c.verdicts, c.status = ["mini-1"], [], {}, "done"
         s.add(c)
         s.flush()
-        s.add(
-            Bisection(
-                campaign_id=c.id,
-                finding_id=7,
-                host="mini-1",
-                source=rec["source"],
-                metric=rec["metric"],
-                min_effect=rec["min_effect"],
-                suite={},
-                good=rec["good"],
-                bad=rec["bad"],
-                commits=[],
-                lo=1,
-                hi=2,
-                labels={},
-                skipped=[],
-                status="done",
-                current={},
-                steps=rec["steps"],
-                outcome="found",
-                first_bad=rec["first_bad"],
-                effect=rec["effect"],
-            )
+        b = Bisection(
+            campaign_id=c.id,
+            finding_id=7,
+            host="mini-1",
+            source=rec["source"],
+            metric=rec["metric"],
+            min_effect=rec["min_effect"],
+            suite={},
+            good=rec["good"],
+            bad=rec["bad"],
+            commits=[],
+            lo=1,
+            hi=2,
+            labels={},
+            skipped=[],
+            status="done",
+            current={},
+            steps=rec["steps"],
+            outcome="found",
+            first_bad=rec["first_bad"],
+            effect=rec["effect"],
         )
+        s.add(b)
+        s.flush()
+        c.verdicts = {"bisection": {"id": b.id}}
     at = app("regressions")
     assert not at.exception, at.exception
     (pick,) = [b for b in at.selectbox if b.key == "rg_bisection"]
     assert len(pick.options) == 1 and "b1 → b4 · found · on mini-1" in pick.options[0], pick.options
+    campaigns = next(d.value for d in at.dataframe if "bisection" in d.value.columns)
+    assert list(campaigns["bisection"]) == [f"fleet-{b.id}"]  # the campaign names the bisection it started
     timeline = next(c for c in at.get("vega_lite_chart") if "good end" in json.dumps(chart_data(c)))
     assert [r["verdict"] for r in chart_data(timeline)] == ["good end", "good", "first bad", "bad end"]
     said = " ".join(m.value for m in at.markdown)
