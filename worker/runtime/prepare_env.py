@@ -109,9 +109,13 @@ def _advertise(ctx: WorkerContext) -> None:
     call_through(once, outages.DATABASE, outages=DATABASE_DOWN)
 
 
+def _say(msg: str) -> None:
+    log.info("prepare: %s", msg)
+
+
 def _build(build: dict) -> envs.EngineEnv:
     """llama.cpp at ``ref`` built here (fetched first when this checkout lacks it), or a release archive."""
-    say = lambda msg: log.info("prepare: %s", msg)  # noqa: E731
+    say = _say
     if build.get("archive"):
         return builds.add_prebuilt_env(build["archive"], progress=say)
     source = build["source"]
