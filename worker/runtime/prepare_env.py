@@ -115,9 +115,8 @@ def _say(msg: str) -> None:
 
 def _build(build: dict) -> envs.EngineEnv:
     """llama.cpp at ``ref`` built here (fetched first when this checkout lacks it), or a release archive."""
-    say = _say
     if build.get("archive"):
-        return builds.add_prebuilt_env(build["archive"], progress=say)
+        return builds.add_prebuilt_env(build["archive"], progress=_say)
     source = build["source"]
     if build.get("fetch", True) and not sources.has_ref(source, build["ref"]):
         sources.fetch_tags(source)  # this Mac's checkout has not seen the tag yet
@@ -126,7 +125,7 @@ def _build(build: dict) -> envs.EngineEnv:
         build["ref"],
         cmake_flags=list(build.get("cmake_flags") or []),
         tools=tuple(build.get("tools") or compiler.TOOLS),
-        progress=say,
+        progress=_say,
     )
 
 
@@ -138,7 +137,7 @@ def _install(payload: dict) -> envs.EngineEnv:
         extra=payload.get("extra") or [],
         find_links=payload.get("find_links"),
         index_url=payload.get("index_url"),
-        progress=lambda msg: log.info("prepare: %s", msg),
+        progress=_say,
     )
 
 
