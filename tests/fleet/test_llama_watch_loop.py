@@ -60,6 +60,10 @@ def ended(url: str, table):
     return row if row is not None and row.status in ("done", "failed") else None
 
 
+# Two workers, a scheduler and the builds load both cores for two minutes: beside it, a test in the parallel part that
+# times its own processes reads that load as a change (a no-regression bisection read 0.41x once). Alone, it is only
+# its own jobs' load, which the interleaving shares between sides.
+@pytest.mark.solo
 def test_a_regressing_tag_is_built_confirmed_and_bisected_to_its_commit_on_the_fleet(
     models_dir,
     pg_url,
