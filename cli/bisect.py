@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import typer
@@ -11,7 +9,7 @@ from rich.table import Table
 
 from siliconbench.errors import UserError
 
-from .common import console, database, settings, user_errors
+from .common import console, database, print_json, settings, user_errors
 
 METRIC_HELP = (
     "What is bisected: decode_tps (default; a finding's own metric with --finding) or prefill_tps, as the "
@@ -99,8 +97,7 @@ def bisect(
     )
     d = rec.as_dict()
     if quiet:
-        json.dump(d, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        print_json(d)
         raise typer.Exit(rec.exit_code)
     console.print(steps_table(d))
     if rec.skipped:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,3 +88,15 @@ def emit(text: str, out: Path | None) -> None:
         console.print(f"wrote {out}", highlight=False)
     else:
         sys.stdout.write(text)
+
+
+def check_format(fmt: str, choices: tuple[str, ...] = ("table", "json")) -> None:
+    """A verb's --format, refused by name (exit 2) before anything is read."""
+    if fmt not in choices:
+        raise UserError("--format", f"unknown format {fmt!r}.", list(choices))
+
+
+def print_json(data) -> None:
+    """A verb's JSON output: indented, anything else (dates) as its string, one newline after."""
+    json.dump(data, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")

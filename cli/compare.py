@@ -3,18 +3,14 @@ their own modules)."""
 
 from __future__ import annotations
 
-import json
-import sys
 from datetime import timezone
 from pathlib import Path
 
 import typer
 
-from siliconbench.errors import UserError
-
 from storage.database import session_scope
 
-from .common import EXIT_FAILED_JOBS, console, database, emit, settings, user_errors
+from .common import EXIT_FAILED_JOBS, check_format, console, database, emit, print_json, settings, user_errors
 
 METRIC_HELP = "Metric to compare (repeatable; default prefill_tps, decode_tps, ttft_ms)"
 SELECTOR_HELP = (
@@ -137,8 +133,7 @@ def regressions(
         if save:
             save_findings(s, steps)
     if fmt == "json":
-        json.dump([st.as_dict() for st in steps], sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        print_json([st.as_dict() for st in steps])
         return
     _say_left_out(url, include_disturbed)
     untested = [st for st in proposed if st.comparison.verdict == Verdict.insufficient]
@@ -184,14 +179,12 @@ def _verdicts_since(since: str, fmt: str) -> None:
 
     from coordinator.watch.messages import parse_since, since as verdicts_since  # verb-local
 
-    if fmt not in ("table", "json"):
-        raise UserError("--format", f"unknown format {fmt!r}.", ["table", "json"])
+    check_format(fmt)
     when = parse_since(since).astimezone(timezone.utc)
     with session_scope(database(settings())) as s:
         rows = verdicts_since(s, when)
     if fmt == "json":
-        json.dump(rows, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        print_json(rows)
         return
     if not rows:
         console.print(f"No verdict since {when:%Y-%m-%d %H:%M} UTC.", highlight=False)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import json
 import subprocess
 import sys
 from enum import Enum
@@ -15,7 +14,7 @@ from siliconbench.errors import UserError
 
 from storage.database import session_scope
 
-from .common import console, database, settings, user_errors
+from .common import console, database, print_json, settings, user_errors
 
 
 class Format(str, Enum):
@@ -50,8 +49,7 @@ def results(
         sweep_id = None if all_sweeps else (sweep or sweep_store.latest_sweep_id(s))
         records = load_records(s, sweep_id=sweep_id) if (sweep_id or all_sweeps) else []
     if fmt is Format.json:
-        json.dump(records, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        print_json(records)
     elif fmt is Format.csv:
         rows = to_csv_rows(records)
         if rows:

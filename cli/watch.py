@@ -11,7 +11,6 @@ recorded with its error).
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import typer
@@ -23,7 +22,7 @@ from siliconbench.watch_spec import load_watch
 
 from storage.database import ready, session_scope
 
-from .common import EXIT_FAILED_JOBS, console, settings, user_errors
+from .common import EXIT_FAILED_JOBS, check_format, console, print_json, settings, user_errors
 
 app = typer.Typer(
     help="Watches: benchmark each new release of an engine package across the fleet by itself.",
@@ -76,13 +75,11 @@ def list_cmd(fmt: str = typer.Option("table", "--format", help="table | json"), 
     """Every watch: packages, how often, hosts, when it last looked, campaigns made."""
     from coordinator.watch import watches  # verb-local
 
-    if fmt not in ("table", "json"):
-        raise UserError("--format", f"unknown format {fmt!r}.", ["table", "json"])
+    check_format(fmt)
     with session_scope(_database(database)) as s:
         rows = watches.list_watches(s)
     if fmt == "json":
-        json.dump(rows, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        print_json(rows)
         return
     t = Table(title=f"{len(rows)} watch(es)", title_justify="left")
     for c in ("name", "packages", "every", "hosts", "index", "last checked", "campaigns"):
@@ -146,13 +143,11 @@ def bisections_cmd(
 
     from .bisect import outcome_line, steps_table  # verb-local
 
-    if fmt not in ("table", "json"):
-        raise UserError("--format", f"unknown format {fmt!r}.", ["table", "json"])
+    check_format(fmt)
     with session_scope(_database(database)) as s:
         rows = list_bisections(s, watch)
     if fmt == "json":
-        json.dump(rows, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        print_json(rows)
         return
     if not rows:
         console.print(
