@@ -48,9 +48,10 @@ from coordinator.watch.campaigns.looks import (
 from coordinator.watch.campaigns.prepare import prepare
 from coordinator.watch.campaigns.verdicts import conclude, needing_confirmation, publish
 from coordinator.watch.notify import queue_notification, webhook_of
+from coordinator.watch.stepping import enqueue, step_all, watch_doc
 from storage.database import session_scope
 from storage.tables import Host, utcnow
-from storage.watch_tables import Campaign, Watch
+from storage.watch_tables import Campaign
 
 log = logging.getLogger(__name__)
 ACTIVE = ("preparing", "running")
@@ -64,11 +65,6 @@ class Step:
     sweep_id: str | None = None
     spec: SweepSpec | None = None
     kind: str = "look"  # or "confirm"
-
-
-def watch_doc(session: Session, c: Campaign) -> dict:
-    w = session.get(Watch, c.watch)
-    return dict(w.spec or {}) if w is not None else {}
 
 
 def fail(session: Session, c: Campaign, doc: dict, why: str) -> None:
@@ -184,28 +180,18 @@ def advance(session_or_url, broker_url: str, campaign_id: int) -> str:
         step = _preparing(s, broker_url, c, doc) if c.status == "preparing" else _running(s, c, doc)
     if step.sweep_id is None:
         return step.message
-    try:
-        fleet.submit_once(url, broker_url, step.spec, step.sweep_id)
-    except UserError as exc:  # the fleet cannot run it (a host went away, a model changed): say so, stop
-        with session_scope(url) as s:
-            c = s.get(Campaign, campaign_id, with_for_update=True)
-            fail(s, c, watch_doc(s, c), f"could not enqueue {step.sweep_id}: {exc.field}: {exc.message}")
-        return f"failed: could not enqueue {step.sweep_id}: {exc.message}"
-    with session_scope(url) as s:
+
+    def refused(s: Session, exc: UserError) -> None:
+        c = s.get(Campaign, campaign_id, with_for_update=True)
+        fail(s, c, watch_doc(s, c), f"could not enqueue {step.sweep_id}: {exc.field}: {exc.message}")
+
+    def enqueued(s: Session) -> None:
         _record(s.get(Campaign, campaign_id, with_for_update=True), step)
-    return step.message
+
+    return enqueue(url, broker_url, step.spec, step.sweep_id, refused=refused, enqueued=enqueued) or step.message
 
 
 def advance_all(session_or_url, broker_url: str) -> dict[int, str]:
     """One step of every active campaign, oldest first; a campaign's error is its line, not the others' end."""
     url = _url(session_or_url)
-    with session_scope(url) as s:
-        ids = list(s.scalars(select(Campaign.id).where(Campaign.status.in_(ACTIVE)).order_by(Campaign.id)))
-    out = {}
-    for cid in ids:
-        try:
-            out[cid] = advance(url, broker_url, cid)
-        except Exception as exc:  # logged with its traceback; the next tick tries again
-            log.exception("campaign %s: step failed", cid)
-            out[cid] = f"error: {type(exc).__name__}: {exc}"
-    return out
+    return step_all(url, Campaign, ACTIVE, lambda cid: advance(url, broker_url, cid), "campaign")

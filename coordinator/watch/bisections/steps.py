@@ -1,27 +1,5 @@
-"""A regression the watch confirmed between two llama.cpp tags, bisected to its commit on the fleet.
-
-When a campaign on llama.cpp's tags (``llama_cpp: {source: DIR}``) ends with a regression of what a build's
-llama-bench measures (decode_tps, prefill_tps of a generate series), ``start`` records a bisection on a host that
-confirmed it: the finding's series as a sweep, the commits between the two tags (``llama_tags.commits_between``,
-first-parent line). The scheduler's tick then steps it (``advance``), as it steps campaigns:
-
-- **measuring** a step: one sweep per look of the sequential design (5, 8, 11, 15 processes a side), pinned to
-  the host, every side through its build's llama-bench (``coordinator.history.bisect_sweeps``). The first step is
-  the two tags themselves (the campaign measured them through the binding; a search starts only when their
-  llama-bench agrees there is a regression). Each later step is a midpoint between both current ends, decided by
-  ``coordinator.stats.bisection``'s rules, the ones ``siliconbench regressions bisect`` applies on one machine.
-  Each sweep rotates the sides round by round (``version_order: rotate``: A B C, B C A, C A B), as the embedded
-  bisection does, so drift and a round's position fall on every side alike.
-- **building** a midpoint: the campaign's prepare task (``TASK_PREPARE_ENV`` with the commit's sha) goes to the
-  host, which builds it from its checkout and reports on the campaign's ``campaign_hosts`` row, with the build's
-  version label. A report whose label is not this commit's (a redelivered older task) is not taken for it. A
-  commit that does not build is skipped, as ``git bisect skip`` does, and named.
-
-It ends **done** with an outcome: *found* (the first bad commit: sha, subject, build number, and the effect last
-good → first bad with its interval), *no regression* (the tags' llama-bench did not confirm it), or *undecided*
-(a step undecided at the last look: nothing is guessed); or **failed** with why. Every step's evidence is kept
-(``steps``), and each step's sweeps are stored as any sweep is, so ``compare`` and the dashboard see them.
-"""
+"""A bisection's steps, one per scheduler tick: building a midpoint on the host, measuring a step look by look,
+deciding it, and announcing the end."""
 
 from __future__ import annotations
 
@@ -30,34 +8,31 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from siliconbench.errors import UserError
-from siliconbench.jobs import JobSpec
 from siliconbench.queues import TASK_PREPARE_ENV, host_queue
 from siliconbench.spec import SweepSpec
 from siliconbench.watch_spec import LLAMA_CPP
 
 from coordinator.fleet import sweeps as fleet
 from coordinator.fleet.peers import worker_points
-from coordinator.history.bisect_sweeps import MEASURED, series_sweep, step_spec
+from coordinator.history.bisect_sweeps import step_spec
 from coordinator.history.compare import process_samples
 from coordinator.stats.bisection import BAD, ends_decision, midpoint_decisions, midpoint_verdict, next_midpoint
 from coordinator.stats.sequential import LOOKS
-from coordinator.stats.significance import DEFAULT_MIN_EFFECT, Verdict
-from coordinator.watch import llama_tags
+from coordinator.stats.significance import Verdict
 from coordinator.watch.campaigns.prepare import PREPARE_TIMEOUT_S, build_fields, versions_on
 from coordinator.watch.notify import queue_notification, webhook_of
+from coordinator.watch.stepping import enqueue, step_all, watch_doc
 from storage.broker import send_task
 from storage.campaign_hosts import env_reports, report_env
 from storage.database import session_scope
-from storage.tables import Finding, Host, Job, utcnow
-from storage.watch_tables import Bisection, Campaign, Watch
+from storage.tables import Host, utcnow
+from storage.watch_tables import Bisection, Campaign
 
 log = logging.getLogger(__name__)
 ACTIVE = ("building", "measuring")
-KEY = "bisection"  # in a campaign's verdicts: {"id": ...} or {"reason": why none was started}
 
 
 @dataclass
@@ -65,81 +40,6 @@ class Step:
     message: str
     sweep_id: str | None = None
     spec: SweepSpec | None = None
-
-
-# ----------------------------------------------------------------------------------------------- start
-
-
-def _regression(verdicts: dict) -> tuple[str, str, dict] | None:
-    """(series label, metric, verdict) of the campaign's regression to bisect: one a build's llama-bench measures,
-    decode first (one bisection per campaign: the regressions of one tag pair are most often one commit's)."""
-    found = [
-        (label, metric, v)
-        for label, by_metric in (verdicts.get("series") or {}).items()
-        for metric, v in by_metric.items()
-        if v.get("verdict") == "regression" and v.get("finding_id") and metric in MEASURED
-    ]
-    return min(found, key=lambda t: (t[1] != "decode_tps", t[0])) if found else None
-
-
-def start(session: Session, c: Campaign, doc: dict, verdicts: dict) -> str:
-    """Record the bisection of the campaign's regression, when there is one to search; what was done, in a line.
-    The reason none was started is kept in ``c.verdicts["bisection"]`` too."""
-    llama = doc.get("llama_cpp") or {}
-    why = None
-    picked = _regression(verdicts)
-    if c.package != LLAMA_CPP or not llama.get("source") or not llama.get("bisect", True):
-        return ""
-    if picked is None:
-        why = "no regression of decode_tps or prefill_tps to bisect"
-    else:
-        _label, metric, v = picked
-        finding = session.get(Finding, v["finding_id"])
-        job_row = session.get(Job, finding.before_job_id) if finding is not None else None
-        job = JobSpec.model_validate(job_row.spec) if job_row is not None else None
-        if job is None or job.workload != "generate":
-            why = f"the regression is on a {job.workload if job else 'missing'} series; a bisection measures generate"
-    if why is None:
-        try:
-            commits = llama_tags.commits_between(llama["source"], c.baseline, c.candidate)
-        except llama_tags.TagsError as exc:
-            why = f"cannot list the commits between {c.baseline} and {c.candidate}: {exc}"
-    if why is not None:
-        c.verdicts = {**(c.verdicts or {}), KEY: {"reason": why}}
-        return f"no bisection: {why}"
-    existing = session.scalars(select(Bisection).where(Bisection.finding_id == finding.id)).first()
-    if existing is not None:
-        return f"bisection {existing.id} already started"
-    good = {**llama_tags.commit_of(llama["source"], c.baseline), "label": c.baseline, "tag": c.baseline}
-    bad = {**commits[-1], "label": c.candidate, "tag": c.candidate}
-    b = Bisection(
-        campaign_id=c.id,
-        finding_id=finding.id,
-        host=v["changed_hosts"][0],
-        source=llama["source"],
-        metric=metric,
-        min_effect=DEFAULT_MIN_EFFECT,
-        suite=series_sweep(job, f"bisection-of-finding-{finding.id}"),
-        good=good,
-        bad=bad,
-        commits=commits,
-        lo=-1,
-        hi=len(commits) - 1,
-        labels={"-1": c.baseline, str(len(commits) - 1): c.candidate},
-        skipped=[],
-        status="measuring",
-        current={"kind": "ends", "labels": [c.baseline, c.candidate], "sweeps": []},
-        steps=[],
-        updated_at=utcnow(),
-    )
-    session.add(b)
-    session.flush()
-    finding.comparison = {**(finding.comparison or {}), "bisection_id": b.id}
-    c.verdicts = {**(c.verdicts or {}), KEY: {"id": b.id}}
-    return f"bisection {b.id} started on {b.host}: {len(commits)} commits after {c.baseline} up to {c.candidate}"
-
-
-# ----------------------------------------------------------------------------------------------- steps
 
 
 def _label_of(commit: dict) -> set[str]:
@@ -356,9 +256,7 @@ def _record(b: Bisection, sweep_id: str) -> None:
 
 
 def _doc(session: Session, b: Bisection) -> dict:
-    c = session.get(Campaign, b.campaign_id)
-    w = session.get(Watch, c.watch) if c is not None else None
-    return dict(w.spec or {}) if w is not None else {}
+    return watch_doc(session, session.get(Campaign, b.campaign_id))
 
 
 def advance(database_url: str, broker_url: str, bisection_id: int) -> str:
@@ -375,67 +273,20 @@ def advance(database_url: str, broker_url: str, bisection_id: int) -> str:
             announce(s, b, doc)
     if step.sweep_id is None:
         return step.message
-    try:
-        fleet.submit_once(database_url, broker_url, step.spec, step.sweep_id)
-    except UserError as exc:  # the host went away, the model changed: say so, stop
-        with session_scope(database_url) as s:
-            b = s.get(Bisection, bisection_id, with_for_update=True)
-            _fail(b, f"could not enqueue {step.sweep_id}: {exc}")
-            announce(s, b, _doc(s, b))
-        return f"failed: could not enqueue {step.sweep_id}: {exc.message}"
-    with session_scope(database_url) as s:
+
+    def refused(s: Session, exc: UserError) -> None:
+        b = s.get(Bisection, bisection_id, with_for_update=True)
+        _fail(b, f"could not enqueue {step.sweep_id}: {exc}")
+        announce(s, b, _doc(s, b))
+
+    def enqueued(s: Session) -> None:
         _record(s.get(Bisection, bisection_id, with_for_update=True), step.sweep_id)
-    return step.message
+
+    return (
+        enqueue(database_url, broker_url, step.spec, step.sweep_id, refused=refused, enqueued=enqueued) or step.message
+    )
 
 
 def advance_all(database_url: str, broker_url: str) -> dict[int, str]:
     """One step of every active bisection, oldest first; one's error is its line, not the others' end."""
-    with session_scope(database_url) as s:
-        ids = list(s.scalars(select(Bisection.id).where(Bisection.status.in_(ACTIVE)).order_by(Bisection.id)))
-    out = {}
-    for bid in ids:
-        try:
-            out[bid] = advance(database_url, broker_url, bid)
-        except Exception as exc:  # logged with its traceback; the next tick tries again
-            log.exception("bisection %s: step failed", bid)
-            out[bid] = f"error: {type(exc).__name__}: {exc}"
-    return out
-
-
-# ----------------------------------------------------------------------------------------------- reading
-
-
-def bisection_dict(b: Bisection) -> dict:
-    """A bisection in the shape ``embedded.bisect.Bisection.as_dict`` has, so one table and one timeline show both,
-    with where it ran and its state."""
-    return {
-        "id": f"fleet-{b.id}",
-        "fleet_id": b.id,
-        "campaign_id": b.campaign_id,
-        "finding_id": b.finding_id,
-        "host": b.host,
-        "status": b.status,
-        "source": b.source,
-        "good": b.good,
-        "bad": b.bad,
-        "metric": b.metric,
-        "min_effect": b.min_effect,
-        "commits": len(b.commits or []),
-        "steps": [{**s, "sweep_id": (s.get("sweeps") or [""])[0]} for s in b.steps or []],
-        "first_bad": b.first_bad,
-        "effect": b.effect,
-        "skipped": list(b.skipped or []),
-        "outcome": b.outcome or b.status,
-        "error": b.error,
-        "started_at": b.created_at.isoformat(timespec="seconds") if b.created_at else "",
-        "finished_at": b.updated_at.isoformat(timespec="seconds")
-        if b.updated_at and b.status in ("done", "failed")
-        else "",
-    }
-
-
-def list_bisections(session: Session, watch: str | None = None) -> list[dict]:
-    q = select(Bisection).order_by(Bisection.id.desc())
-    if watch:
-        q = q.join(Campaign, Campaign.id == Bisection.campaign_id).where(Campaign.watch == watch)
-    return [bisection_dict(b) for b in session.scalars(q)]
+    return step_all(database_url, Bisection, ACTIVE, lambda bid: advance(database_url, broker_url, bid), "bisection")

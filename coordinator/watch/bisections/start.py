@@ -1,0 +1,86 @@
+"""A campaign's end starts a bisection: the regression to search, the commits between the two tags, the host."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from siliconbench.jobs import JobSpec
+from siliconbench.watch_spec import LLAMA_CPP
+
+from coordinator.history.bisect_sweeps import MEASURED, series_sweep
+from coordinator.stats.significance import DEFAULT_MIN_EFFECT
+from coordinator.watch import llama_tags
+from storage.tables import Finding, Job, utcnow
+from storage.watch_tables import Bisection, Campaign
+
+KEY = "bisection"  # in a campaign's verdicts: {"id": ...} or {"reason": why none was started}
+
+
+def _regression(verdicts: dict) -> tuple[str, str, dict] | None:
+    """(series label, metric, verdict) of the campaign's regression to bisect: one a build's llama-bench measures,
+    decode first (one bisection per campaign: the regressions of one tag pair are most often one commit's)."""
+    found = [
+        (label, metric, v)
+        for label, by_metric in (verdicts.get("series") or {}).items()
+        for metric, v in by_metric.items()
+        if v.get("verdict") == "regression" and v.get("finding_id") and metric in MEASURED
+    ]
+    return min(found, key=lambda t: (t[1] != "decode_tps", t[0])) if found else None
+
+
+def start(session: Session, c: Campaign, doc: dict, verdicts: dict) -> str:
+    """Record the bisection of the campaign's regression, when there is one to search; what was done, in a line.
+    The reason none was started is kept in ``c.verdicts["bisection"]`` too."""
+    llama = doc.get("llama_cpp") or {}
+    why = None
+    picked = _regression(verdicts)
+    if c.package != LLAMA_CPP or not llama.get("source") or not llama.get("bisect", True):
+        return ""
+    if picked is None:
+        why = "no regression of decode_tps or prefill_tps to bisect"
+    else:
+        _label, metric, v = picked
+        finding = session.get(Finding, v["finding_id"])
+        job_row = session.get(Job, finding.before_job_id) if finding is not None else None
+        job = JobSpec.model_validate(job_row.spec) if job_row is not None else None
+        if job is None or job.workload != "generate":
+            why = f"the regression is on a {job.workload if job else 'missing'} series; a bisection measures generate"
+    if why is None:
+        try:
+            commits = llama_tags.commits_between(llama["source"], c.baseline, c.candidate)
+        except llama_tags.TagsError as exc:
+            why = f"cannot list the commits between {c.baseline} and {c.candidate}: {exc}"
+    if why is not None:
+        c.verdicts = {**(c.verdicts or {}), KEY: {"reason": why}}
+        return f"no bisection: {why}"
+    existing = session.scalars(select(Bisection).where(Bisection.finding_id == finding.id)).first()
+    if existing is not None:
+        return f"bisection {existing.id} already started"
+    good = {**llama_tags.commit_of(llama["source"], c.baseline), "label": c.baseline, "tag": c.baseline}
+    bad = {**commits[-1], "label": c.candidate, "tag": c.candidate}
+    b = Bisection(
+        campaign_id=c.id,
+        finding_id=finding.id,
+        host=v["changed_hosts"][0],
+        source=llama["source"],
+        metric=metric,
+        min_effect=DEFAULT_MIN_EFFECT,
+        suite=series_sweep(job, f"bisection-of-finding-{finding.id}"),
+        good=good,
+        bad=bad,
+        commits=commits,
+        lo=-1,
+        hi=len(commits) - 1,
+        labels={"-1": c.baseline, str(len(commits) - 1): c.candidate},
+        skipped=[],
+        status="measuring",
+        current={"kind": "ends", "labels": [c.baseline, c.candidate], "sweeps": []},
+        steps=[],
+        updated_at=utcnow(),
+    )
+    session.add(b)
+    session.flush()
+    finding.comparison = {**(finding.comparison or {}), "bisection_id": b.id}
+    c.verdicts = {**(c.verdicts or {}), KEY: {"id": b.id}}
+    return f"bisection {b.id} started on {b.host}: {len(commits)} commits after {c.baseline} up to {c.candidate}"
