@@ -6,16 +6,12 @@ archives; the commits a bisection would search; bad payloads refused by field.""
 
 from __future__ import annotations
 
-import base64
-import json
 import subprocess
 from pathlib import Path
 
 import pytest
-import redis
 from sqlalchemy import select, update
 
-from siliconbench.queues import TASK_PREPARE_ENV, host_queue
 from siliconbench.watch_spec import LLAMA_CPP, parse_watch, version_key
 
 from coordinator.watch import llama_tags, watches
@@ -25,6 +21,7 @@ from storage.database import session_scope
 from storage.tables import Host, utcnow
 from storage.watch_tables import Campaign, WatchCheck, WatchVersion
 from tests.conftest import new_pg_database
+from tests.fleet.support import prepare_tasks as sent
 from worker.runtime.prepare_env import check_payload
 
 SUITE = {"name": "tags", "models": ["tiny-llama-5m"], "engines": ["llama.cpp"], "placement": "each"}
@@ -73,16 +70,6 @@ def pg():
 def rows(url: str, table) -> list:
     with session_scope(url) as s:
         return list(s.scalars(select(table)))
-
-
-def sent(broker: str, host: str) -> list[dict]:
-    """The prepare tasks waiting on a host's queue, oldest first (kombu's Redis list: newest at the left)."""
-    out = []
-    for raw in reversed(redis.Redis.from_url(broker).lrange(host_queue(host), 0, -1)):
-        msg = json.loads(raw)
-        assert msg["headers"]["task"] == TASK_PREPARE_ENV
-        out.append(json.loads(base64.b64decode(msg["body"]))[0][0])
-    return out
 
 
 def test_tags_order_by_build_number_not_by_name():

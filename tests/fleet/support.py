@@ -1,9 +1,15 @@
-"""Helpers of the fleet tests: a worker's own login, a small sweep, waiting for a sweep, its rows and records."""
+"""Helpers of the fleet tests: a worker's own login, a small sweep, waiting for a sweep, its rows and records, the
+prepare tasks waiting on a host's queue."""
 
 from __future__ import annotations
 
+import base64
+import json
+
+import redis
 from sqlalchemy import select
 
+from siliconbench.queues import TASK_PREPARE_ENV, host_queue
 from siliconbench.spec import parse_sweep
 
 from coordinator.fleet import sweeps as fleet
@@ -60,3 +66,13 @@ def job_rows(pg_url: str, sweep_id: str):
         return s.execute(
             select(Job.id, Job.status, Job.attempts, Job.worker, Job.error).where(Job.sweep_id == sweep_id)
         ).all()
+
+
+def prepare_tasks(broker: str, host: str) -> list[dict]:
+    """The prepare tasks waiting on a host's queue, oldest first (kombu's Redis list: newest at the left)."""
+    out = []
+    for raw in reversed(redis.Redis.from_url(broker).lrange(host_queue(host), 0, -1)):
+        msg = json.loads(raw)
+        assert msg["headers"]["task"] == TASK_PREPARE_ENV
+        out.append(json.loads(base64.b64decode(msg["body"]))[0][0])
+    return out

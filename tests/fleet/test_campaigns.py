@@ -5,14 +5,8 @@ announced. The whole loop with real workers is tests/fleet/test_watch_loop.py.""
 
 from __future__ import annotations
 
-import base64
-import json
-
 import numpy as np
-import redis
 from sqlalchemy import update
-
-from siliconbench.queues import TASK_PREPARE_ENV, host_queue
 
 from coordinator.stats.sequential import LOOKS
 from coordinator.watch.campaigns.looks import Series, decisions
@@ -22,6 +16,7 @@ from storage import database
 from storage.campaign_hosts import env_reports, report_env
 from storage.tables import Host, utcnow
 from storage.watch_tables import Campaign, Notification, Watch
+from tests.fleet.support import prepare_tasks as sent
 
 WEBHOOK = "http://127.0.0.1:9/hook"
 
@@ -70,16 +65,6 @@ def seed(url: str, hosts: dict[str, str]) -> int:
         s.add(c)
         s.flush()
         return c.id
-
-
-def sent(broker: str, host: str) -> list[dict]:
-    """The prepare tasks waiting on a host's queue, oldest first (kombu's Redis list: newest at the left)."""
-    out = []
-    for raw in reversed(redis.Redis.from_url(broker).lrange(host_queue(host), 0, -1)):
-        msg = json.loads(raw)
-        assert msg["headers"]["task"] == TASK_PREPARE_ENV
-        out.append(json.loads(base64.b64decode(msg["body"]))[0][0])
-    return out
 
 
 def advertise(url: str, host: str, versions: str) -> None:
