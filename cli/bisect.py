@@ -68,7 +68,8 @@ def bisect(
     1: no regression between the ends; 3: a step could not decide."""
     from siliconbench.spec import load_sweep  # verb-local
 
-    from embedded.bisect import bisect as run_bisect, finding_sweep  # verb-local
+    from coordinator.history.bisect_sweeps import finding_sweep  # verb-local
+    from embedded.bisect import bisect as run_bisect  # verb-local
 
     s = settings(models_dir=models_dir)
     url = database(s)

@@ -23,9 +23,7 @@ sweep (results with their commit, as any sweep's), so ``compare`` and the dashbo
 
 from __future__ import annotations
 
-import json
 import uuid
-from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -34,65 +32,24 @@ from siliconbench.errors import UserError
 from siliconbench.jobs import JobSpec, expand
 from siliconbench.manifest import ModelCatalog
 from siliconbench.results import JobResult
-from siliconbench.settings import data_dir
 from siliconbench.spec import SweepSpec
 
 from coordinator.fleet.sweeps import cancel
-from coordinator.history.bisect_sweeps import ENGINE, MEASURED, series_sweep, step_spec
-from coordinator.history.regressions import get_finding
+from coordinator.history.bisect_sweeps import ENGINE, MEASURED, step_spec
 from coordinator.stats.bisection import BAD, ends_decision, midpoint_decisions, midpoint_verdict, next_midpoint
 from coordinator.stats.sequential import LOOKS
 from coordinator.stats.significance import DEFAULT_MIN_EFFECT, Verdict
-from storage import result_store, sweep_store
+from storage import sweep_store
 from storage.database import session_scope
 from worker.builds.source import Revision, between, resolve
 from worker.envs.builds import add_build
 from worker.envs.venvs import interpreters
 
+from .bisect_records import Bisection, Step, record
 from .run import owner_tag, run_jobs
 
-EXIT_FOUND, EXIT_NO_REGRESSION, EXIT_UNDECIDED = 0, 1, 3
 BISECT_TOOLS = ("llama-bench",)  # a bisection needs only the yardstick of each build
 Say = Callable[[str], None]
-
-
-@dataclass
-class Step:
-    kind: str  # "ends" | "midpoint"
-    commit: dict  # the revision measured (the bad end for "ends")
-    sides: list[str]  # engine_versions labels, in the first round's order
-    verdict: str  # ends: regression | no regression | undecided; midpoint: bad | good | undecided | skipped
-    processes: int = 0  # a side
-    against_good: dict | None = None  # Comparison.as_dict(): the good end (or current good) -> this commit
-    against_bad: dict | None = None  # this commit -> the bad end (midpoints only)
-    sweep_id: str = ""
-    build: dict = field(default_factory=dict)  # build seconds, incremental, files changed
-    note: str = ""
-
-
-@dataclass
-class Bisection:
-    id: str
-    source: str
-    good: dict
-    bad: dict
-    metric: str
-    min_effect: float
-    commits: int  # between good (excluded) and bad (included)
-    steps: list[Step] = field(default_factory=list)
-    first_bad: dict | None = None
-    effect: dict | None = None
-    skipped: list[dict] = field(default_factory=list)
-    outcome: str = ""  # found | no regression | undecided
-    started_at: str = ""
-    finished_at: str = ""
-
-    @property
-    def exit_code(self) -> int:
-        return {"found": EXIT_FOUND, "no regression": EXIT_NO_REGRESSION}.get(self.outcome, EXIT_UNDECIDED)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def check_spec(spec: SweepSpec, metric: str) -> None:
@@ -246,7 +203,7 @@ def bisect(
     if said != Verdict.regression.value:
         rec.outcome = "no regression" if said else "undecided"
         rec.effect = _comparison(d)
-        return _finish(rec, out_dir, say)
+        return record(rec, out_dir, say)
 
     lo, hi = -1, len(commits) - 1  # indices into commits; -1 is the good end
     last_effect = _comparison(d)
@@ -289,7 +246,7 @@ def bisect(
         )
         if verdict is None:
             rec.outcome = "undecided"
-            return _finish(rec, out_dir, say)
+            return record(rec, out_dir, say)
         if verdict == BAD:
             hi, hi_label, last_effect = mid, mid_label, _comparison(d1)
         else:
@@ -298,59 +255,7 @@ def bisect(
     rec.first_bad = first.as_dict() | {"label": first.label}
     rec.effect = last_effect
     rec.outcome = "found"
-    return _finish(rec, out_dir, say)
+    return record(rec, out_dir, say)
 
 
-def finding_sweep(database_url: str, finding_id: int) -> tuple[SweepSpec, str, str, str]:
-    """(sweep, good ref, bad ref, metric) that bisect a confirmed llama.cpp regression: the finding's series'
-    configuration, and the llama.cpp commits its two sides ran."""
-    field = "--finding"
-    with session_scope(database_url) as s:
-        f = get_finding(s, finding_id)
-        if f.engine != ENGINE or f.verdict != "regression":
-            raise UserError(
-                field,
-                f"finding {finding_id} is a {f.verdict} of {f.engine}; a bisection follows a llama.cpp regression.",
-            )
-        if f.status != "confirmed":
-            raise UserError(
-                field,
-                f"finding {finding_id} is {f.status}: confirm it first (`siliconbench confirm {finding_id}`), "
-                "a bisection starts from a confirmed regression.",
-            )
-        good, bad = (f.before or {}).get(ENGINE), (f.after or {}).get(ENGINE)
-        if not good or not bad or good == bad:
-            raise UserError(
-                field,
-                f"the finding's sides ran llama.cpp {good or '?'} and {bad or '?'}: no llama.cpp commits to "
-                f"bisect between (what changed there: {', '.join(f.changes or {}) or 'nothing recorded'}).",
-            )
-        stored = result_store.load_stored(s, job_ids=[f.before_job_id])
-        if not stored:
-            raise UserError(field, f"the result before the step ({f.before_job_id}) is no longer stored.")
-        job, metric = stored[0].job, f.metric
-    if job.workload != "generate":
-        raise UserError(field, f"the finding is on a {job.workload} series; a bisection measures generate.")
-    return SweepSpec.model_validate(series_sweep(job, f"bisect-finding-{finding_id}")), good, bad, metric
-
-
-def _finish(rec: Bisection, out_dir: Path | None, say: Say) -> Bisection:
-    rec.finished_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    folder = out_dir or data_dir() / "bisections"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{rec.id}.json").write_text(json.dumps(rec.as_dict(), indent=2, default=str) + "\n")
-    say(f"recorded in {folder / (rec.id + '.json')}")
-    return rec
-
-
-def load_bisections(folder: Path | None = None) -> list[dict]:
-    """Every recorded bisection, newest first (the Regressions page's timeline reads these)."""
-    folder = folder or data_dir() / "bisections"
-    return sorted(
-        (json.loads(p.read_text()) for p in folder.glob("*.json")) if folder.exists() else [],
-        key=lambda d: d.get("started_at", ""),
-        reverse=True,
-    )
-
-
-__all__ = ["Bisection", "Step", "bisect", "check_spec", "finding_sweep", "load_bisections"]
+__all__ = ["Bisection", "Step", "bisect", "check_spec"]

@@ -1,5 +1,6 @@
 """The sweeps a bisection measures with, for both ways of running one (``embedded.bisect`` on this machine,
-``coordinator.watch.bisections`` on the fleet): a finding's series as a sweep, and one step of it.
+``coordinator.watch.bisections`` on the fleet): a finding's series as a sweep, one step of it, and the sweep and
+commits that bisect a confirmed finding (``regressions bisect --finding``).
 
 Every commit of a step is measured through its own llama-bench (``llama.cpp.driver: llama-bench``): most commits
 of a real range match no llama-cpp-python binding, and one path for all keeps the steps comparable.
@@ -7,8 +8,13 @@ of a real range match no llama-cpp-python binding, and one path for all keeps th
 
 from __future__ import annotations
 
+from siliconbench.errors import UserError
 from siliconbench.jobs import JobSpec
 from siliconbench.spec import SweepSpec
+
+from coordinator.history.regressions import get_finding
+from storage import result_store
+from storage.database import session_scope
 
 ENGINE = "llama.cpp"
 MEASURED = ("decode_tps", "prefill_tps")  # what a build's llama-bench measures (worker/builds/tool.py)
@@ -49,3 +55,36 @@ def step_spec(spec: SweepSpec | dict, labels: list[str], processes: int, name: s
     options[ENGINE] = {**(options.get(ENGINE) or {}), "driver": "llama-bench"}
     data["engine_options"] = options
     return SweepSpec.model_validate(data)
+
+
+def finding_sweep(database_url: str, finding_id: int) -> tuple[SweepSpec, str, str, str]:
+    """(sweep, good ref, bad ref, metric) that bisect a confirmed llama.cpp regression: the finding's series'
+    configuration, and the llama.cpp commits its two sides ran."""
+    field = "--finding"
+    with session_scope(database_url) as s:
+        f = get_finding(s, finding_id)
+        if f.engine != ENGINE or f.verdict != "regression":
+            raise UserError(
+                field,
+                f"finding {finding_id} is a {f.verdict} of {f.engine}; a bisection follows a llama.cpp regression.",
+            )
+        if f.status != "confirmed":
+            raise UserError(
+                field,
+                f"finding {finding_id} is {f.status}: confirm it first (`siliconbench confirm {finding_id}`), "
+                "a bisection starts from a confirmed regression.",
+            )
+        good, bad = (f.before or {}).get(ENGINE), (f.after or {}).get(ENGINE)
+        if not good or not bad or good == bad:
+            raise UserError(
+                field,
+                f"the finding's sides ran llama.cpp {good or '?'} and {bad or '?'}: no llama.cpp commits to "
+                f"bisect between (what changed there: {', '.join(f.changes or {}) or 'nothing recorded'}).",
+            )
+        stored = result_store.load_stored(s, job_ids=[f.before_job_id])
+        if not stored:
+            raise UserError(field, f"the result before the step ({f.before_job_id}) is no longer stored.")
+        job, metric = stored[0].job, f.metric
+    if job.workload != "generate":
+        raise UserError(field, f"the finding is on a {job.workload} series; a bisection measures generate.")
+    return SweepSpec.model_validate(series_sweep(job, f"bisect-finding-{finding_id}")), good, bad, metric

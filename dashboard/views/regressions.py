@@ -24,7 +24,7 @@ from coordinator.watch.bisections import list_bisections
 from coordinator.watch.messages import notifications
 from dashboard import access, data
 from dashboard.charts import bisection_chart, bisection_timeline
-from embedded.bisect import load_bisections
+from embedded.bisect_records import load_bisections
 from embedded.confirm import DEFAULT_ROUNDS, start_background
 from storage.database import session_scope
 
