@@ -36,7 +36,14 @@ from siliconbench.spec import SweepSpec
 
 from coordinator.fleet.sweeps import cancel
 from coordinator.history.bisect_sweeps import ENGINE, MEASURED, step_spec
-from coordinator.stats.bisection import BAD, ends_decision, midpoint_decisions, midpoint_verdict, next_midpoint
+from coordinator.stats.bisection import (
+    BAD,
+    comparison_dict,
+    ends_decision,
+    midpoint_decisions,
+    midpoint_verdict,
+    next_midpoint,
+)
 from coordinator.stats.sequential import LOOKS
 from coordinator.stats.significance import DEFAULT_MIN_EFFECT, Verdict
 from storage import sweep_store
@@ -135,10 +142,6 @@ def _median(processes: list) -> str:
     return f"{last[len(last) // 2]:.1f}"
 
 
-def _comparison(d) -> dict | None:
-    return d.comparison.as_dict() if d.comparison else None
-
-
 def bisect(
     source_dir: str | Path,
     good: str,
@@ -194,7 +197,7 @@ def bisect(
             [lo_label, hi_label],
             said or "undecided",
             d.processes,
-            _comparison(d),
+            comparison_dict(d),
             None,
             s["_sweep"],
             hi_build,
@@ -202,11 +205,11 @@ def bisect(
     )
     if said != Verdict.regression.value:
         rec.outcome = "no regression" if said else "undecided"
-        rec.effect = _comparison(d)
+        rec.effect = comparison_dict(d)
         return record(rec, out_dir, say)
 
     lo, hi = -1, len(commits) - 1  # indices into commits; -1 is the good end
-    last_effect = _comparison(d)
+    last_effect = comparison_dict(d)
     candidates = list(range(len(commits)))
     while (mid := next_midpoint(candidates, lo, hi)) is not None:
         rev = commits[mid]
@@ -238,8 +241,8 @@ def bisect(
                 [lo_label, mid_label, hi_label],
                 verdict or "undecided",
                 min(d1.processes, d2.processes),
-                _comparison(d1),
-                _comparison(d2),
+                comparison_dict(d1),
+                comparison_dict(d2),
                 s["_sweep"],
                 mid_build,
             )
@@ -248,9 +251,9 @@ def bisect(
             rec.outcome = "undecided"
             return record(rec, out_dir, say)
         if verdict == BAD:
-            hi, hi_label, last_effect = mid, mid_label, _comparison(d1)
+            hi, hi_label, last_effect = mid, mid_label, comparison_dict(d1)
         else:
-            lo, lo_label, last_effect = mid, mid_label, _comparison(d2)
+            lo, lo_label, last_effect = mid, mid_label, comparison_dict(d2)
     first = commits[hi]
     rec.first_bad = first.as_dict() | {"label": first.label}
     rec.effect = last_effect

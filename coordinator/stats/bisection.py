@@ -46,6 +46,11 @@ def midpoint_verdict(d1: Decision, d2: Decision, looks: Sequence[int] = LOOKS) -
     return None
 
 
+def comparison_dict(d: Decision) -> dict | None:
+    """A step's evidence as it is kept: the decision's comparison (ratio, interval, p, sizes), if it got one."""
+    return d.comparison.as_dict() if d.comparison else None
+
+
 def next_midpoint(candidates: Sequence[int], lo: int, hi: int) -> int | None:
     """The index to measure next among ``candidates`` (indices into the commits, the good end being -1), or
     None when no commit is left strictly between the ends: ``hi`` is then the first bad commit."""

@@ -57,6 +57,11 @@ from coordinator.stats.significance import (
 LOOKS = (5, 8, 11, 15)  # processes a side at each look; the last is the fixed design's COMPARE_PROCESSES
 
 
+def look_increment(look: int, looks: Sequence[int] = LOOKS) -> int:
+    """The processes a side that look ``look`` (1-based) adds to the ones before it: what its sweep runs."""
+    return looks[look - 1] - (looks[look - 2] if look > 1 else 0)
+
+
 SPENDING_RHO = 1.5  # Kim-DeMets power family: rho 1 is close to Pocock, 3 to O'Brien-Fleming
 EQUIVALENCE_LEVEL = 0.80  # TOST at 0.10 a side
 GRID = 401  # points a look in the recursive integration (the z bounds agree with 1,601 points to 1e-5)

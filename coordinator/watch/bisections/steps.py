@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
@@ -19,8 +19,15 @@ from coordinator.fleet import sweeps as fleet
 from coordinator.fleet.peers import worker_points
 from coordinator.history.bisect_sweeps import step_spec
 from coordinator.history.compare import process_samples
-from coordinator.stats.bisection import BAD, ends_decision, midpoint_decisions, midpoint_verdict, next_midpoint
-from coordinator.stats.sequential import LOOKS
+from coordinator.stats.bisection import (
+    BAD,
+    comparison_dict,
+    ends_decision,
+    midpoint_decisions,
+    midpoint_verdict,
+    next_midpoint,
+)
+from coordinator.stats.sequential import LOOKS, look_increment
 from coordinator.stats.significance import Verdict
 from coordinator.watch.campaigns.prepare import PREPARE_TIMEOUT_S, build_fields, versions_on
 from coordinator.watch.notify import queue_notification, webhook_of
@@ -53,8 +60,7 @@ def _step_no(b: Bisection) -> int:
 
 def _look_spec(b: Bisection, labels: list[str], look: int) -> tuple[str, SweepSpec]:
     sid = f"bisection-{b.id}-step{_step_no(b)}-look{look}"
-    processes = LOOKS[look - 1] - (LOOKS[look - 2] if look > 1 else 0)
-    return sid, step_spec(b.suite, labels, processes, sid, hosts=[b.host], placement="each")
+    return sid, step_spec(b.suite, labels, look_increment(look), sid, hosts=[b.host], placement="each")
 
 
 def _finish(b: Bisection, outcome: str, message: str) -> Step:
@@ -108,10 +114,7 @@ def _building(session: Session, broker_url: str, b: Bisection, doc: dict) -> Ste
         b.current = {**cur, "sent": utcnow().isoformat()}
         return Step(f"building {commit['sha'][:12]} on {b.host}: sent")
     if row is None or row["status"] == "pending":
-        sent = datetime.fromisoformat(cur["sent"])
-        if sent.tzinfo is None:
-            sent = sent.replace(tzinfo=timezone.utc)
-        if utcnow() - sent > timedelta(seconds=PREPARE_TIMEOUT_S):
+        if utcnow() - datetime.fromisoformat(cur["sent"]) > timedelta(seconds=PREPARE_TIMEOUT_S):
             return _fail(b, f"{b.host} did not report the build of {commit['sha'][:12]} for {PREPARE_TIMEOUT_S:.0f} s")
         return Step(f"building {commit['sha'][:12]} on {b.host}: waiting")
     if row["status"] == "failed":
@@ -138,10 +141,6 @@ def _samples(session: Session, b: Bisection, sweeps: list[str]) -> dict[str, lis
         if raw:
             out[p.engine_version].append(raw[0])
     return out
-
-
-def _comparison(d) -> dict | None:
-    return d.comparison.as_dict() if d.comparison else None
 
 
 def _measuring(session: Session, b: Bisection) -> Step:
@@ -174,12 +173,12 @@ def _measuring(session: Session, b: Bisection) -> Step:
                 "sides": labels,
                 "verdict": verdict,
                 "processes": d.processes,
-                "against_good": _comparison(d),
+                "against_good": comparison_dict(d),
                 "against_bad": None,
                 "sweeps": sweeps,
             },
         ]
-        b.effect = _comparison(d)
+        b.effect = comparison_dict(d)
         if d.verdict != Verdict.regression:
             outcome = "no regression" if d.decided else "undecided"
             return _finish(b, outcome, f"{outcome} between {labels[0]} and {labels[1]} through their llama-bench")
@@ -197,17 +196,17 @@ def _measuring(session: Session, b: Bisection) -> Step:
             "sides": labels,
             "verdict": verdict or "undecided",
             "processes": min(d1.processes, d2.processes),
-            "against_good": _comparison(d1),
-            "against_bad": _comparison(d2),
+            "against_good": comparison_dict(d1),
+            "against_bad": comparison_dict(d2),
             "sweeps": sweeps,
         },
     ]
     if verdict is None:
         return _finish(b, "undecided", f"{labels[1]} undecided at the last look")
     if verdict == BAD:
-        b.hi, b.effect = mid, _comparison(d1)
+        b.hi, b.effect = mid, comparison_dict(d1)
     else:
-        b.lo, b.effect = mid, _comparison(d2)
+        b.lo, b.effect = mid, comparison_dict(d2)
     return _next(b)
 
 

@@ -21,7 +21,7 @@ from siliconbench.spec import SweepSpec, load_sweep, parse_sweep
 
 from coordinator.history.compare import process_samples
 from coordinator.history.points import Point, series_id, series_label
-from coordinator.stats.sequential import LOOKS, Decision, decide
+from coordinator.stats.sequential import LOOKS, Decision, decide, look_increment
 from storage.watch_tables import Campaign
 
 
@@ -68,9 +68,7 @@ def look_sweep_id(c: Campaign, look: int) -> str:
 
 def look_spec(c: Campaign, doc: dict, look: int, hosts: list[str]) -> SweepSpec:
     """Look ``look`` (1-based): the increment of processes a side since the previous look."""
-    looks = looks_of(doc)
-    inc = looks[look - 1] - (looks[look - 2] if look > 1 else 0)
-    return sweep_spec(c, doc, hosts, name=look_sweep_id(c, look), processes=inc)
+    return sweep_spec(c, doc, hosts, name=look_sweep_id(c, look), processes=look_increment(look, looks_of(doc)))
 
 
 @dataclass
