@@ -54,8 +54,14 @@ from siliconbench.metrics import HEADLINE, get as get_metric  # noqa: E402
 from siliconbench.settings import load_settings  # noqa: E402
 from siliconbench.spec import COMPARE_PROCESSES, parse_sweep  # noqa: E402
 
-from coordinator.stats.sequential import EQUIVALENCE_LEVEL, LOOKS, SPENDING_RHO, decide, look_alphas  # noqa: E402
-from coordinator.stats.significance import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, Verdict, compare_processes  # noqa: E402
+from coordinator.stats.sequential import LOOKS, SPENDING_RHO, decide, look_alphas  # noqa: E402
+from coordinator.stats.significance import (  # noqa: E402
+    DEFAULT_ALPHA,
+    DEFAULT_MIN_EFFECT,
+    EQUIVALENCE_LEVEL,
+    Verdict,
+    compare_processes,
+)
 from worker.job.child import run_in_child  # noqa: E402
 
 MODEL = "tiny-llama-5m"
@@ -177,7 +183,7 @@ def pooled_verdict(a: list[float], b: list[float], metric: str) -> Verdict:
     ratio = statistics.median(b) / statistics.median(a)
     p = mannwhitneyu(b, a, alternative="two-sided").pvalue
     if p >= DEFAULT_ALPHA or abs(ratio - 1) < DEFAULT_MIN_EFFECT:
-        return Verdict.no_change
+        return Verdict.inconclusive  # the first compare's "no change": neither verdict, in today's words
     return Verdict.regression if (ratio < 1) == (m.better == "higher") else Verdict.improvement
 
 
@@ -305,7 +311,7 @@ def designs_table(figures: dict, processes: int) -> Table:
     nominal = ", ".join(f"{a:.4f}" for a in look_alphas())
     table = Table(
         title=f"fixed {processes} a side vs sequential (looks {'/'.join(map(str, LOOKS))}, Lan-DeMets "
-        f"alpha*t^{SPENDING_RHO:g}: nominal p {nominal}; no change once the ratio's "
+        f"alpha*t^{SPENDING_RHO:g}: nominal p {nominal}; equivalent once the ratio's "
         f"{EQUIVALENCE_LEVEL:.0%} interval is inside the minimum effect), {DRAWS} splits; target: "
         f"A/A < 1%, caught >= 95%, mean processes a side <= {budget:g}",
         title_justify="left",

@@ -136,7 +136,7 @@ def regressions(
         print_json([st.as_dict() for st in steps])
         return
     _say_left_out(url, include_disturbed)
-    untested = [st for st in proposed if st.comparison.verdict == Verdict.insufficient]
+    untested = [st for st in proposed if st.comparison.p_value is None]
     if untested:  # PELT saw a step the test cannot judge yet: say so rather than stay silent
         u = untested[0]
         console.print(

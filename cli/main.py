@@ -32,6 +32,7 @@ from . import bisect as _bisect  # noqa: E402
 regressions_app = typer.Typer(no_args_is_help=False)
 regressions_app.callback(invoke_without_command=True)(_compare.regressions)
 regressions_app.command("bisect")(_bisect.bisect)
+regressions_app.command("bisections")(_bisect.bisections)
 app.add_typer(regressions_app, name="regressions")
 app.command("import-llama-bench")(_llamabench.import_llama_bench)
 app.add_typer(_env.app, name="env")

@@ -145,7 +145,7 @@ def bisections_cmd(
 
     check_format(fmt)
     with session_scope(_database(database)) as s:
-        rows = list_bisections(s, watch)
+        rows = list_bisections(s, watch, runner="fleet")
     if fmt == "json":
         print_json(rows)
         return

@@ -85,6 +85,8 @@ def bisection_timeline(rec: dict) -> list[dict]:
              "verdict": "good end", "ratio": 1.0, "ci_low": None, "ci_high": None, "p": None, "processes": None}]  # fmt: skip
     first_bad = (rec.get("first_bad") or {}).get("sha")
     for s in rec["steps"]:
+        if s["kind"] == "confirm":  # a re-measurement of the last good and first bad: said beside the chart
+            continue
         c, g = s["commit"], s.get("against_good") or {}
         verdict = "bad end" if s["kind"] == "ends" else s["verdict"]
         if c.get("sha") == first_bad and s["kind"] != "ends":

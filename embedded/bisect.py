@@ -1,59 +1,44 @@
-"""Bisect a performance regression to the llama.cpp commit that caused it, with a statistical verdict at each step.
+"""Bisect a performance regression to the llama.cpp commit that caused it, on this machine.
 
-``siliconbench regressions bisect --source DIR --good REF --bad REF SWEEP.yaml``. The sweep picks what is
-measured: one model, one quantization, one generate configuration on llama.cpp; ``--metric`` which figure.
+``siliconbench regressions bisect --source DIR --good REF --bad REF SWEEP.yaml`` (or ``--finding ID``; ``--resume
+ID`` goes on with an interrupted one). The sweep picks what is measured: one model, one quantization, one generate
+configuration on llama.cpp; ``--metric`` which figure.
 
-1. **The ends.** ``good`` and ``bad`` are built (``worker.builds``, once per commit, incrementally) and measured
-   interleaved, a fresh process per side per round, and decided by the watch's confirm statistics: each process
-   one sample, Mann-Whitney U with the Hodges-Lehmann ratio and its Moses interval, group-sequential looks at
-   5, 8, 11 and 15 processes a side (``coordinator.stats.sequential``), the minimum effect. No regression between
-   the ends ends the search (exit 1) with the interval that says so.
-2. **Each step** builds the midpoint of the commits still in question (first-parent line) and measures it
-   between both current ends, the three rotated round by round (A B C, B C A, C A B), so drift hits all alike,
-   and decides it by the rules in ``coordinator.stats.bisection`` (the fleet's bisections use the same): *bad*,
-   *good*, or the next look; a step still undecided at the last look stops the search and says so (exit 3),
-   with its evidence: it never guesses. A commit that does not build or whose jobs fail is skipped, as
-   ``git bisect skip`` does, and named.
-3. **The answer**: the first bad commit (full sha, subject, build number), the effect (last good → first bad,
-   with its interval) and every step's evidence, also written as JSON (``<data dir>/bisections/``).
+The search is the fleet's (``coordinator.bisection``): one state machine decides every step — the ends, each
+midpoint between the last good and the first bad, the confirmation that re-measures the pair it names — and one
+store keeps it (the ``bisections`` table, runner ``local``). This module is its driver here: it builds each commit
+the search asks for (``worker.builds``, once per commit; a build ``env add`` made is reused), runs each look as a
+stored sweep of fresh processes (the sides rotated round by round, through each build's own llama-bench), reads
+the processes back from the store and hands them to the search. A commit that does not build is skipped and named.
 
-Every commit is measured through its own llama-bench (``coordinator.history.bisect_sweeps``). Each step is a stored
-sweep (results with their commit, as any sweep's), so ``compare`` and the dashboard see them too.
+How it ends, with its exit status: *found* (0) the first bad commit, confirmed; *ambiguous* (4) every commit it
+may be; *equivalent* (5) or *improvement* (6) between the ends; *inconclusive* (3) with what would resolve it;
+*failed* (1). Each step's sweeps are stored as any sweep is, so ``compare`` and the dashboard see them too.
 """
 
 from __future__ import annotations
 
-import uuid
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
 from siliconbench.errors import UserError
-from siliconbench.jobs import JobSpec, expand
 from siliconbench.manifest import ModelCatalog
-from siliconbench.results import JobResult
 from siliconbench.spec import SweepSpec
 
+from coordinator.bisection import record
+from coordinator.bisection.search import GOOD_END
+from coordinator.bisection.sweeps import ENGINE, MEASURED, THROUGH
 from coordinator.fleet.sweeps import cancel
-from coordinator.history.bisect_sweeps import ENGINE, MEASURED, step_spec
-from coordinator.stats.bisection import (
-    BAD,
-    comparison_dict,
-    ends_decision,
-    midpoint_decisions,
-    midpoint_verdict,
-    next_midpoint,
-)
-from coordinator.stats.sequential import LOOKS
-from coordinator.stats.significance import DEFAULT_MIN_EFFECT, Verdict
+from coordinator.stats.significance import DEFAULT_MIN_EFFECT
 from storage import sweep_store
 from storage.database import session_scope
+from storage.watch_tables import Bisection
 from worker.builds.source import Revision, between, resolve
 from worker.envs.builds import add_build
 from worker.envs.venvs import interpreters
+from worker.platform.host_facts import host_facts
 
-from .bisect_records import Bisection, Step, record
-from .run import owner_tag, run_jobs
+from .run import owner_tag, plan, run_jobs
 
 BISECT_TOOLS = ("llama-bench",)  # a bisection needs only the yardstick of each build
 Say = Callable[[str], None]
@@ -78,68 +63,161 @@ def check_spec(spec: SweepSpec, metric: str) -> None:
         raise UserError("--metric", f"{metric} needs a non-zero length in the sweep's workload.")
 
 
-def rounds(jobs: list[JobSpec]) -> dict[int, list[JobSpec]]:
-    """Jobs by round, in the sweep's order (``step_spec`` rotates the sides: A B C, B C A, C A B ...)."""
-    out: dict[int, list[JobSpec]] = {}
-    for j in jobs:
-        out.setdefault(j.process, []).append(j)
-    return dict(sorted(out.items()))
-
-
-class Runner:
-    """Measures labels interleaved, look by look, each step its own stored sweep."""
-
-    def __init__(self, spec: SweepSpec, metric: str, database_url: str, models_dir: Path, bisect_id: str, say: Say):
-        self.spec, self.metric, self.db, self.models_dir, self.id, self.say = (
-            spec,
-            metric,
-            database_url,
-            models_dir,
-            bisect_id,
-            say,
+def check_min_effect(min_effect: float) -> None:
+    if not 0 < min_effect < 0.5:
+        raise UserError(
+            "--min-effect", f"{min_effect!r}: give the smallest change that counts, in (0, 0.5): 0.03 = 3%."
         )
-        self.n = 0
-
-    def measure(self, labels: list[str], classify: Callable[[dict[str, list]], str | None]) -> tuple[str | None, dict]:
-        """Run rounds until ``classify`` (given each label's processes) says something at a look, or the last
-        look passes. Returns (what it said or None, each label's processes)."""
-        self.n += 1
-        name = f"bisect-{self.id}-{self.n}"
-        spec = step_spec(self.spec, labels, LOOKS[-1], name)
-        jobs = expand(spec, ModelCatalog(self.models_dir), sweep_id=name)
-        pythons = interpreters(jobs)
-        with session_scope(self.db) as s:
-            sweep_store.create_sweep(s, name, spec, jobs)
-            sweep_store.set_owner(s, name, owner_tag())
-        samples: dict[str, list] = {label: [] for label in labels}
-        said = None
-        for r, ordered in rounds(jobs).items():
-
-            def keep(job: JobSpec, result: JobResult) -> None:
-                values = result.measured(self.metric) if result.status.value == "ok" else []
-                if values:
-                    samples[job.engine_version].append(values)
-
-            run_jobs(name, ordered, pythons, database_url=self.db, models_dir=self.models_dir, on_done=keep)
-            done = r + 1
-            self.say(f"  round {done}: " + ", ".join(f"{k} {_median(v)}" for k, v in samples.items()))
-            if done in LOOKS:
-                if min(len(v) for v in samples.values()) < done:
-                    break  # a side's jobs failed: the caller skips or stops, never decides on fewer
-                said = classify(samples)
-                if said is not None:
-                    break
-        with session_scope(self.db) as s:
-            cancel(s, name)  # the rounds a decided step did not need
-            sweep_store.refresh_sweep_status(s, name)
-        return said, samples | {"_sweep": name}
 
 
-def _median(processes: list) -> str:
-    if not processes:
-        return "-"
-    last = sorted(processes[-1])
-    return f"{last[len(last) // 2]:.1f}"
+def start(
+    source_dir: str | Path,
+    good: str,
+    bad: str,
+    spec: SweepSpec,
+    *,
+    metric: str,
+    database_url: str,
+    models_dir: Path,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+    tools: tuple[str, ...] = BISECT_TOOLS,
+    cmake_flags: list[str] | None = None,
+    finding_id: int | None = None,
+    other_path: str = "",
+) -> int:
+    """Check everything, then record a new bisection (nothing is built yet); its id."""
+    check_min_effect(min_effect)
+    check_spec(spec, metric)
+    ModelCatalog(models_dir).get(spec.models[0], field="models[0]")
+    if "llama-bench" not in tools:
+        raise UserError("--tools", "a bisection measures every commit through its llama-bench: keep llama-bench.")
+    commits = between(source_dir, good, bad)  # refs checked before anything is built
+    g = resolve(source_dir, good, "--good")
+    with session_scope(database_url) as s:
+        b = record.begin(
+            s,
+            source=str(Path(source_dir).resolve()),
+            good=g.as_dict() | {"label": g.label},
+            bad=commits[-1].as_dict() | {"label": commits[-1].label},
+            commits=[c.as_dict() | {"label": c.label} for c in commits],
+            metric=metric,
+            min_effect=min_effect,
+            suite=spec.model_dump(mode="json", by_alias=True),
+            host=host_facts()["hostname"],
+            runner=record.LOCAL,
+            finding_id=finding_id,
+            options={"tools": list(tools), "cmake_flags": list(cmake_flags or []), "through": THROUGH},
+        )
+        if other_path and other_path != THROUGH:
+            search = record.search_of(b)
+            search.other_path = other_path
+            record.keep(b, search)
+        return b.id
+
+
+def resumable(database_url: str, bisection_id: int) -> None:
+    """A ``--resume`` id: this machine's, and not finished."""
+    with session_scope(database_url) as s:
+        b = s.get(Bisection, bisection_id)
+        if b is None:
+            raise UserError("--resume", f"no bisection {bisection_id} here (`siliconbench regressions bisections`).")
+        if b.runner != record.LOCAL:
+            raise UserError(
+                "--resume", f"bisection {bisection_id} runs on the fleet ({b.host}); its scheduler steps it."
+            )
+        if b.status in ("done", "failed"):
+            raise UserError(
+                "--resume", f"bisection {bisection_id} has ended ({b.outcome or b.status}): nothing to resume."
+            )
+
+
+def drive(database_url: str, models_dir: Path, bisection_id: int, say: Say | None = None) -> dict:
+    """Run the search to its end: build what it asks for, measure each look, hand the processes over. Resumes
+    from whatever the store holds (an interrupted look's finished processes count; its other jobs are cancelled)."""
+    say = say or (lambda _m: None)
+    with session_scope(database_url) as s:
+        b = s.get(Bisection, bisection_id)
+        for sid in (b.current or {}).get("sweeps") or []:
+            cancel(s, sid)  # a look a stopped run left half-done: its finished processes are read, the rest dropped
+            sweep_store.refresh_sweep_status(s, sid)
+        src, opts = b.source, dict(b.options or {})
+        say(f"bisection {b.id}: {len(b.commits)} commits after {b.good['label']} up to {b.bad['label']} on {b.metric}")
+    while True:
+        with session_scope(database_url) as s:
+            b = s.get(Bisection, bisection_id)
+            search = record.search_of(b)
+            w = search.want()
+            if w is None:
+                return record.bisection_dict(b)
+            todo = record.unbuilt(b, w)
+            commit = (b.good if todo[0] == GOOD_END else b.commits[todo[0]]) if todo else None
+        if todo:
+            _build(database_url, bisection_id, todo[0], commit, src, opts, say)
+            continue
+        with session_scope(database_url) as s:
+            b = s.get(Bisection, bisection_id)
+            have = record.samples(s, b, w, record.step_of(b, w))
+        if min(len(v) for v in have.values()) < w.processes:
+            _measure(database_url, models_dir, bisection_id, w, have, say)
+        with session_scope(database_url) as s:  # the search's rules take it from here, a short side included
+            b = s.get(Bisection, bisection_id)
+            search = record.search_of(b)
+            before = len(search.steps)
+            search.observe(record.samples(s, b, w, record.step_of(b, w)))
+            record.keep(b, search)
+            if len(search.steps) > before:
+                say(_step_line(b, search.steps[-1]))
+            if search.done:
+                say(f"{search.outcome}: {search.reason}")
+
+
+def _build(database_url: str, bisection_id: int, index: int, commit: dict, src: str, opts: dict, say: Say) -> None:
+    rev = Revision(**{k: v for k, v in commit.items() if k in Revision.__dataclass_fields__})
+    say(f"building {rev.label} ({rev.subject})")
+    try:
+        env = add_build(
+            src,
+            rev.sha,
+            tools=tuple(opts.get("tools") or BISECT_TOOLS),
+            cmake_flags=opts.get("cmake_flags"),
+            progress=say,
+        )
+        label, err = env.version, None
+    except UserError as exc:
+        label, err = None, exc.message[:300]
+    with session_scope(database_url) as s:
+        b = s.get(Bisection, bisection_id)
+        if label is not None:
+            b.labels = {**(b.labels or {}), str(index): label}
+            b.status = "measuring"
+        else:
+            search = record.search_of(b)
+            search.skip(index, f"did not build: {err}")
+            record.keep(b, search)
+            say(f"{rev.label} skipped: did not build")
+
+
+def _measure(database_url: str, models_dir: Path, bisection_id: int, w, have: dict, say: Say) -> None:
+    with session_scope(database_url) as s:
+        b = s.get(Bisection, bisection_id)
+        sid, spec = record.look_sweep(b, w, have)
+        labels = [record.label(b, i) for i in w.sides]
+    jobs = plan(spec, models_dir, sweep_id=sid)
+    pythons = interpreters(jobs)
+    with session_scope(database_url) as s:
+        sweep_store.create_sweep(s, sid, spec, jobs)
+        sweep_store.set_owner(s, sid, owner_tag())
+        record.record_sweep(s.get(Bisection, bisection_id), w, sid)
+    say(f"  step {w.step} ({w.kind}), look {w.look}: {' · '.join(labels)}, {spec.processes} process(es) a side")
+    run_jobs(sid, jobs, pythons, database_url=database_url, models_dir=models_dir)
+
+
+def _step_line(b: Bisection, step: dict) -> str:
+    i = step["index"]
+    commit = b.good if i == GOOD_END else b.commits[i]
+    g = step.get("against_good") or {}
+    ratio = f" {g['ratio']:.3f}" if g.get("ratio") else ""
+    return f"step: {commit.get('label')} ({commit.get('subject', '')[:50]}) {step['kind']}: {step['verdict']}{ratio}"
 
 
 def bisect(
@@ -155,110 +233,25 @@ def bisect(
     tools: tuple[str, ...] = BISECT_TOOLS,
     cmake_flags: list[str] | None = None,
     say: Say | None = None,
-    out_dir: Path | None = None,
-) -> Bisection:
-    """Find the first commit after ``good`` up to ``bad`` where ``metric`` regressed (module docstring)."""
-    say = say or (lambda _m: None)
-    check_spec(spec, metric)
-    ModelCatalog(models_dir).get(spec.models[0], field="models[0]")
-    commits = between(source_dir, good, bad)  # refs checked before anything is built
-    g, b = resolve(source_dir, good, "--good"), commits[-1]
-    rec = Bisection(
-        id=f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}",
-        source=str(Path(source_dir).resolve()),
-        good=g.as_dict() | {"label": g.label},
-        bad=b.as_dict() | {"label": b.label},
+    finding_id: int | None = None,
+    other_path: str = "",
+) -> dict:
+    """Record a bisection and run it to its end (module docstring); its record (``record.bisection_dict``)."""
+    bid = start(
+        source_dir,
+        good,
+        bad,
+        spec,
         metric=metric,
+        database_url=database_url,
+        models_dir=models_dir,
         min_effect=min_effect,
-        commits=len(commits),
-        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        tools=tools,
+        cmake_flags=cmake_flags,
+        finding_id=finding_id,
+        other_path=other_path,
     )
-    say(f"bisecting {len(commits)} commits after {g.label} up to {b.label} on {metric}")
-
-    def built(rev: Revision) -> tuple[str, dict]:
-        env = add_build(source_dir, rev.sha, tools=tools, cmake_flags=cmake_flags, progress=say)
-        info = {k: env.build.get(k) for k in ("build_s", "incremental", "changed_files")}
-        return env.version, info
-
-    runner = Runner(spec, metric, database_url, models_dir, rec.id, say)
-    lo_label, _ = built(g)
-    hi_label, hi_build = built(b)
-
-    def ends(s):
-        d = ends_decision(s[lo_label], s[hi_label], metric, min_effect=min_effect)
-        return d.verdict.value if d.decided else None
-
-    said, s = runner.measure([lo_label, hi_label], ends)
-    d = ends_decision(s[lo_label], s[hi_label], metric, min_effect=min_effect)
-    rec.steps.append(
-        Step(
-            "ends",
-            rec.bad,
-            [lo_label, hi_label],
-            said or "undecided",
-            d.processes,
-            comparison_dict(d),
-            None,
-            s["_sweep"],
-            hi_build,
-        )
-    )
-    if said != Verdict.regression.value:
-        rec.outcome = "no regression" if said else "undecided"
-        rec.effect = comparison_dict(d)
-        return record(rec, out_dir, say)
-
-    lo, hi = -1, len(commits) - 1  # indices into commits; -1 is the good end
-    last_effect = comparison_dict(d)
-    candidates = list(range(len(commits)))
-    while (mid := next_midpoint(candidates, lo, hi)) is not None:
-        rev = commits[mid]
-        say(f"step: {rev.label} ({rev.subject}) between {lo_label} and {hi_label}")
-        try:
-            mid_label, mid_build = built(rev)
-        except UserError as exc:
-            rec.skipped.append(rev.as_dict() | {"reason": exc.message[:300]})
-            rec.steps.append(Step("midpoint", rev.as_dict(), [], "skipped", note=exc.message[:300]))
-            candidates.remove(mid)
-            continue
-
-        def classify(s, mid_label=mid_label):
-            return midpoint_verdict(
-                *midpoint_decisions(s[lo_label], s[mid_label], s[hi_label], metric, min_effect=min_effect)
-            )
-
-        verdict, s = runner.measure([lo_label, mid_label, hi_label], classify)
-        if min(len(s[x]) for x in (lo_label, mid_label, hi_label)) == 0:
-            rec.skipped.append(rev.as_dict() | {"reason": "its jobs failed"})
-            rec.steps.append(Step("midpoint", rev.as_dict(), [], "skipped", sweep_id=s["_sweep"], note="jobs failed"))
-            candidates.remove(mid)
-            continue
-        d1, d2 = midpoint_decisions(s[lo_label], s[mid_label], s[hi_label], metric, min_effect=min_effect)
-        rec.steps.append(
-            Step(
-                "midpoint",
-                rev.as_dict() | {"label": rev.label},
-                [lo_label, mid_label, hi_label],
-                verdict or "undecided",
-                min(d1.processes, d2.processes),
-                comparison_dict(d1),
-                comparison_dict(d2),
-                s["_sweep"],
-                mid_build,
-            )
-        )
-        if verdict is None:
-            rec.outcome = "undecided"
-            return record(rec, out_dir, say)
-        if verdict == BAD:
-            hi, hi_label, last_effect = mid, mid_label, comparison_dict(d1)
-        else:
-            lo, lo_label, last_effect = mid, mid_label, comparison_dict(d2)
-    first = commits[hi]
-    rec.first_bad = first.as_dict() | {"label": first.label}
-    rec.effect = last_effect
-    rec.outcome = "found"
-    return record(rec, out_dir, say)
+    return drive(database_url, models_dir, bid, say)
 
 
-__all__ = ["Bisection", "Step", "bisect", "check_spec"]
+__all__ = ["bisect", "check_min_effect", "check_spec", "drive", "resumable", "start"]

@@ -41,6 +41,12 @@ class Summary:
         return asdict(self)
 
 
+def median_of(samples) -> float | None:
+    """The median of raw samples (None where there are none): a process's one value in every comparison."""
+    values = [float(v) for v in samples if v is not None]
+    return statistics.median(values) if values else None
+
+
 def summarize(samples: list[float], metric: str | None = None) -> Summary | None:
     """Summary of raw samples; None when there are none. stddev is the sample stddev (n-1). ``total`` (the sum) only
     where ``metric`` is a count (siliconbench.metrics.Metric.kind): a sum of rates, shares or times means nothing."""

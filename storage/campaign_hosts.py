@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from .tables import utcnow
 from .watch_tables import CAMPAIGN_HOST_STATUSES, CampaignHost
 
-COLUMNS = ("host", "status", "env_name", "packages", "error", "reported_at")
+COLUMNS = ("host", "status", "env_name", "packages", "error", "reported_at", "request")
 
 
 def report_env(
@@ -26,12 +26,21 @@ def report_env(
     env_name: str | None = None,
     packages: dict[str, str] | None = None,
     error: str | None = None,
+    request: str | None = None,
 ) -> None:
     """Record ``host``'s environment for the campaign: pending (installing), ready (its name and package
-    versions) or failed (why). Every field is set each time, so a later report replaces an earlier one."""
+    versions) or failed (why), with what it was asked to make (``request``: a build's ref, echoed). Every field is
+    set each time, so a later report replaces an earlier one."""
     if status not in CAMPAIGN_HOST_STATUSES:
         raise ValueError(f"status {status!r} is not one of {', '.join(CAMPAIGN_HOST_STATUSES)}")
-    values = dict(status=status, env_name=env_name, packages=dict(packages or {}), error=error, reported_at=utcnow())
+    values = dict(
+        status=status,
+        env_name=env_name,
+        packages=dict(packages or {}),
+        error=error,
+        reported_at=utcnow(),
+        request=request,
+    )
     table = CampaignHost.__table__
     make = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}.get(session.get_bind().dialect.name)
     if make is None:  # another dialect: update, else insert (a racing second insert fails loudly)

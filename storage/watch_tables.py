@@ -97,6 +97,7 @@ class CampaignHost(Base):
     packages: Mapped[dict] = mapped_column(JSON, default=dict)
     error: Mapped[str | None] = mapped_column(Text)
     reported_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    request: Mapped[str | None] = mapped_column(String)  # what the host was asked to make (a build's ref), echoed
 
 
 class SuspectHost(Base):
@@ -148,19 +149,25 @@ BISECTION_STATUSES = ("building", "measuring", "done", "failed")
 
 
 class Bisection(Base):
-    """A confirmed regression between two llama.cpp tags searched to its commit on the host that confirmed it,
-    step by step by the scheduler (``coordinator.watch.bisections``)."""
+    """A regression searched to its llama.cpp commit: on the fleet (``runner`` fleet: a confirmed regression
+    between two tags, on the host that confirmed it, stepped by the scheduler, ``coordinator.watch.bisections``) or
+    on one machine (``runner`` local: ``siliconbench regressions bisect``, ``embedded.bisect``). Both keep the
+    search's state machine in ``search`` (``coordinator.bisection.search.Search.as_dict``); the columns beside
+    it (lo, hi, skipped, steps, outcome, first_bad, effect) are copied from it for the queries that read them."""
 
     __tablename__ = "bisections"
     __table_args__ = (
         CheckConstraint(_in("status", BISECTION_STATUSES), name="status"),
-        Index("ix_bisections_finding_id", "finding_id", unique=True),
+        Index("ix_bisections_finding_id", "finding_id"),
         Index("ix_bisections_status", "status"),
     )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
-    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaigns.id", ondelete="CASCADE"))
-    finding_id: Mapped[int] = mapped_column(Integer)  # the regression it searches (one bisection a finding)
+    campaign_id: Mapped[int | None] = mapped_column(ForeignKey("campaigns.id", ondelete="CASCADE"))  # fleet only
+    finding_id: Mapped[int | None] = mapped_column(Integer)  # the regression it searches (the watch: one a finding)
+    runner: Mapped[str] = mapped_column(String, default="fleet", server_default="fleet")  # fleet | local
+    search: Mapped[dict | None] = mapped_column(JSON)  # the state machine: what is measured next, every rule's input
+    options: Mapped[dict | None] = mapped_column(JSON)  # local: the checkout's build tools and cmake flags
     host: Mapped[str] = mapped_column(String)  # where it runs: a host that confirmed the regression
     source: Mapped[str] = mapped_column(String)  # the llama.cpp checkout
     metric: Mapped[str] = mapped_column(String)
@@ -176,7 +183,9 @@ class Bisection(Base):
     status: Mapped[str] = mapped_column(String, default="building", server_default="building")
     current: Mapped[dict] = mapped_column(JSON, default=dict)  # the step under way
     steps: Mapped[list] = mapped_column(JSON, default=list)  # every finished step's evidence
-    outcome: Mapped[str | None] = mapped_column(String)  # found | no regression | undecided
+    outcome: Mapped[str | None] = mapped_column(
+        String
+    )  # found | ambiguous | equivalent | improvement | inconclusive | failed
     first_bad: Mapped[dict | None] = mapped_column(JSON)
     effect: Mapped[dict | None] = mapped_column(JSON)  # last good -> first bad (or the ends), with its interval
     error: Mapped[str | None] = mapped_column(Text)

@@ -6,19 +6,19 @@ differ in them), the memory rounded to GiB, and the OS with its major version ("
 hostnames and engines installed are not part of it.
 
 **Fleet verdict** (``fleet_verdict``), per series and metric, from each host's baseline/candidate verdict
-(a ``Comparison`` or a sequential ``Decision``; an undecided one counts as no evidence). Per SKU, over the
-hosts with a decided verdict (hosts listed in ``suspects`` are left out):
+(a ``Comparison`` or a sequential ``Decision``; an undecided or *inconclusive* one is no evidence either way). Per
+SKU, over the hosts with evidence (hosts listed in ``suspects`` are left out):
 
-- one decided host: a change is ``needs_confirmation`` (the campaign runs an interleaved rerun, a fleet
-  ``confirm`` on that host, and passes it in ``confirmations``: ``confirmed_verdict`` then decides), no change
-  is ``no_change``;
+- one such host: a change is ``needs_confirmation`` (the campaign runs an interleaved rerun, a fleet
+  ``confirm`` on that host, and passes it in ``confirmations``: ``confirmed_verdict`` then decides); an
+  equivalence is ``equivalent``;
 - two or more: ``regression`` when at least two hosts regress, none improves and the regressing hosts are
-  a majority of the decided ones (likewise ``improvement``); any other change is ``inconsistent``; else
-  ``no_change``; no decided host: ``insufficient``.
+  a majority of them (likewise ``improvement``); any other change is ``inconsistent``; all equivalent is
+  ``equivalent``; no host with evidence: ``inconclusive``.
 
 Over SKUs the fleet verdict is the first that some SKU has, in the order regression, improvement,
-needs_confirmation, inconsistent, no_change, insufficient (a regression replicated on one SKU is a regression
-of the version even if another SKU improves; the detail names both).
+needs_confirmation, inconsistent, inconclusive, equivalent (a regression replicated on one SKU is a regression
+of the version even if another SKU improves; a release is called equivalent only where every SKU says so).
 
 **Suspect hosts**: ``coordinator.fleet.suspects`` (re-exported here); stored by ``save_suspects``.
 """
@@ -38,7 +38,8 @@ from storage.result_store import load_stored
 from storage.tables import utcnow
 from storage.watch_tables import SuspectHost
 
-ORDER = ("regression", "improvement", "needs_confirmation", "inconsistent", "no_change", "insufficient")
+ORDER = ("regression", "improvement", "needs_confirmation", "inconsistent", "inconclusive", "equivalent")
+NO_EVIDENCE = "inconclusive"
 
 
 # ---------------------------------------------------------------------------------------------- SKU
@@ -72,40 +73,42 @@ def sku_of(host) -> str:
 
 
 def _verdict(x) -> str:
-    """A Comparison's or Decision's verdict as this module's word; undecided or missing: insufficient."""
+    """A Comparison's or Decision's verdict as this module's word; undecided or missing: inconclusive."""
     if x is None or getattr(x, "decided", True) is False:
-        return "insufficient"
+        return NO_EVIDENCE
     v = getattr(x, "verdict", x)
-    v = v.value if isinstance(v, Verdict) else str(v)
-    return {"no change": "no_change", "insufficient data": "insufficient"}.get(v, v)
+    return v.value if isinstance(v, Verdict) else str(v)
 
 
 def confirmed_verdict(first, rerun) -> str:
-    """A single host's change after its interleaved rerun: the same change again confirms it; no change
-    refutes it; the opposite change is inconsistent; an undecided rerun still needs confirmation."""
+    """A single host's change after its interleaved rerun: the same change again confirms it; an equivalent
+    rerun refutes it; the opposite change is inconsistent; a rerun still running needs confirmation still, and
+    one that ended inconclusive leaves the change unconfirmed: inconclusive."""
     a, b = _verdict(first), _verdict(rerun)
     if a not in ("regression", "improvement"):
         return a
     if b == a:
         return a
-    return {"no_change": "no_change", "insufficient": "needs_confirmation"}.get(b, "inconsistent")
+    if rerun is None or getattr(rerun, "decided", True) is False:
+        return "needs_confirmation"
+    return {"equivalent": "equivalent", "inconclusive": "inconclusive"}.get(b, "inconsistent")
 
 
 def _sku_verdict(verdicts: dict[str, str], per_host: dict, confirmations: dict) -> str:
-    decided = {h: v for h, v in verdicts.items() if v != "insufficient"}
+    decided = {h: v for h, v in verdicts.items() if v != NO_EVIDENCE}
     reg = [h for h, v in decided.items() if v == "regression"]
     imp = [h for h, v in decided.items() if v == "improvement"]
     if not decided:
-        return "insufficient"
+        return NO_EVIDENCE
     if len(decided) == 1:
         ((h, v),) = decided.items()
-        if v == "no_change":
+        if v == "equivalent":
             return v
         return confirmed_verdict(per_host[h], confirmations[h]) if h in confirmations else "needs_confirmation"
     for mine, other, word in ((reg, imp, "regression"), (imp, reg, "improvement")):
         if len(mine) >= 2 and not other and len(mine) > len(decided) / 2:
             return word
-    return "inconsistent" if reg or imp else "no_change"
+    return "inconsistent" if reg or imp else "equivalent"
 
 
 def fleet_verdict(
@@ -127,7 +130,7 @@ def fleet_verdict(
         for s, v in sorted(by_sku.items())
     }
     found = [s["verdict"] for s in out.values()]
-    verdict = next((w for w in ORDER if w in found), "insufficient")
+    verdict = next((w for w in ORDER if w in found), NO_EVIDENCE)
     confirm = sorted(
         h
         for s in out.values()

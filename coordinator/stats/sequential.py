@@ -19,17 +19,18 @@ at the first look where
   That gives 0.0096, 0.0136, 0.0198, 0.0319 at 5, 8, 11, 15 (the first still reachable by 5 processes a
   side, whose smallest exact p is 0.0079; a discrete exact p that cannot reach its look's bound only makes
   the test more conservative). The union bound (nominals summing to alpha) would have left 0.0228 at 15;
-- **or it is settled as no change**: the ratio's 80% interval (Moses) lies inside (1 - min effect,
-  1 + min effect), the two one-sided tests' equivalence at 0.10 a side (TOST). It is a futility stop: it can
-  never make a false regression (the verdict boundaries above hold whatever stops early as no change); it
-  costs power only where a real change hides inside the interval, which ``benchmarks/regression_power.py``
-  measures.
+- **or it is settled as equivalent**: the ratio's 90% interval (Moses) lies inside (1 - min effect,
+  1 + min effect), the two one-sided tests' equivalence at 0.05 a side (TOST, ``significance.classify``). It is a
+  futility stop: it can never make a false regression (the verdict boundaries above hold whatever stops early as
+  equivalent); it costs power only where a real change hides inside the interval, which
+  ``benchmarks/regression_power.py`` measures.
 
-At the last look the series ends either way (no change unless significant). Chosen on a saved 120-round run
-of ``benchmarks/regression_power.py`` among looks {5/10/15, 4/8/12/15, 3/6/9/12/15, 5/7/.../15, 4/6/.../15,
-every process from 4 or 5, 5/8/11/15, 6/9/12/15, and with a last look at 20}, rho {1, 1.5, 2, 3} and
-interval levels {70, 80, 90%}, and checked on a second run; the error rates and the average processes a side
-of both are in that benchmark's output, beside the fixed design's.
+At the last look the series ends either way: a change, equivalent, or **inconclusive** (neither: the comparison
+says how many processes a side the observed effect and noise would need). Never "no change" for "could not
+tell". Looks chosen on a saved 120-round run of ``benchmarks/regression_power.py`` among looks {5/10/15,
+4/8/12/15, 3/6/9/12/15, 5/7/.../15, 4/6/.../15, every process from 4 or 5, 5/8/11/15, 6/9/12/15, and with a last
+look at 20}, rho {1, 1.5, 2, 3} and interval levels {70, 80, 90%}; the equivalence level is now the textbook
+TOST's 90% (one level for every verdict, fixed design and sequential alike).
 """
 
 from __future__ import annotations
@@ -44,14 +45,12 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 from coordinator.stats.significance import (
+    CHANGES,
     DEFAULT_ALPHA,
     DEFAULT_MIN_EFFECT,
     Comparison,
     Verdict,
     compare_processes,
-    moses_interval,
-    pairwise_log_ratios,
-    process_values,
 )
 
 LOOKS = (5, 8, 11, 15)  # processes a side at each look; the last is the fixed design's COMPARE_PROCESSES
@@ -63,7 +62,6 @@ def look_increment(look: int, looks: Sequence[int] = LOOKS) -> int:
 
 
 SPENDING_RHO = 1.5  # Kim-DeMets power family: rho 1 is close to Pocock, 3 to O'Brien-Fleming
-EQUIVALENCE_LEVEL = 0.80  # TOST at 0.10 a side
 GRID = 401  # points a look in the recursive integration (the z bounds agree with 1,601 points to 1e-5)
 
 
@@ -116,24 +114,20 @@ def _boundaries(looks: tuple[int, ...], alpha: float, rho: float, grid: int) -> 
 
 def look_alphas(looks: Sequence[int] = LOOKS, alpha: float = DEFAULT_ALPHA, rho: float = SPENDING_RHO) -> list[float]:
     """Each look's nominal two-sided alpha: a p below it at that look is significant (from ``boundaries``)."""
-    return [float(2.0 * norm.sf(c)) for c in boundaries(looks, alpha, rho)]
+    return list(_look_alphas(tuple(looks), float(alpha), float(rho)))
 
 
-def _equivalent(baseline, candidate, min_effect: float, level: float = EQUIVALENCE_LEVEL) -> bool:
-    """The ratio's ``level`` interval (Moses, on the per-process values) sits inside the minimum effect."""
-    b, c = process_values(baseline), process_values(candidate)
-    if not b or not c or not all(v > 0 for v in b + c):
-        return False
-    bounds = moses_interval(pairwise_log_ratios(b, c), len(b), len(c), level=level)
-    return bounds is not None and math.log(1.0 - min_effect) < bounds[0] and bounds[1] < math.log(1.0 + min_effect)
+@lru_cache(maxsize=32)
+def _look_alphas(looks: tuple[int, ...], alpha: float, rho: float) -> tuple[float, ...]:
+    return tuple(float(2.0 * norm.sf(c)) for c in boundaries(looks, alpha, rho))
 
 
 @dataclass
 class Decision:
     verdict: Verdict
-    processes: int  # a side, when the series stopped (or all there were, if undecided)
+    processes: int  # a side, when the series stopped (or all there were, if not stopped)
     look: int  # 1-based index into the looks; 0 if no look was reached
-    decided: bool  # False: more processes would be run
+    decided: bool  # False: more processes would be run (the verdict is then inconclusive, for now)
     comparison: Comparison | None
 
 
@@ -147,16 +141,14 @@ def decide(
     min_effect: float = DEFAULT_MIN_EFFECT,
 ) -> Decision:
     """Run the looks the processes given allow (in their order: the interleaved protocol's) and say where it
-    stopped. With fewer processes than the next look needs, ``decided`` is False: run more."""
+    stopped: a change or equivalent at any look, inconclusive at the last. With fewer processes than the next
+    look needs, ``decided`` is False: run more."""
     n = min(len(baseline), len(candidate))
     last: Comparison | None = None
     for i, (size, a) in enumerate(zip(looks, look_alphas(looks, alpha)), start=1):
         if size > n:
-            return Decision(Verdict.insufficient, n, i - 1, False, last)
+            return Decision(Verdict.inconclusive, n, i - 1, False, last)
         last = compare_processes(baseline[:size], candidate[:size], metric, alpha=a, min_effect=min_effect)
-        if last.verdict in (Verdict.regression, Verdict.improvement):
+        if last.verdict in CHANGES or last.verdict == Verdict.equivalent or i == len(looks):
             return Decision(last.verdict, size, i, True, last)
-        inside = _equivalent(baseline[:size], candidate[:size], min_effect)
-        if inside or i == len(looks):
-            return Decision(Verdict.no_change, size, i, True, last)
-    return Decision(Verdict.insufficient, n, 0, False, last)
+    return Decision(Verdict.inconclusive, n, 0, False, last)

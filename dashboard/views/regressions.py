@@ -24,7 +24,6 @@ from coordinator.watch.bisections import list_bisections
 from coordinator.watch.messages import notifications
 from dashboard import access, data
 from dashboard.charts import bisection_chart, bisection_timeline
-from embedded.bisect_records import load_bisections
 from embedded.confirm import DEFAULT_ROUNDS, start_background
 from storage.database import session_scope
 
@@ -85,7 +84,7 @@ with st.expander("Scan the history", expanded=False):
 def bisection_cell(verdicts: dict) -> str:
     """A llama.cpp campaign's bisection: its id (drawn below), or why none was started."""
     b = (verdicts or {}).get("bisection") or {}
-    return f"fleet-{b['id']}" if b.get("id") else b.get("reason", "")
+    return f"bisection {b['id']}" if b.get("id") else b.get("reason", "")
 
 
 st.subheader("Watches and their campaigns")
@@ -180,7 +179,7 @@ else:
 
 st.subheader("Bisections")
 with data.user_errors(), session_scope(url) as s:
-    bisections = list_bisections(s) + load_bisections()  # the fleet's (started by the watch), then this host's
+    bisections = list_bisections(s)  # the fleet's (started by the watch) and this host's, from the one store
 if not bisections:
     st.caption(
         "None yet: `siliconbench regressions bisect SWEEP.yaml --source DIR --good REF --bad REF` finds the "
@@ -204,10 +203,18 @@ else:
         fb, eff = b["first_bad"], b["effect"] or {}
         st.markdown(
             f"**First bad commit**: `{fb['sha']}` (b{fb['number']}) {fb['subject']} — {b['metric']} ratio "
-            f"{eff.get('ratio', 0):.3f}, 95% CI {eff.get('ci_low', 0):.3f}–{eff.get('ci_high', 0):.3f}"
+            f"{eff.get('ratio', 0):.3f}, 95% CI {eff.get('ci_low', 0):.3f}–{eff.get('ci_high', 0):.3f} "
+            "(last good → first bad, re-measured)"
         )
+    elif b["outcome"] == "ambiguous":
+        names = ", ".join(f"`{c.get('sha', '')[:12]}`" for c in b["suspects"])
+        st.markdown(f"**Ambiguous**: the first bad commit could be any of {names}.")
     else:
         st.markdown(f"**{b['outcome']}** between {b['good']['label']} and {b['bad']['label']}.")
+    if b.get("reason"):
+        st.caption(b["reason"])
+    for note in b.get("notes") or []:
+        st.caption(f"Note: {note}")
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="rg_bisection_steps")
 
 st.subheader("Findings in series histories")

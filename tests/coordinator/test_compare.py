@@ -63,17 +63,18 @@ def test_direction_comes_from_the_metric_registry():
     assert compare_processes(BASE, scaled(BASE, 0.90), "ttft_ms").verdict == Verdict.improvement
 
 
-def test_significant_but_small_is_no_change_and_min_effect_is_configurable():
+def test_significant_but_small_is_equivalent_and_min_effect_is_configurable():
     c = compare_processes(BASE, scaled(BASE, 0.98), "decode_tps")
-    assert c.p_value < 0.05 and c.verdict == Verdict.no_change  # 2% < the default 3%
+    assert c.p_value < 0.05 and c.verdict == Verdict.equivalent  # 2%, its interval inside the default 3%
     assert compare_processes(BASE, scaled(BASE, 0.98), "decode_tps", min_effect=0.01).verdict == Verdict.regression
 
 
-def test_large_but_not_significant_is_no_change():
+def test_large_but_not_significant_is_inconclusive_never_no_change():
     a = [[100] * 5, [60] * 5, [140] * 5, [90] * 5, [110] * 5]
     b = [[95] * 5, [150] * 5, [55] * 5, [100] * 5, [85] * 5]
     c = compare_processes(a, b, "decode_tps")
-    assert c.p_value > 0.05 and c.verdict == Verdict.no_change
+    assert c.p_value > 0.05 and c.verdict == Verdict.inconclusive
+    assert "neither a change" in c.reason and c.needed_processes and c.needed_processes > 5
 
 
 def test_repetitions_inside_one_process_are_not_independent_samples():
@@ -81,7 +82,8 @@ def test_repetitions_inside_one_process_are_not_independent_samples():
     # (benchmarks/regression_power.py measured 10-15% of A/A pairs called so) is only one sample a side here.
     a, b = processes(1, 100.0, seed=3), processes(1, 92.0, seed=4)
     c = compare_processes(a, b, "decode_tps")
-    assert c.verdict == Verdict.insufficient and c.p_value is None and c.ratio == pytest.approx(0.92, abs=0.02)
+    assert c.verdict == Verdict.inconclusive and c.p_value is None and c.ratio == pytest.approx(0.92, abs=0.02)
+    assert "cannot reach p" in c.reason
     assert c.n_baseline == 1 and c.samples_baseline == 5
 
 
@@ -89,16 +91,16 @@ def test_one_disturbed_process_does_not_make_a_regression():
     a, b = processes(10, seed=5), processes(10, seed=6)
     b[3] = [x * 0.5 for x in b[3]]  # a neighbour's job landed on one process
     c = compare_processes(a, b, "decode_tps")
-    assert c.verdict == Verdict.no_change and abs(c.ratio - 1) < 0.02
+    assert c.verdict in (Verdict.equivalent, Verdict.inconclusive) and abs(c.ratio - 1) < 0.02
 
 
-def test_too_few_processes_for_alpha_is_insufficient_not_no_change():
+def test_too_few_processes_for_alpha_is_inconclusive_not_no_change():
     assert min_p_value(3, 3) == pytest.approx(0.1) and min_p_value(4, 4) < 0.05
     c = compare_processes(BASE[:3], scaled(BASE[:3], 0.5), "decode_tps")
-    assert c.verdict == Verdict.insufficient and c.p_value is None and c.ratio == pytest.approx(0.5)
+    assert c.verdict == Verdict.inconclusive and c.p_value is None and c.ratio == pytest.approx(0.5)
     assert compare_processes(BASE[:4], scaled(BASE[:4], 0.5), "decode_tps").verdict == Verdict.regression
-    assert compare_processes([], BASE, "decode_tps").verdict == Verdict.insufficient
-    assert compare_processes(BASE, BASE, "decode_tps").verdict == Verdict.no_change
+    assert compare_processes([], BASE, "decode_tps").verdict == Verdict.inconclusive
+    assert compare_processes(BASE, BASE, "decode_tps").verdict == Verdict.equivalent
 
 
 def test_hodges_lehmann_and_its_interval():
@@ -139,7 +141,7 @@ def test_versions_pair_within_each_series_and_hosts_stay_apart(store_url):
     assert by["decode_tps"].comparison.verdict == Verdict.regression
     assert by["decode_tps"].comparison.n_baseline == 6 and by["decode_tps"].n_results == (6, 6)
     assert by["decode_tps"].comparison.samples_baseline == 30
-    assert by["prefill_tps"].comparison.verdict == Verdict.no_change
+    assert by["prefill_tps"].comparison.verdict in (Verdict.equivalent, Verdict.inconclusive)
     assert by["decode_tps"].baseline == "mlx-lm 0.31.3" and by["decode_tps"].candidate == "mlx-lm 0.32.2"
     assert socket.gethostname() in by["decode_tps"].series
 
@@ -165,7 +167,7 @@ def test_date_and_sweep_selectors(store_url):
     assert rows[0].n_results == (3, 6) and "left out" in rows[0].notes[0]  # the overlap is not counted twice
     rows = compare_db(store_url, "date=2026-11-01", "date=2026-11-02", metrics=("decode_tps",))
     assert rows[0].n_results == (3, 3) and "cannot reach p < 0.05" in " ".join(rows[0].notes)
-    assert rows[0].comparison.verdict == Verdict.insufficient
+    assert rows[0].comparison.verdict == Verdict.inconclusive
 
 
 def test_bad_selectors_name_the_valid_keys(store_url):
@@ -184,7 +186,9 @@ def test_bad_selectors_name_the_valid_keys(store_url):
 def test_formats(store_url):
     rows = compare_db(store_url, "mlx-lm=0.31.3", "mlx-lm=0.32.2")
     data = json.loads(render(rows, "json"))
-    assert {d["verdict"] for d in data} == {"regression", "no change"}
+    assert {d["verdict"] for d in data} <= {"regression", "equivalent", "inconclusive"} and "regression" in {
+        d["verdict"] for d in data
+    }
     assert {"p_value", "ci_low", "ci_high", "ratio", "baseline_median", "better", "unit"} <= set(data[0])
     csv_text = render(rows, "csv")
     assert csv_text.splitlines()[0].startswith("series,series_id,metric") and len(csv_text.splitlines()) == 4
@@ -204,7 +208,8 @@ def sb(*args, url):
 def test_cli_compare_table_md_and_exit_status(store_url):
     out = sb("compare", "--baseline", "mlx-lm=0.31.3", "--candidate", "mlx-lm=0.32.2", url=store_url)
     assert out.returncode == 0, out.stderr
-    assert "regression" in out.stdout and "no change" in out.stdout and "Mann-Whitney" in out.stdout
+    assert "regression" in out.stdout and "Mann-Whitney" in out.stdout
+    assert "equivalent" in out.stdout or "inconclusive" in out.stdout
     out = sb(
         "compare",
         "-b",

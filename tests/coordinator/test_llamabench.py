@@ -186,7 +186,7 @@ def test_readme_json_imports_once_and_shows_up_in_compare(url):
         f"llama.cpp Qwen2.5-7B-Instruct-Q4_K_M Q4_K_M tg128 on {HOST}",
     }
     for r in rows:
-        assert r.comparison.verdict == Verdict.insufficient and r.comparison.ratio == pytest.approx(0.9)
+        assert r.comparison.verdict == Verdict.inconclusive and r.comparison.ratio == pytest.approx(0.9)
         assert "1 vs 1 processes cannot reach" in " ".join(r.notes)
     # Each build run on four days: four processes a side, and the 10% drop is a regression.
     for i, f in enumerate((1.004, 0.997, 1.002)):
@@ -207,7 +207,7 @@ def test_sql_imports_without_raw_samples_and_compare_says_so(url):
     imp(url, parse(sql_dump(README_JSON)), "sql-5163")
     imp(url, later_build(README_JSON, 0.9), "json-5200")
     rows = compare_db(url, "build=5163", "build=5200", metrics=("decode_tps",))
-    assert rows[0].comparison.verdict == Verdict.insufficient
+    assert rows[0].comparison.verdict == Verdict.inconclusive
     assert "baseline has no raw samples" in rows[0].notes[0]
     with session_scope(url) as s:
         pts = [p for p in load_points(s) if p.sweep_id == "sql-5163"]
@@ -270,7 +270,7 @@ def test_export_is_llama_bench_shaped_and_round_trips_into_the_same_series(tmp_p
     # Same host, model digest, options and lengths: one prefill and one decode series, the same samples.
     assert sorted(r["metric"] for r in rows) == ["decode_tps", "prefill_tps"]
     # One process a side (the same one): the same value, and no verdict from a single process.
-    assert all(r["ratio"] == pytest.approx(1.0) and r["verdict"] == "insufficient data" for r in rows)
+    assert all(r["ratio"] == pytest.approx(1.0) and r["verdict"] == "inconclusive" for r in rows)
     assert all(socket.gethostname() in r["series"] for r in rows)
 
 

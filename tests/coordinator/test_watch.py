@@ -405,13 +405,13 @@ def test_verdict_summary_reads_the_campaign_drivers_verdicts():
     assert watches.verdict_summary({BASELINE_REASON: "...", "phase": "looks"}) == "phase: looks"
     v = {
         "series": {
-            "a": {"decode_tps": {"verdict": "no change"}, "ttft_ms": {"verdict": "regression"}},
-            "b": {"decode_tps": {"verdict": "no change"}},
+            "a": {"decode_tps": {"verdict": "equivalent"}, "ttft_ms": {"verdict": "regression"}},
+            "b": {"decode_tps": {"verdict": "equivalent"}},
         },
         "suspects": ["x", "y"],
         "phase": "done",
     }
-    assert watches.verdict_summary(v) == "2 no change, 1 regression; 2 suspect hosts"
+    assert watches.verdict_summary(v) == "2 equivalent, 1 regression; 2 suspect hosts"
 
 
 def test_regressions_page_shows_watches_and_campaigns(pg, tmp_path, monkeypatch):
@@ -427,7 +427,7 @@ def test_regressions_page_shows_watches_and_campaigns(pg, tmp_path, monkeypatch)
             "phase": "done",
             "suspects": ["mini-b"],
             "series": {  # the campaign driver's
-                "tiny p64 g16": {"decode_tps": {"verdict": "regression"}, "prefill_tps": {"verdict": "no change"}}
+                "tiny p64 g16": {"decode_tps": {"verdict": "regression"}, "prefill_tps": {"verdict": "equivalent"}}
             },
         }
     at = run_page("regressions", pg, monkeypatch, tmp_path)
@@ -435,6 +435,6 @@ def test_regressions_page_shows_watches_and_campaigns(pg, tmp_path, monkeypatch)
     assert list(w["watch"]) == ["nightly"] and list(w["campaigns"]) == [1]
     c = next(d.value for d in at.dataframe if "versions" in d.value.columns)
     assert list(c["versions"]) == [f"mlx-lm {OLD} → {NEW}"] and list(c["hosts"]) == ["mini-a, mini-b"]
-    assert list(c["verdicts"]) == ["1 regression, 1 no change; 1 suspect host"] and "no earlier" in c["baseline"][0]
+    assert list(c["verdicts"]) == ["1 regression, 1 equivalent; 1 suspect host"] and "no earlier" in c["baseline"][0]
     with session_scope(pg) as s:
         assert s.scalar(select(func.count()).select_from(Campaign)) == 1

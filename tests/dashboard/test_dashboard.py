@@ -7,9 +7,9 @@ The Sweeps page's form runs a real sweep in-process (no broker) on the session's
 from __future__ import annotations
 
 import json
+import random
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 import streamlit as st
@@ -21,17 +21,17 @@ from siliconbench.metrics import RESULT_ROW_METRICS
 from siliconbench.spec import SweepSpec
 from siliconbench.watch_spec import parse_watch
 
+from coordinator.bisection import record
 from coordinator.reads import queries
 from dashboard import runner
+from harness.bisection_sim import Scenario, drive, levels
 from storage import database as db, result_store, sweep_store
 from storage.database import session_scope
 from storage.tables import Job, Result, ResultSummary, Sweep
-from storage.watch_tables import Bisection, Campaign, Watch
+from storage.watch_tables import Campaign, Watch
 from tests.dashboard.support import app, chart_data, table
 from tests.dashboard_seed import HOSTS, MODEL, job, prefill_values, result, seed_results
 from tests.storage.records import expected_summaries
-
-DATA = Path(__file__).resolve().parents[1] / "data"
 
 # ----------------------------------------------------------------------------------------------- fixtures
 
@@ -482,34 +482,62 @@ def test_alike_identities_get_separate_labels_and_lines():
     assert len(set(lines)) == 3  # another depth is another line, never joined across prompt lengths
 
 
-def test_regressions_page_draws_a_bisection_as_a_timeline_of_commits(url, tmp_path):
-    """A bisection's record (tests/data/bisection-planted.json: the JSON `regressions bisect` wrote for the planted
-    slowdown of tests/cli/test_bisect.py) is drawn commit by commit: each one's ratio to the good end, its interval
-    and verdict, the first bad commit named under it."""
-    folder = tmp_path / "xdg" / "siliconbench" / "bisections"
-    folder.mkdir(parents=True)
-    rec = json.loads((DATA / "bisection-planted.json").read_text())
-    (folder / f"{rec['id']}.json").write_text(json.dumps(rec))
+PLANTED = [
+    {"sha": "2" * 40, "number": 2, "subject": "io: a comment"},
+    {"sha": "3" * 40, "number": 3, "subject": "ggml-cpu: planted slowdown"},
+    {"sha": "4" * 40, "number": 4, "subject": "docs: after it"},
+]
+
+
+def _planted_bisection(s, *, runner: str, host: str, campaign_id: int | None = None):
+    """A bisection of the planted slowdown as the search keeps it: the real state machine run to its end on
+    simulated processes (harness.bisection_sim), stored as either driver stores it."""
+    b = record.begin(
+        s,
+        source="/src/llama.cpp",
+        good={"sha": "1" * 40, "number": 1, "subject": "base", "label": "b1"},
+        bad={**PLANTED[-1], "label": "b4"},
+        commits=PLANTED,
+        metric="decode_tps",
+        min_effect=0.03,
+        suite={},
+        host=host,
+        runner=runner,
+        labels={"-1": "b1", "0": "b2", "1": "b3", "2": "b4"},
+        campaign_id=campaign_id,
+        finding_id=7 if campaign_id else None,
+    )
+    search = drive(record.search_of(b), Scenario(levels(3, {1: 0.3}), 0.01), random.Random(1))
+    record.keep(b, search)
+    return b
+
+
+def test_regressions_page_draws_a_bisection_as_a_timeline_of_commits(url):
+    """A bisection this machine ran (`regressions bisect`, kept in the bisections table) is drawn commit by
+    commit: each one's ratio to the good end, its interval and verdict, the first bad commit named under it with
+    the confirmation's effect and the search's reason."""
+    with session_scope(url) as s:
+        b = _planted_bisection(s, runner="local", host="this-mac")
+        first = b.first_bad
     at = app("regressions")
+    assert not at.exception, at.exception
     timeline = next(c for c in at.get("vega_lite_chart") if "good end" in json.dumps(chart_data(c)))
     rows = chart_data(timeline)
     assert [r["verdict"] for r in rows] == ["good end", "good", "first bad", "bad end"]
     assert [r["build"] for r in rows] == [1, 2, 3, 4]
-    first_bad = rows[2]
-    assert first_bad["ci_high"] < 1.0 and first_bad["commit"] == rec["first_bad"]["sha"][:12]
+    assert rows[2]["ci_high"] < 1.0 and rows[2]["commit"] == "3" * 12
     said = " ".join(m.value for m in at.markdown)
-    assert f"`{rec['first_bad']['sha']}` (b3)" in said and "ggml-cpu: planted slowdown" in said
+    assert f"`{first['sha']}` (b3)" in said and "ggml-cpu: planted slowdown" in said and "re-measured" in said
 
 
 def test_regressions_page_draws_a_fleet_bisection_beside_this_hosts(url):
     """A bisection the watch ran on the fleet (a row of ``bisections``, here holding the planted slowdown's
     steps) is listed with the host it ran on and drawn as the same timeline."""
-    rec = json.loads((DATA / "bisection-planted.json").read_text())
     with session_scope(url) as s:
         spec = {
             "name": "llama-tags",
             "every": "6h",
-            "llama_cpp": {"source": rec["source"]},
+            "llama_cpp": {"source": "/src/llama.cpp"},
             "suite": {"name": "tags", "models": [MODEL], "engines": ["llama.cpp"]},
         }
         s.add(Watch(name="llama-tags", spec=parse_watch(spec, check_folders=False).stored()))
@@ -518,38 +546,16 @@ def test_regressions_page_draws_a_fleet_bisection_beside_this_hosts(url):
         c.hosts, c.sweep_ids, c.verdicts, c.status = ["mini-1"], [], {}, "done"
         s.add(c)
         s.flush()
-        b = Bisection(
-            campaign_id=c.id,
-            finding_id=7,
-            host="mini-1",
-            source=rec["source"],
-            metric=rec["metric"],
-            min_effect=rec["min_effect"],
-            suite={},
-            good=rec["good"],
-            bad=rec["bad"],
-            commits=[],
-            lo=1,
-            hi=2,
-            labels={},
-            skipped=[],
-            status="done",
-            current={},
-            steps=rec["steps"],
-            outcome="found",
-            first_bad=rec["first_bad"],
-            effect=rec["effect"],
-        )
-        s.add(b)
-        s.flush()
+        b = _planted_bisection(s, runner="fleet", host="mini-1", campaign_id=c.id)
         c.verdicts = {"bisection": {"id": b.id}}
+        first = b.first_bad
     at = app("regressions")
     assert not at.exception, at.exception
     (pick,) = [b for b in at.selectbox if b.key == "rg_bisection"]
     assert len(pick.options) == 1 and "b1 → b4 · found · on mini-1" in pick.options[0], pick.options
     campaigns = next(d.value for d in at.dataframe if "bisection" in d.value.columns)
-    assert list(campaigns["bisection"]) == [f"fleet-{b.id}"]  # the campaign names the bisection it started
+    assert list(campaigns["bisection"]) == [f"bisection {b.id}"]  # the campaign names the bisection it started
     timeline = next(c for c in at.get("vega_lite_chart") if "good end" in json.dumps(chart_data(c)))
     assert [r["verdict"] for r in chart_data(timeline)] == ["good end", "good", "first bad", "bad end"]
     said = " ".join(m.value for m in at.markdown)
-    assert f"`{rec['first_bad']['sha']}` (b3)" in said
+    assert f"`{first['sha']}` (b3)" in said

@@ -176,4 +176,4 @@ def test_fleet_verdict_needs_two_hosts_of_a_sku_or_a_confirmation():
     again = {("sid", "decode_tps"): seeded({"a2": 0.8}, seed=1)}
     assert series_verdict(s, per_host, skus, ["a1"], again)["verdict"] == "regression"  # seen again: confirmed
     refuted = {("sid", "decode_tps"): seeded({"a2": 1.0}, seed=2)}
-    assert series_verdict(s, per_host, skus, ["a1"], refuted)["verdict"] == "no_change"
+    assert series_verdict(s, per_host, skus, ["a1"], refuted)["verdict"] == "equivalent"

@@ -92,7 +92,7 @@ def comp(verdict: Verdict) -> Comparison:
     )
 
 
-R, I, N, X = Verdict.regression, Verdict.improvement, Verdict.no_change, Verdict.insufficient  # noqa: E741 (a table's letters)
+R, I, N, X = Verdict.regression, Verdict.improvement, Verdict.equivalent, Verdict.inconclusive  # noqa: E741 (a table's letters)
 TWO_A = {"a1": "A", "a2": "A", "b1": "B"}
 
 
@@ -104,8 +104,9 @@ TWO_A = {"a1": "A", "a2": "A", "b1": "B"}
         ({"a1": R, "a2": N, "b1": N}, "inconsistent"),  # one of two
         ({"a1": R, "a2": I}, "inconsistent"),
         ({"a1": N, "a2": N, "b1": R}, "needs_confirmation"),  # single-host SKU
-        ({"a1": N, "a2": N, "b1": N}, "no_change"),
-        ({"a1": X, "a2": X}, "insufficient"),
+        ({"a1": N, "a2": N, "b1": N}, "equivalent"),
+        ({"a1": X, "a2": X}, "inconclusive"),
+        ({"a1": N, "a2": N, "b1": X}, "inconclusive"),  # a release is equivalent only where every SKU says so
         ({"a1": R, "a2": X, "b1": N}, "needs_confirmation"),  # one decided host in A
         ({"a1": R, "a2": R, "b1": I}, "regression"),  # a replicated regression on one SKU wins
     ],
@@ -128,15 +129,16 @@ def test_fleet_verdict_majority_suspects_decisions_and_confirmation():
     # a suspect host's disagreement is left out: its peer's regression alone needs confirmation
     v, d = fleet_verdict({"a1": comp(R), "a2": comp(N)}, TWO_A, suspects={"a2"})
     assert (v, d["excluded"], d["confirm"]) == ("needs_confirmation", ["a2"], ["a1"])
-    undecided = Decision(Verdict.insufficient, 5, 1, False, comp(R))
+    undecided = Decision(Verdict.inconclusive, 5, 1, False, comp(R))
     assert fleet_verdict({"a1": comp(R), "a2": undecided}, TWO_A)[0] == "needs_confirmation"
     decided = {h: Decision(R, 8, 2, True, comp(R)) for h in ("a1", "a2")}
     assert fleet_verdict(decided, TWO_A)[0] == "regression"
     # the interleaved rerun decides a single host's change
     assert fleet_verdict({"b1": comp(R)}, TWO_A, confirmations={"b1": comp(R)})[0] == "regression"
-    assert fleet_verdict({"b1": comp(R)}, TWO_A, confirmations={"b1": comp(N)})[0] == "no_change"
+    assert fleet_verdict({"b1": comp(R)}, TWO_A, confirmations={"b1": comp(N)})[0] == "equivalent"
     assert confirmed_verdict(comp(R), comp(I)) == "inconsistent"
-    assert confirmed_verdict(comp(R), comp(X)) == "needs_confirmation"
+    assert confirmed_verdict(comp(R), comp(X)) == "inconclusive"  # the rerun ended: unconfirmed, never "no change"
+    assert confirmed_verdict(comp(R), Decision(X, 5, 1, False, comp(X))) == "needs_confirmation"  # still running
 
 
 # ------------------------------------------------------------------------------ suspects: statistics

@@ -191,7 +191,7 @@ def test_two_mlx_lm_versions_side_by_side_in_one_sweep_then_compare(tmp_path, cl
     rows = json.loads(cmp.stdout)
     assert {r["metric"] for r in rows} == {"prefill_tps", "decode_tps", "ttft_ms"}
     for r in rows:
-        assert r["verdict"] in ("regression", "improvement", "no change")
+        assert r["verdict"] in ("regression", "improvement", "equivalent", "inconclusive")
         assert r["n_baseline"] == r["n_candidate"] == 4 and r["p_value"] is not None  # processes a side
         assert r["samples_baseline"] == 20
         assert r["baseline"] == f"mlx-lm {OTHER_MLX_LM}" and r["candidate"] == f"mlx-lm {OWN_MLX_LM}"

@@ -59,6 +59,7 @@ class Build:
     incremental: bool = False  # an existing build tree was reused
     changed_files: int = 0  # files the commit changed against the tree's previous commit (all files: cold)
     host: str = field(default_factory=platform.node)
+    missing_targets: list[str] = field(default_factory=list)  # tools asked for that this revision has no target for
 
     @property
     def bin_dir(self) -> Path:
@@ -204,9 +205,20 @@ def compiler_of(build_dir: Path) -> str:
 
 
 def find(rev: Revision, backend: str, flags: list[str], tools: tuple[str, ...] = TOOLS) -> Build | None:
-    """The cached build of ``rev`` with these options, if one is finished."""
-    record = builds_root() / "out" / f"{rev.short}-{options_digest(backend, flags, tools)}" / "build.json"
-    return Build(**json.loads(record.read_text())) if record.exists() else None
+    """A finished build of ``rev`` with these flags that has every tool asked for (a build with more tools
+    serves a request for fewer: `env add` then a bisection build a commit once)."""
+    exact = builds_root() / "out" / f"{rev.short}-{options_digest(backend, flags, tools)}" / "build.json"
+    records = [exact] if exact.exists() else []
+    records += sorted((builds_root() / "out").glob(f"{rev.short}-*/build.json"))
+    for record in records:
+        try:
+            b = Build(**json.loads(record.read_text()))
+        except (OSError, ValueError, TypeError):
+            continue  # a half-written record of an interrupted build: not a build
+        same = b.revision.get("sha") == rev.sha and b.backend == backend and b.cmake_flags == flags
+        if same and set(tools) <= set(b.tools) | set(b.missing_targets):
+            return b
+    return None
 
 
 def build(
@@ -225,7 +237,9 @@ def build(
         say(f"{rev.label}: built already ({cached.path})")
         return cached
     root = builds_root()
-    tree = root / "trees" / f"{rev.lineage[:12]}-{digest}"
+    # One incremental tree per lineage and flags, whatever the tools: a bisection's llama-bench-only builds and
+    # `env add`'s full ones share the compiled objects.
+    tree = root / "trees" / f"{rev.lineage[:12]}-{options_digest(backend, flags, ())}"
     out = root / "out" / f"{rev.short}-{digest}"
     with _locked(tree):
         if cached := find(rev, backend, flags, tools):
@@ -257,7 +271,7 @@ def build(
         if missing := [t for t in tools if t not in have]:
             say(f"{rev.label} has no target {', '.join(missing)}: built without it")
         _run(["cmake", "--build", str(bdir), "-j", str(os.cpu_count() or 2), "--target", *wanted], log)
-        _collect(bdir, src, out)
+        _collect(bdir, src, out, wanted)
         result = Build(
             revision=rev.as_dict(),
             backend=backend,
@@ -270,19 +284,29 @@ def build(
             build_s=round(time.perf_counter() - t0, 1),
             incremental=incremental,
             changed_files=changed,
+            missing_targets=missing,
         )
         (out / "build.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
         say(f"{rev.label}: built in {result.build_s:.0f} s ({result.compiler})")
         return result
 
 
-def _collect(bdir: Path, src: Path, out: Path) -> None:
-    """Copy the libraries and tools (llama.cpp puts both in build/bin) and the header into the frozen out folder."""
+def _collect(bdir: Path, src: Path, out: Path, targets: list[str]) -> None:
+    """Copy the libraries and this build's tools (llama.cpp puts both in build/bin) and the header into the frozen
+    out folder. A tool the shared tree holds from another commit's build is left out: not this commit's tool."""
     if out.exists():
         shutil.rmtree(out)  # a half-made folder of an interrupted build: never recorded
+
+    def others(_folder: str, names: list[str]) -> list[str]:
+        return [n for n in names if n.startswith("llama-") and not _is_library(n) and n not in targets]
+
     (out / "include").mkdir(parents=True)
-    shutil.copytree(bdir / "bin", out / "bin", symlinks=True)
+    shutil.copytree(bdir / "bin", out / "bin", symlinks=True, ignore=others)
     for lib in bdir.rglob("*"):  # older trees leave libraries beside their targets, not in bin/
-        if lib.is_file() and (lib.suffix in (".so", ".dylib") or ".so." in lib.name) and "bin" not in lib.parts:
+        if lib.is_file() and _is_library(lib.name) and "bin" not in lib.parts:
             shutil.copy2(lib, out / "bin" / lib.name, follow_symlinks=True)
     shutil.copy2(src / "include" / "llama.h", out / "include" / "llama.h")
+
+
+def _is_library(name: str) -> bool:
+    return name.endswith((".so", ".dylib")) or ".so." in name

@@ -57,11 +57,17 @@ def add_build(
     """Build ``ref`` of ``source_dir`` (once per commit and options) and record it as an engine version."""
     say = progress or (lambda _m: None)
     rev = source.resolve(source_dir, ref)
+    named = name is not None
     name = name or f"{ENGINE}-{rev.label}"
     if not name.replace("-", "").replace(".", "").replace("+", "").replace("_", "").isalnum():
         raise UserError("--name", f"{name!r}: use letters, digits, '.', '-', '_' and '+' only.")
     _not_a_package_env(name, root)
     built = compiler.build(rev, extra_flags=cmake_flags, tools=tools, progress=say)
+    if not named:  # the build is recorded already (`env add --name lc-A`): that record, not a second name for it
+        for env in list_envs(root):
+            if env.build and env.build.get("path") == built.path and env.ok():
+                say(f"{rev.label}: recorded already as {env.name}")
+                return env
     return _record(built, name, [f"{rev.source}@{rev.sha}"] + list(cmake_flags or []), root, say)
 
 

@@ -294,7 +294,12 @@ def env_for(engine: str, version: str | None, root: Path | str | None = None) ->
     if by_name:
         return by_name[0]
     same = [e for e in envs if e.matches(version)]
-    return same[0] if len(same) == 1 else None
+    return same[0] if len(same) == 1 or _one_thing(same) else None
+
+
+def _one_thing(envs: list[EngineEnv]) -> bool:
+    """Several names for one build or environment (env add --name, then a bisection's build of that commit)."""
+    return bool(envs) and len({(e.python, (e.build or {}).get("path", e.path)) for e in envs}) == 1
 
 
 def python_for(
@@ -315,10 +320,12 @@ def python_for(
         return found.python
     envs = [e for e in list_envs(root) if e.engine == engine and e.ok()]
     same = [e for e in envs if e.version == version]
+    if _one_thing(same):
+        return same[0].python
     if len(same) > 1:
         raise UserError(
             f"engine_versions.{engine}",
-            f"{package} {version} is in several environments; name the one to use.",
+            f"{same[0].package} {version} is in several environments; name the one to use.",
             [e.name for e in same],
         )
     if install:

@@ -154,13 +154,14 @@ def prepare_env(ctx: WorkerContext, payload: dict) -> str:
     if cid is None:  # nothing to report against: a log line, the message dropped
         log.error("refused a malformed prepare_env message: %s: %r", why, payload)
         return f"refused: {why}"
+    request = _request(payload)
     try:
-        _report(ctx, cid, status="pending")
+        _report(ctx, cid, status="pending", request=request)
     except IntegrityError:  # the campaign is gone (or never was): nothing to prepare for
         log.error("prepare_env: no campaign %s in the database; message dropped", cid)
         return f"refused: no campaign {cid}"
     if why is not None:
-        _report(ctx, cid, status="failed", error=f"malformed prepare_env message: {why}")
+        _report(ctx, cid, status="failed", error=f"malformed prepare_env message: {why}", request=request)
         return "failed"
     try:
         env = _install(payload)
@@ -178,9 +179,18 @@ def prepare_env(ctx: WorkerContext, payload: dict) -> str:
             log.warning("could not refresh %s's engine versions: %s", ctx.name, exc)
         # A build's version (its tag, or b<N>+<sha> between tags) is reported beside its binding, if any.
         packages = {builds.BUILD_PACKAGE: env.version, **env.packages} if env.build else env.packages
-        _report(ctx, cid, status="ready", env_name=env.name, packages=packages)
+        _report(ctx, cid, status="ready", env_name=env.name, packages=packages, request=request)
         log.info("campaign %s: %s ready (%s)", cid, env.name, ", ".join(f"{k} {v}" for k, v in env.packages.items()))
         return "ready"
     log.warning("campaign %s: %s failed here: %s", cid, _what(payload), (error.splitlines() or [""])[0])
-    _report(ctx, cid, status="failed", error=error)
+    _report(ctx, cid, status="failed", error=error, request=request)
     return "failed"
+
+
+def _request(payload: dict) -> str | None:
+    """What the message asks to make, echoed in every report: a build's ref (a bisection sends a commit's sha)."""
+    build = payload.get("llama_cpp") if isinstance(payload, dict) else None
+    if isinstance(build, dict):
+        ref = build.get("ref") or build.get("archive")
+        return str(ref) if ref else None
+    return None

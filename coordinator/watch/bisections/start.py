@@ -8,10 +8,12 @@ from sqlalchemy.orm import Session
 from siliconbench.jobs import JobSpec
 from siliconbench.watch_spec import LLAMA_CPP
 
-from coordinator.history.bisect_sweeps import MEASURED, series_sweep
+from coordinator.bisection import record
+from coordinator.bisection.sweeps import MEASURED, THROUGH, series_sweep
 from coordinator.stats.significance import DEFAULT_MIN_EFFECT
 from coordinator.watch import llama_tags
-from storage.tables import Finding, Job, utcnow
+from storage import result_store
+from storage.tables import Finding, Job
 from storage.watch_tables import Bisection, Campaign
 
 KEY = "bisection"  # in a campaign's verdicts: {"id": ...} or {"reason": why none was started}
@@ -59,28 +61,34 @@ def start(session: Session, c: Campaign, doc: dict, verdicts: dict) -> str:
         return f"bisection {existing.id} already started"
     good = {**llama_tags.commit_of(llama["source"], c.baseline), "label": c.baseline, "tag": c.baseline}
     bad = {**commits[-1], "label": c.candidate, "tag": c.candidate}
-    b = Bisection(
-        campaign_id=c.id,
-        finding_id=finding.id,
-        host=v["changed_hosts"][0],
+    b = record.begin(
+        session,
         source=llama["source"],
-        metric=metric,
-        min_effect=DEFAULT_MIN_EFFECT,
-        suite=series_sweep(job, f"bisection-of-finding-{finding.id}"),
         good=good,
         bad=bad,
         commits=commits,
-        lo=-1,
-        hi=len(commits) - 1,
+        metric=metric,
+        min_effect=DEFAULT_MIN_EFFECT,
+        suite=series_sweep(job, f"bisection-of-finding-{finding.id}"),
+        host=v["changed_hosts"][0],
+        runner=record.FLEET,
         labels={"-1": c.baseline, str(len(commits) - 1): c.candidate},
-        skipped=[],
-        status="measuring",
-        current={"kind": "ends", "labels": [c.baseline, c.candidate], "sweeps": []},
-        steps=[],
-        updated_at=utcnow(),
+        campaign_id=c.id,
+        finding_id=finding.id,
+        options={"through": THROUGH},
     )
-    session.add(b)
-    session.flush()
+    through = _through(session, finding)
+    if through != THROUGH:  # the campaign measured the tags through the binding: the search says so if not seen
+        search = record.search_of(b)
+        search.other_path = through
+        record.keep(b, search)
     finding.comparison = {**(finding.comparison or {}), "bisection_id": b.id}
     c.verdicts = {**(c.verdicts or {}), KEY: {"id": b.id}}
     return f"bisection {b.id} started on {b.host}: {len(commits)} commits after {c.baseline} up to {c.candidate}"
+
+
+def _through(session: Session, finding: Finding) -> str:
+    """How the finding's candidate side was measured: a build's llama-bench, else the binding."""
+    stored = result_store.load_stored(session, job_ids=[finding.after_job_id])
+    env = stored[0].result.environment if stored else None
+    return ((env.engine_build if env else None) or {}).get("measured_by") or "binding"

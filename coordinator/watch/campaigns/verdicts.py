@@ -11,8 +11,8 @@ ratio and 95% CI pool the changed hosts' processes (each host up to where its de
 A change seen on the only host of its SKU is *needs_confirmation*: the campaign then runs one confirmation
 sweep, the suite again on those hosts, interleaved, ``COMPARE_PROCESSES`` (15) fresh processes a side (the
 fixed design, ``significance.compare_processes``), and ``peers.confirmed_verdict`` decides with it. A change
-that is not seen again is no change; one still unresolved stays ``needs_confirmation`` in the verdicts, with no
-finding.
+the rerun finds equivalent is equivalent, one it leaves inconclusive is inconclusive (never "no change"); one
+still unresolved stays ``needs_confirmation`` in the verdicts, with no finding.
 """
 
 from __future__ import annotations

@@ -1,9 +1,12 @@
 """The sweeps a bisection measures with, for both ways of running one (``embedded.bisect`` on this machine,
-``coordinator.watch.bisections`` on the fleet): a finding's series as a sweep, one step of it, and the sweep and
-commits that bisect a confirmed finding (``regressions bisect --finding``).
+``coordinator.watch.bisections`` on the fleet): a finding's series as a sweep (every engine option of its series
+key), one look of a step, and the sweep and commits that bisect a confirmed finding (``regressions bisect
+--finding``).
 
 Every commit of a step is measured through its own llama-bench (``llama.cpp.driver: llama-bench``): most commits
-of a real range match no llama-cpp-python binding, and one path for all keeps the steps comparable.
+of a real range match no llama-cpp-python binding, and one path for all keeps the steps comparable. A finding
+measured through the binding is therefore re-measured another way; ``through`` says which, and the search says
+"not reproduced through llama-bench" (never "no regression") when its ends do not show it.
 """
 
 from __future__ import annotations
@@ -18,11 +21,19 @@ from storage.database import session_scope
 
 ENGINE = "llama.cpp"
 MEASURED = ("decode_tps", "prefill_tps")  # what a build's llama-bench measures (worker/builds/tool.py)
+THROUGH = "llama-bench"  # how every commit of a bisection is measured
+NOT_OPTIONS = ("threads", "driver")  # threads is the sweep's own field; the driver is the bisection's (THROUGH)
+
+
+def series_options(job: JobSpec) -> dict:
+    """The llama.cpp options of ``job``'s series (flash_attn, type_k/type_v, n_batch/n_ubatch, n_gpu_layers,
+    use_mmap, ...): all that its series key holds, which the build's llama-bench honours."""
+    return {k: v for k, v in (job.engine_options or {}).items() if k not in NOT_OPTIONS}
 
 
 def series_sweep(job: JobSpec, name: str) -> dict:
     """The sweep (a document) that measures ``job``'s series again: its model, level, lengths, repetitions,
-    warm-up, seed and threads, on llama.cpp."""
+    warm-up, seed, threads and every llama.cpp option, on llama.cpp."""
     return {
         "name": name,
         "models": [job.model],
@@ -34,7 +45,7 @@ def series_sweep(job: JobSpec, name: str) -> dict:
         "repetitions": job.repetitions,
         "warmup": job.warmup,
         "seed": job.seed,
-        "engine_options": {"threads": job.engine_options.get("threads")},
+        "engine_options": {"threads": job.engine_options.get("threads"), ENGINE: series_options(job)},
     }
 
 
@@ -57,9 +68,9 @@ def step_spec(spec: SweepSpec | dict, labels: list[str], processes: int, name: s
     return SweepSpec.model_validate(data)
 
 
-def finding_sweep(database_url: str, finding_id: int) -> tuple[SweepSpec, str, str, str]:
-    """(sweep, good ref, bad ref, metric) that bisect a confirmed llama.cpp regression: the finding's series'
-    configuration, and the llama.cpp commits its two sides ran."""
+def finding_sweep(database_url: str, finding_id: int) -> tuple[SweepSpec, str, str, str, str]:
+    """(sweep, good ref, bad ref, metric, the path the finding was measured through) that bisect a confirmed
+    llama.cpp regression: the finding's series' configuration, and the llama.cpp commits its two sides ran."""
     field = "--finding"
     with session_scope(database_url) as s:
         f = get_finding(s, finding_id)
@@ -85,6 +96,8 @@ def finding_sweep(database_url: str, finding_id: int) -> tuple[SweepSpec, str, s
         if not stored:
             raise UserError(field, f"the result before the step ({f.before_job_id}) is no longer stored.")
         job, metric = stored[0].job, f.metric
+        env = stored[0].result.environment
+        through = ((env.engine_build if env else None) or {}).get("measured_by") or "binding"
     if job.workload != "generate":
         raise UserError(field, f"the finding is on a {job.workload} series; a bisection measures generate.")
-    return SweepSpec.model_validate(series_sweep(job, f"bisect-finding-{finding_id}")), good, bad, metric
+    return SweepSpec.model_validate(series_sweep(job, f"bisect-finding-{finding_id}")), good, bad, metric, through

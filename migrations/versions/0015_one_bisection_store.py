@@ -1,0 +1,50 @@
+"""One store for every bisection: ``regressions bisect`` on one machine keeps its search in the ``bisections`` table
+too (no campaign, no finding required), with the search's whole state (``search``: the state machine of
+``coordinator.bisection.search``, so an interrupted run resumes), which runner drives it (``runner``: fleet or
+local) and what a local run builds with (``options``). A finding may be bisected more than once (the unique index
+on finding_id becomes a plain one; the watch still starts one a finding). A host's report on a campaign's prepare
+task echoes what it was asked to make (``campaign_hosts.request``: a build's ref), so a bisection takes a report for
+the commit it sent, never a redelivered older task's.
+
+Revision ID: 0015
+Revises: 0014
+"""
+
+from typing import Sequence, Union
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0015"
+down_revision: Union[str, Sequence[str], None] = "0014"
+branch_labels: Union[str, Sequence[str], None] = None
+depends_on: Union[str, Sequence[str], None] = None
+
+ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+def upgrade() -> None:
+    op.drop_index("ix_bisections_finding_id", table_name="bisections")
+    with op.batch_alter_table("bisections") as batch:
+        batch.alter_column("campaign_id", existing_type=ID, nullable=True)
+        batch.alter_column("finding_id", existing_type=sa.Integer(), nullable=True)
+        batch.add_column(sa.Column("runner", sa.String(), server_default="fleet", nullable=False))
+        batch.add_column(sa.Column("search", sa.JSON(), nullable=True))
+        batch.add_column(sa.Column("options", sa.JSON(), nullable=True))
+    op.create_index("ix_bisections_finding_id", "bisections", ["finding_id"])
+    with op.batch_alter_table("campaign_hosts") as batch:
+        batch.add_column(sa.Column("request", sa.String(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("campaign_hosts") as batch:
+        batch.drop_column("request")
+    op.execute("DELETE FROM bisections WHERE campaign_id IS NULL OR finding_id IS NULL")  # a local run's rows
+    op.drop_index("ix_bisections_finding_id", table_name="bisections")
+    with op.batch_alter_table("bisections") as batch:
+        batch.drop_column("options")
+        batch.drop_column("search")
+        batch.drop_column("runner")
+        batch.alter_column("finding_id", existing_type=sa.Integer(), nullable=False)
+        batch.alter_column("campaign_id", existing_type=ID, nullable=False)
+    op.create_index("ix_bisections_finding_id", "bisections", ["finding_id"], unique=True)
