@@ -79,7 +79,7 @@ def keep(b: Bisection, s: Search) -> None:
     """Write the search back (a copy: SQLAlchemy writes a JSON column only when it differs) with the columns
     queries read beside it."""
     b.search = copy.deepcopy(s.as_dict())
-    b.lo, b.hi, b.skipped, b.steps = s.lo, s.hi, list(s.skipped), list(s.steps)
+    b.lo, b.hi, b.skipped, b.steps = s.lo, s.hi, list(s.skipped), readable_steps(b, s)
     b.outcome = s.outcome
     b.first_bad = {**s.commits[s.first_bad], "label": label(b, s.first_bad)} if s.first_bad is not None else None
     b.effect = s.effect
@@ -87,6 +87,27 @@ def keep(b: Bisection, s: Search) -> None:
         b.status = "failed" if s.outcome == FAILED else "done"
         b.error = s.reason if s.outcome == FAILED else b.error
     b.updated_at = utcnow()
+
+
+def readable_steps(b: Bisection, s: Search) -> list[dict]:
+    """The search's steps as people read them: each with its commit, its sides' build labels and the sweeps its
+    looks ran (a finished step keeps the sweeps it had; the one just decided takes the current ones)."""
+    old, cur = list(b.steps or []), b.current or {}
+    out = []
+    for n, st in enumerate(s.steps, 1):
+        sweeps = (old[n - 1].get("sweeps") if n <= len(old) else None) or (
+            cur.get("sweeps") if cur.get("step") == n else []
+        )
+        sides = [label(b, i) or str(i) for i in st.get("sides") or []]
+        out.append({**st, "commit": commit_of(b, st.get("index")), "sides": sides, "sweeps": list(sweeps or [])})
+    return out
+
+
+def commit_of(b: Bisection, index: int | None) -> dict:
+    if index is None:
+        return {}
+    base = b.good if index == GOOD_END else (b.commits or [])[index]
+    return {**base, "label": label(b, index) or base.get("label")}
 
 
 def label(b: Bisection, index: int) -> str | None:
@@ -142,15 +163,9 @@ def bisection_dict(b: Bisection) -> dict:
     s = search_of(b) if b.search else None
 
     def commit(i: int | None) -> dict:
-        if i is None:
-            return {}
-        base = b.good if i == GOOD_END else (b.commits or [])[i]
-        return {**base, "label": label(b, i) or base.get("label")}
+        return commit_of(b, i)
 
-    steps = [
-        {**st, "commit": commit(st.get("index")), "sides": [label(b, i) or str(i) for i in st.get("sides") or []]}
-        for st in (s.steps if s else b.steps or [])
-    ]
+    steps = list(b.steps or [])
     return {
         "id": b.id,
         "runner": b.runner,

@@ -82,10 +82,13 @@ def message(payload: dict, kind: str | None = None) -> str:
                 f"{head}: first bad commit {fb.get('sha', '?')} (b{fb.get('number', '?')}) {fb.get('subject', '')!r}, "
                 f"{_num(p.get('ratio'))}× the last good commit ({_ci(p)})."
             )
+        elif p.get("outcome") == "ambiguous":
+            suspects = ", ".join(f"{c.get('sha', '?')[:12]} (b{c.get('number', '?')})" for c in p.get("suspects") or [])
+            text = f"{head}: ambiguous, the first bad commit could be any of {suspects}."
         elif p.get("outcome") == "failed":
             text = f"{head} failed: {p.get('error') or 'no reason recorded'}."
-        else:
-            text = f"{head}: {p.get('outcome', '?')} after {p.get('steps', '?')} step(s) ({_num(p.get('ratio'))}×, {_ci(p)})."
+        else:  # equivalent, improvement, inconclusive: the search's own sentence says why
+            text = f"{head}: {p.get('outcome', '?')} after {p.get('steps', '?')} step(s): {p.get('reason') or ''}."
     else:
         text = f"Campaign failed: {versions}, {where}: {p.get('error') or 'no reason recorded'}."
     return text + (f" Reproduce: {p['command']}" if p.get("command") else "")

@@ -14,9 +14,10 @@ Payloads (the campaign driver writes them; every value JSON):
   campaign_id, command.
 - ``campaign_failed``: watch, campaign_id, package, engine, baseline, candidate, error, command.
 - ``bisection`` (its end, ``coordinator.watch.bisections``): watch, campaign_id, bisection_id, finding_id, host,
-  package ('llama.cpp'), baseline, candidate (the two tags), metric, outcome ('found' | 'no regression' |
-  'undecided' | 'failed'), first_bad ({sha, number, subject, label} or null), ratio, ci_low, ci_high (last good
-  -> first bad), error, steps, command.
+  package ('llama.cpp'), baseline, candidate (the two tags), metric, outcome ('found' | 'ambiguous' | 'equivalent'
+  | 'improvement' | 'inconclusive' | 'failed'), reason (the search's sentence: what it rests on, what would resolve
+  it), first_bad ({sha, number, subject, label} or null), suspects (an ambiguous end's commits), notes (a second
+  regression), ratio, ci_low, ci_high (last good -> first bad, re-measured), error, steps, command.
 
 Delivery is at-least-once: a deliverer that dies between the receiver's 2xx and its own commit sends that row
 again. The body carries ``id`` (also the ``X-Siliconbench-Delivery`` header); **receivers dedupe on it**. The

@@ -1,5 +1,6 @@
-"""`regressions bisect` on a real llama.cpp history with a planted slowdown (harness/llama_repo.py): it must name the
-planted commit with an interval, say "no regression" between ends without one, and refuse bad input by field.
+"""`regressions bisect` on a real llama.cpp history with a planted slowdown (harness/llama_repo.py): the README's
+journey (env add, compare, bisect) names the planted commit, confirmed, with an interval; ends without a regression
+are *equivalent* (exit 5); bad input is refused by field with nothing stored.
 
 Builds come from the kept builds folder (tests/cli/test_llama_builds.py says what the first run costs); every
 commit is measured through its own llama-bench in fresh processes, interleaved."""
@@ -37,34 +38,52 @@ def bisect(repo, sweep, good: str, bad: str, *more: str):
     )  # fmt: skip
 
 
-def test_bisect_names_the_planted_commit_with_its_effect_and_every_steps_evidence(repo, env, tmp_path):
-    r = bisect(repo, _sweep(tmp_path), "b1", "b4")
+def test_the_readme_journey_env_add_compare_then_bisect_names_the_planted_commit(repo, env, tmp_path):
+    """The README's journey as a user runs it: two refs added as named builds, compared in a sweep, then
+    `regressions bisect` between them: the planted commit named, confirmed by a re-measurement, the two builds
+    `env add` made reused (no second build of either end, no "several environments" between their names)."""
+    good, bad = shas(repo)[0], shas(repo)[3]
+    for ref, name in ((good, "lc-A"), (bad, "lc-D")):
+        added = sb("env", "add", "llama.cpp", "--source", str(repo), "--ref", ref, "--name", name,
+                   "--tools", "llama-bench,llama-perplexity")  # fmt: skip
+        assert added.returncode == 0, added.stdout[-2000:] + added.stderr[-2000:]
+    compared = sb("run", str(_sweep(tmp_path, engine_versions={"llama.cpp": ["lc-A", "lc-D"]}, processes=1)))
+    assert compared.returncode == 0, compared.stdout[-2000:] + compared.stderr[-2000:]
+    r = bisect(repo, _sweep(tmp_path), good, bad)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     rec = json.loads(r.stdout)
     planted = shas(repo)[2]
-    assert rec["outcome"] == "found"
+    assert rec["outcome"] == "found" and rec["exit_code"] == 0 and rec["runner"] == "local"
     assert rec["first_bad"]["sha"] == planted and rec["first_bad"]["subject"] == SUBJECTS[2]
     assert rec["first_bad"]["number"] == 3
     effect = rec["effect"]
-    assert effect["ratio"] < 0.8 and effect["ci_high"] < 1.0 and effect["verdict"] == "regression"
-    ends, *steps = rec["steps"]
+    assert effect["ratio"] < 0.8 and effect["ci_high"] < 1.0 - rec["min_effect"] and effect["verdict"] == "regression"
+    assert rec["effect_from_good"]["ratio"] < 0.8
+    ends, *steps, confirm = rec["steps"]
     assert ends["kind"] == "ends" and ends["verdict"] == "regression" and ends["processes"] >= 5
-    # three commits in question (2, 3, 4): the midpoint 3 is bad, then 2 is good
+    # three commits in question (2, 3, 4): the midpoint 3 is bad, then 2 is good; then 2 -> 3 re-measured
     assert [(s["commit"]["sha"], s["verdict"]) for s in steps] == [(planted, "bad"), (shas(repo)[1], "good")]
+    assert confirm["kind"] == "confirm" and confirm["verdict"] == "regression" and confirm["commit"]["sha"] == planted
     for s in steps:
-        assert s["processes"] >= 5 and s["against_good"]["n_baseline"] == s["processes"]
-    # each step is a stored sweep of ordinary results, carrying their commit
+        assert s["processes"] >= 5 and s["against_good"]["n_baseline"] >= s["processes"]
+    # the ends ran on the builds `env add` made: one environment each, no second name for either
+    names = {e["name"] for e in json.loads(sb("env", "list", "--format", "json").stdout)}
+    assert {"lc-A", "lc-D"} <= names and not {f"llama.cpp-{label}" for label in ("b1", "b4")} & names
+    # each look is a stored sweep of ordinary results, carrying their commit
     rows = json.loads(sb("results", "--all", "--format", "json").stdout)
     assert {row["commit"] for row in rows if row["status"] == "ok"} == {shas(repo)[i] for i in (0, 1, 2, 3)}
-    assert {row["environment"]["engine_build"]["measured_by"] for row in rows} == {"llama-bench"}
+    listed = json.loads(sb("regressions", "bisections", "--format", "json").stdout)
+    assert [b["id"] for b in listed] == [rec["id"]] and listed[0]["outcome"] == "found"
 
 
-def test_bisect_says_there_is_no_regression_between_ends_without_one(repo, env, tmp_path):
+def test_bisect_says_equivalent_between_ends_without_a_regression(repo, env, tmp_path):
     r = bisect(repo, _sweep(tmp_path), "b1", shas(repo)[1], "--min-effect", "0.15")
-    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.returncode == 5, r.stdout[-3000:] + r.stderr[-3000:]
     rec = json.loads(r.stdout)
-    assert rec["outcome"] == "no regression" and rec["first_bad"] is None
-    assert rec["effect"]["ci_low"] is not None and len(rec["steps"]) == 1
+    assert rec["outcome"] == "equivalent" and rec["first_bad"] is None and len(rec["steps"]) == 1
+    ends = rec["steps"][0]
+    assert 0.85 < ends["against_good"]["eq_low"] and ends["against_good"]["eq_high"] < 1.15
+    assert "inside ±15%" in rec["reason"]
 
 
 def test_bisect_refuses_bad_input_by_field_before_building(repo, env, tmp_path):
@@ -77,7 +96,15 @@ def test_bisect_refuses_bad_input_by_field_before_building(repo, env, tmp_path):
     assert r.returncode == 2 and "--good" in r.stderr and "not an ancestor" in r.stderr
     r = bisect(repo, _sweep(tmp_path), "b1", "nope")
     assert r.returncode == 2 and "--bad" in r.stderr and "nope" in r.stderr
-    assert not (env["data_home"] / "siliconbench" / "bisections").exists()
+    for bad_effect in ("1", "0", "-0.1", "0.5"):
+        r = bisect(repo, _sweep(tmp_path), "b1", "b4", "--min-effect", bad_effect)
+        assert r.returncode == 2 and "--min-effect" in r.stderr and "(0, 0.5)" in r.stderr, r.stderr
+    r = sb("regressions", "bisect", str(_sweep(tmp_path)), "--source", str(repo), "--good", "b1", "--bad", "b4",
+           "--format", "jsno")  # fmt: skip
+    assert r.returncode == 2 and "--format" in r.stderr and "json" in r.stderr
+    r = sb("regressions", "bisect", "--resume", "999")
+    assert r.returncode == 2 and "--resume" in r.stderr and "no bisection 999" in r.stderr
+    assert json.loads(sb("regressions", "bisections", "--format", "json").stdout) == []  # nothing stored
 
 
 def test_the_example_bisection_sweep_is_one_measurement():
@@ -119,8 +146,12 @@ def _finding(url: str, before_job_id: str, good: str, bad: str, status: str) -> 
 
 
 def test_bisect_starts_from_a_confirmed_finding_with_its_series_and_commits(repo, env, tmp_path):
+    """--finding measures the finding's series exactly: a non-default option of it (n_batch, n_ubatch) is in
+    every look's jobs; a finding measured through the binding is said to be re-measured through llama-bench; a
+    finished bisection cannot be resumed."""
     io_comment, planted = shas(repo)[1], shas(repo)[2]
-    sweep = _sweep(tmp_path, engine_versions={"llama.cpp": [io_comment[:12]]}, processes=1)
+    options = {"llama.cpp": {"n_batch": 256, "n_ubatch": 128}}
+    sweep = _sweep(tmp_path, engine_versions={"llama.cpp": [io_comment[:12]]}, processes=1, engine_options=options)
     assert (
         sb("env", "add", "llama.cpp", "--source", str(repo), "--ref", io_comment, "--tools", "llama-bench").returncode
         == 0
@@ -135,5 +166,14 @@ def test_bisect_starts_from_a_confirmed_finding_with_its_series_and_commits(repo
     r = sb("regressions", "bisect", "--finding", str(confirmed), "--source", str(repo), "--format", "json")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     rec = json.loads(r.stdout)
-    assert rec["first_bad"]["sha"] == planted and rec["metric"] == "decode_tps"
-    assert [s["kind"] for s in rec["steps"]] == ["ends"]  # one commit in question: the ends decide it
+    assert rec["first_bad"]["sha"] == planted and rec["metric"] == "decode_tps" and rec["finding_id"] == confirmed
+    assert [s["kind"] for s in rec["steps"]] == ["ends", "confirm"]  # one commit in question, then re-measured
+    rows = json.loads(sb("results", "--all", "--format", "json").stdout)
+    looks = [row for row in rows if row["sweep_id"].startswith(f"bisection-{rec['id']}-")]
+    assert looks and all(
+        (row["environment"]["engine_options"]["n_batch"], row["environment"]["engine_options"]["n_ubatch"])
+        == (256, 128)
+        for row in looks
+    )
+    again = sb("regressions", "bisect", "--resume", str(rec["id"]))
+    assert again.returncode == 2 and "has ended (found)" in again.stderr

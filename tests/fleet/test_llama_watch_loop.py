@@ -129,9 +129,12 @@ def test_a_regressing_tag_is_built_confirmed_and_bisected_to_its_commit_on_the_f
     planted = shas(history)[2]
     assert b.first_bad["sha"] == planted and b.first_bad["subject"] == SUBJECTS[2] and b.first_bad["number"] == 3
     assert b.effect["verdict"] == "regression" and b.effect["ci_high"] < 1.0
-    ends, *steps = b.steps
+    ends, *steps, confirm = b.steps
     assert (ends["kind"], ends["verdict"], ends["sides"]) == ("ends", "regression", ["b1", "b4"])
     assert [(s["commit"]["sha"], s["verdict"]) for s in steps] == [(planted, "bad"), (shas(history)[1], "good")]
+    # the commit it names is re-measured against the last good one before it is named
+    assert (confirm["kind"], confirm["verdict"], confirm["commit"]["sha"]) == ("confirm", "regression", planted)
+    assert confirm["sides"] == ["b1", f"b2+{shas(history)[1][:7]}", f"b3+{planted[:7]}"]  # the good end beside
     assert steps[0]["sides"] == ["b1", f"b3+{planted[:7]}", "b4"]
     with database.session_scope(pg_url) as s:
         f = s.get(Finding, b.finding_id)
@@ -165,6 +168,7 @@ def test_a_regressing_tag_is_built_confirmed_and_bisected_to_its_commit_on_the_f
     out = sb("watch", "bisections", "--database", pg_url, "--format", "json")
     assert out.returncode == 0, out.stderr
     (shown,) = json.loads(out.stdout)
-    assert shown["id"] == f"fleet-{b.id}" and shown["first_bad"]["sha"] == planted and shown["host"] == b.host
+    assert shown["id"] == b.id and shown["first_bad"]["sha"] == planted and shown["host"] == b.host
+    assert shown["runner"] == "fleet" and shown["outcome"] == "found" and "re-measured" in shown["reason"]
     table = sb("watch", "bisections", "--database", pg_url)
     assert "first bad commit" in table.stdout and planted in table.stdout, table.stdout
