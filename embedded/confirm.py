@@ -5,7 +5,8 @@ The confirmation is a new sweep of the finding's series only: ``rounds`` rounds 
 fresh process each, with the series' repetitions and seed, so slow drift (thermal throttling, a
 neighbour's load) hits both sides alike. Its comparison, by ``compare``'s own statistics with each
 process one sample (``coordinator.stats.significance``), is attached to the finding, which becomes
-*confirmed* (same verdict as found) or *not_confirmed*.
+*confirmed* (same verdict as found), *not_confirmed* (equivalent, or the opposite change) or *inconclusive* (the
+rerun could not tell: never read as "not reproduced").
 
 Both versions must be runnable here: this interpreter's own engine version, or an engine environment
 (``siliconbench env add``) whose recorded packages match the side's. A step where only the OS, Python or
@@ -35,6 +36,7 @@ from coordinator.confirm.plan import (
     check_rounds,
     compare_sides,
     confirm_spec,
+    confirm_status,
     same_sides,
     side_result,
     side_version,
@@ -153,7 +155,7 @@ def run_confirm(
         result = side_result(
             comp, base=base, cand=cand, rounds=rounds, n_jobs=len(jobs), n_points=len(pts), sweep_id=sweep_id
         )
-        status = "confirmed" if comp.verdict.value == f.verdict else "not_confirmed"
+        status = confirm_status(comp.verdict.value, f.verdict)
         set_status(s, finding_id, status, confirm_sweep_id=sweep_id, confirm_result=result)
         return finding_dict(get_finding(s, finding_id))
 

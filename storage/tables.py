@@ -296,7 +296,7 @@ class WorkerLogin(Base):
     created_at: Mapped[datetime] = _created()
 
 
-FINDING_STATUSES = ("open", "confirming", "confirmed", "not_confirmed", "dismissed")
+FINDING_STATUSES = ("open", "confirming", "confirmed", "not_confirmed", "inconclusive", "dismissed")
 FINDING_VERDICTS = ("regression", "improvement")
 
 

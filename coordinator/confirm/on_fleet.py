@@ -28,6 +28,7 @@ from coordinator.confirm.plan import (
     check_rounds,
     compare_sides,
     confirm_spec,
+    fleet_confirm_status,
     identity_differences,
     same_sides,
     side_result,
@@ -173,7 +174,7 @@ def attach_confirm(
                 comp, base=base, cand=cand, rounds=rounds, n_jobs=n_jobs, n_points=len(pts), sweep_id=sweep_id
             ) | {"host": host}
         agree = [h for h, r in per_host.items() if r["verdict"] == f.verdict]
-        status = "confirmed" if per_host and len(agree) == len(per_host) else "not_confirmed"
+        status = fleet_confirm_status([r["verdict"] for r in per_host.values()], f.verdict)
         if len(per_host) == 1:
             result = next(iter(per_host.values()))
         else:

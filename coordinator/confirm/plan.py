@@ -134,3 +134,22 @@ def side_result(
         "failed_jobs": n_jobs - n_points,
         "sweep_id": sweep_id,
     }
+
+
+def confirm_status(rerun: str, found: str) -> str:
+    """A finding's status after one rerun: the same change again confirms it; an equivalent rerun or the opposite
+    change refutes it; an inconclusive one leaves it *inconclusive*, never "not reproduced"."""
+    if rerun == found:
+        return "confirmed"
+    return "inconclusive" if rerun == "inconclusive" else "not_confirmed"
+
+
+def fleet_confirm_status(reruns: list[str], found: str) -> str:
+    """Over the hosts of a fleet confirmation: confirmed where every host agrees, not_confirmed where any host
+    refutes it, inconclusive otherwise (some host could not tell, none refuted)."""
+    each = [confirm_status(v, found) for v in reruns]
+    if each and all(x == "confirmed" for x in each):
+        return "confirmed"
+    if not each or "not_confirmed" in each:
+        return "not_confirmed"
+    return "inconclusive"

@@ -8,13 +8,20 @@ commit is measured through its own llama-bench in fresh processes, interleaved."
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 
 import pytest
+from sqlalchemy import select
 
+from harness.fleet import wait_for
 from harness.llama_repo import SUBJECTS, shas
 from storage.database import session_scope
 from storage.tables import Finding
-from tests.cli_support import sb, write_sweep
+from storage.watch_tables import Bisection
+from tests.cli_support import ROOT, sb, write_sweep
 
 pytestmark = pytest.mark.timeout(2400)
 
@@ -49,9 +56,23 @@ def test_the_readme_journey_env_add_compare_then_bisect_names_the_planted_commit
         assert added.returncode == 0, added.stdout[-2000:] + added.stderr[-2000:]
     compared = sb("run", str(_sweep(tmp_path, engine_versions={"llama.cpp": ["lc-A", "lc-D"]}, processes=1)))
     assert compared.returncode == 0, compared.stdout[-2000:] + compared.stderr[-2000:]
-    r = bisect(repo, _sweep(tmp_path), good, bad)
+    # The bisection is stopped hard once its first step is kept (kill -9 of the process group this test started),
+    # then resumed: it goes on from its store, not from the start.
+    url = f"sqlite:///{env['default_db']}"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "regressions", "bisect", str(_sweep(tmp_path)), "--source", str(repo),
+         "--good", good, "--bad", bad, "--format", "json"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        bid = wait_for(lambda: _kept_steps(url), 1200, every_s=1, what="the bisection's first kept step")
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    r = sb("regressions", "bisect", "--resume", str(bid), "--format", "json")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     rec = json.loads(r.stdout)
+    assert rec["id"] == bid
     planted = shas(repo)[2]
     assert rec["outcome"] == "found" and rec["exit_code"] == 0 and rec["runner"] == "local"
     assert rec["first_bad"]["sha"] == planted and rec["first_bad"]["subject"] == SUBJECTS[2]
@@ -74,6 +95,13 @@ def test_the_readme_journey_env_add_compare_then_bisect_names_the_planted_commit
     assert {row["commit"] for row in rows if row["status"] == "ok"} == {shas(repo)[i] for i in (0, 1, 2, 3)}
     listed = json.loads(sb("regressions", "bisections", "--format", "json").stdout)
     assert [b["id"] for b in listed] == [rec["id"]] and listed[0]["outcome"] == "found"
+
+
+def _kept_steps(url: str) -> int | None:
+    """The id of the one bisection once it has kept a step."""
+    with session_scope(url) as s:
+        b = s.scalars(select(Bisection)).first()
+        return b.id if b is not None and b.steps else None
 
 
 def test_bisect_says_equivalent_between_ends_without_a_regression(repo, env, tmp_path):

@@ -124,4 +124,6 @@ def decision_dict(d: Decision) -> dict:
         "ci_low": c.ci_low if c else None,
         "ci_high": c.ci_high if c else None,
         "p_value": c.p_value if c else None,
+        "reason": c.reason if c else "",  # what it rests on; an inconclusive one, what would resolve it
+        "needed_processes": c.needed_processes if c else None,
     }
