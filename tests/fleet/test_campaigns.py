@@ -175,5 +175,12 @@ def test_fleet_verdict_needs_two_hosts_of_a_sku_or_a_confirmation():
     assert needing_confirmation({"label": {"decode_tps": v}}) == ["a2"]
     again = {("sid", "decode_tps"): seeded({"a2": 0.8}, seed=1)}
     assert series_verdict(s, per_host, skus, ["a1"], again)["verdict"] == "regression"  # seen again: confirmed
-    refuted = {("sid", "decode_tps"): seeded({"a2": 1.0}, seed=2)}
-    assert series_verdict(s, per_host, skus, ["a1"], refuted)["verdict"] == "equivalent"
+    refuted = {("sid", "decode_tps"): seeded({"a2": 1.0}, seed=2, cv=0.01)}  # its interval inside ±3%: refuted
+    v = series_verdict(s, per_host, skus, ["a1"], refuted)
+    assert v["detail"]["skus"]["A"]["verdict"] == "equivalent"
+    # The release is equivalent only where every SKU says so: B's own A/A decides the rest.
+    b_word = per_host["b1"].verdict.value
+    assert b_word in ("equivalent", "inconclusive") and v["verdict"] == b_word, v["detail"]
+    noisy = {("sid", "decode_tps"): seeded({"a2": 1.0}, seed=2, cv=0.08)}  # could not tell: never "no change"
+    v = series_verdict(s, per_host, skus, ["a1"], noisy)
+    assert v["detail"]["skus"]["A"]["verdict"] == "inconclusive" and v["verdict"] == "inconclusive"
