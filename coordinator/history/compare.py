@@ -27,6 +27,7 @@ from coordinator.history.selectors import Selector, check_keys, parse_selector, 
 from coordinator.stats.significance import (
     DEFAULT_ALPHA,
     DEFAULT_MIN_EFFECT,
+    MAX_NEEDED,
     Comparison,
     Verdict,
     compare_processes,
@@ -220,9 +221,17 @@ def cells(r: Row) -> list[str]:
         ratio,
         ci,
         p,
-        c.verdict.value,
+        _verdict_cell(c),
         "; ".join(r.notes),
     ]
+
+
+def _verdict_cell(c: Comparison) -> str:
+    """The verdict, and for an inconclusive one what would resolve it (processes a side at this effect and noise)."""
+    if c.verdict == Verdict.inconclusive and c.needed_processes:
+        more = ">" if c.needed_processes >= MAX_NEEDED else "≈"
+        return f"inconclusive ({more}{c.needed_processes} procs/side)"
+    return c.verdict.value
 
 
 def render(rows: list[Row], fmt: str, title: str = "") -> str:

@@ -144,19 +144,19 @@ def test_the_example_bisection_sweep_is_one_measurement():
     check_spec(load_sweep(ROOT / "examples/bisect.yaml"), "decode_tps")
 
 
-def _finding(url: str, before_job_id: str, good: str, bad: str, status: str) -> int:
+def _finding(url: str, before_job_id: str, good: str, bad: str, status: str, engine: str = "llama.cpp") -> int:
     """A step in a series' history as `regressions` records it (coordinator.history.regressions.save_findings),
     here between two commits of the repository."""
     with session_scope(url) as s:
         f = Finding(
-            key=f"test-{good[:7]}-{bad[:7]}-{status}",
+            key=f"test-{good[:7]}-{bad[:7]}-{status}-{engine}",
             series_id="s",
             series="tiny-llama-5m Q8_0 p16 g16",
             series_key={},
             metric="decode_tps",
             verdict="regression",
             host=None,
-            engine="llama.cpp",
+            engine=engine,
             model="tiny-llama-5m",
             before_job_id=before_job_id,
             after_job_id=before_job_id,
@@ -190,6 +190,9 @@ def test_bisect_starts_from_a_confirmed_finding_with_its_series_and_commits(repo
     open_one = _finding(url, row["job_id"], io_comment, planted, "open")
     r = sb("regressions", "bisect", "--finding", str(open_one), "--source", str(repo))
     assert r.returncode == 2 and "--finding" in r.stderr and "confirm it first" in r.stderr
+    of_mlx = _finding(url, row["job_id"], io_comment, planted, "confirmed", engine="mlx")
+    r = sb("regressions", "bisect", "--finding", str(of_mlx), "--source", str(repo))
+    assert r.returncode == 2 and "--finding" in r.stderr and "follows a llama.cpp regression" in r.stderr
     confirmed = _finding(url, row["job_id"], io_comment, planted, "confirmed")
     r = sb("regressions", "bisect", "--finding", str(confirmed), "--source", str(repo), "--format", "json")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
