@@ -146,7 +146,6 @@ class Search:
                 self.notes.append(f"step {w.step}: a short side ({self._short(short, w)}) was run again")
                 return
             return self._short_side(w, short)
-        self.processes_run += sum(min(len(v), w.processes) for v in got.values())
         got = {i: v[: w.processes] for i, v in got.items()}
         self.look, self.retried = self.look + 1, False
         {ENDS: self._ends, MIDPOINT: self._midpoint, CONFIRM: self._confirm}[self.phase](got)
@@ -281,6 +280,8 @@ class Search:
         self.skipped.append({"index": index, "reason": reason[:400], "undecided": undecided})
 
     def _record(self, kind: str, index: int, verdict: str, d1: Decision | None, d2: Decision | None, note=""):
+        if self.look:  # the step's processes, each counted once (every side ran the last look's count)
+            self.processes_run += len(self.sides()) * self.looks[self.look - 1]
         self.steps.append(
             {
                 "kind": kind,

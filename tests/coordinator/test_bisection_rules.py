@@ -188,3 +188,10 @@ def test_the_error_budget_benchmark_prints_its_table_and_targets():
     assert "| cv 8% |   4 commits | step 10%" in out.stdout and "ms/search" in out.stdout
     assert "decide alone" in out.stdout and "targets:" in out.stdout
     assert out.stdout.count("PASS") + out.stdout.count("FAIL") == 4
+
+
+def test_the_processes_a_search_ran_are_counted_once():
+    s = run(Scenario(levels(3, {1: 0.3}), QUIET), random.Random(14))
+    assert s.outcome == FOUND
+    ran = sum(len(st["sides"]) * st["processes"] for st in s.steps)  # each step stopped at its own look
+    assert s.processes_run == ran, (s.processes_run, [(st["kind"], st["sides"], st["processes"]) for st in s.steps])

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Bisections over the planted range (three runs) and an A/A range at --min-effect 0.01, as a user runs them:
-# `siliconbench regressions bisect examples/bisect.yaml` on the llama.cpp history the tests plant a 20 ms slowdown
+# `siliconbench regressions bisect` (examples/bisect.yaml at short lengths: bisect-small.yaml) on the llama.cpp history the tests plant a 20 ms slowdown
 # in (harness/llama_repo.py: b1, a comment, the slowdown, b4), builds from the tests' kept builds folder.
 # Run from the repository root on an otherwise idle machine; prints one line a bisection and keeps each JSON.
 set -euo pipefail
@@ -15,7 +15,7 @@ $sb models make-tiny --if-missing >/dev/null
 one() {  # name, then the bisect arguments
   local name=$1; shift
   local t0=$SECONDS rc=0
-  $sb regressions bisect examples/bisect.yaml --source "$repo" --format json "$@" > "$out/$name.json" || rc=$?
+  $sb regressions bisect "$out/bisect-small.yaml" --source "$repo" --format json "$@" > "$out/$name.json" || rc=$?
   .venv/bin/python - "$out/$name.json" "$rc" "$((SECONDS - t0))" <<'PY'
 import json, sys
 rec, rc, wall = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
