@@ -109,7 +109,7 @@ def bisect(
             metric = metric or found_metric
         else:
             spec = load_sweep(sweep)
-        rec = bisection.bisect(
+        bid = bisection.start(
             source,
             good,
             bad,
@@ -120,10 +120,10 @@ def bisect(
             min_effect=min_effect,
             tools=tuple(t.strip() for t in tools.split(",") if t.strip()),
             cmake_flags=cmake_flag,
-            say=say,
             finding_id=finding,
-            other_path=through,
+            finding_through=through,
         )
+        rec = bisection.drive(url, s.resolved_models_dir, bid, say)
     if quiet:
         print_json(rec)
     else:

@@ -26,7 +26,6 @@ from siliconbench.manifest import ModelCatalog
 from siliconbench.spec import SweepSpec
 
 from coordinator.bisection import record
-from coordinator.bisection.search import GOOD_END
 from coordinator.bisection.sweeps import ENGINE, MEASURED, THROUGH
 from coordinator.fleet.sweeps import cancel
 from coordinator.stats.significance import DEFAULT_MIN_EFFECT
@@ -83,7 +82,7 @@ def start(
     tools: tuple[str, ...] = BISECT_TOOLS,
     cmake_flags: list[str] | None = None,
     finding_id: int | None = None,
-    other_path: str = "",
+    finding_through: str = "",
 ) -> int:
     """Check everything, then record a new bisection (nothing is built yet); its id."""
     check_min_effect(min_effect)
@@ -107,11 +106,8 @@ def start(
             runner=record.LOCAL,
             finding_id=finding_id,
             options={"tools": list(tools), "cmake_flags": list(cmake_flags or []), "through": THROUGH},
+            finding_through=finding_through,
         )
-        if other_path and other_path != THROUGH:
-            search = record.search_of(b)
-            search.other_path = other_path
-            record.keep(b, search)
         return b.id
 
 
@@ -150,20 +146,21 @@ def drive(database_url: str, models_dir: Path, bisection_id: int, say: Say | Non
             if w is None:
                 return record.bisection_dict(b)
             todo = record.unbuilt(b, w)
-            commit = (b.good if todo[0] == GOOD_END else b.commits[todo[0]]) if todo else None
+            commit = record.commit_of(b, todo[0]) if todo else None
         if todo:
             _build(database_url, bisection_id, todo[0], commit, src, opts, say)
             continue
         with session_scope(database_url) as s:
             b = s.get(Bisection, bisection_id)
             have = record.samples(s, b, w, record.step_of(b, w))
-        if min(len(v) for v in have.values()) < w.processes:
+        measured = min(len(v) for v in have.values()) < w.processes
+        if measured:
             _measure(database_url, models_dir, bisection_id, w, have, say)
         with session_scope(database_url) as s:  # the search's rules take it from here, a short side included
             b = s.get(Bisection, bisection_id)
             search = record.search_of(b)
             before = len(search.steps)
-            search.observe(record.samples(s, b, w, record.step_of(b, w)))
+            search.observe(record.samples(s, b, w, record.step_of(b, w)) if measured else have)
             record.keep(b, search)
             if len(search.steps) > before:
                 say(_step_line(b, search.steps[-1]))
@@ -213,45 +210,10 @@ def _measure(database_url: str, models_dir: Path, bisection_id: int, w, have: di
 
 
 def _step_line(b: Bisection, step: dict) -> str:
-    i = step["index"]
-    commit = b.good if i == GOOD_END else b.commits[i]
+    commit = record.commit_of(b, step["index"])
     g = step.get("against_good") or {}
     ratio = f" {g['ratio']:.3f}" if g.get("ratio") else ""
     return f"step: {commit.get('label')} ({commit.get('subject', '')[:50]}) {step['kind']}: {step['verdict']}{ratio}"
 
 
-def bisect(
-    source_dir: str | Path,
-    good: str,
-    bad: str,
-    spec: SweepSpec,
-    *,
-    metric: str = "decode_tps",
-    database_url: str,
-    models_dir: Path,
-    min_effect: float = DEFAULT_MIN_EFFECT,
-    tools: tuple[str, ...] = BISECT_TOOLS,
-    cmake_flags: list[str] | None = None,
-    say: Say | None = None,
-    finding_id: int | None = None,
-    other_path: str = "",
-) -> dict:
-    """Record a bisection and run it to its end (module docstring); its record (``record.bisection_dict``)."""
-    bid = start(
-        source_dir,
-        good,
-        bad,
-        spec,
-        metric=metric,
-        database_url=database_url,
-        models_dir=models_dir,
-        min_effect=min_effect,
-        tools=tools,
-        cmake_flags=cmake_flags,
-        finding_id=finding_id,
-        other_path=other_path,
-    )
-    return drive(database_url, models_dir, bid, say)
-
-
-__all__ = ["bisect", "check_min_effect", "check_spec", "drive", "resumable", "start"]
+__all__ = ["check_min_effect", "check_spec", "drive", "resumable", "start"]

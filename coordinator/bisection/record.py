@@ -20,7 +20,7 @@ from storage.tables import utcnow
 from storage.watch_tables import Bisection, Campaign
 
 from .search import BISECT_LOOKS, DONE, FAILED, GOOD_END, Search, Want
-from .sweeps import step_spec
+from .sweeps import THROUGH, step_spec
 
 FLEET, LOCAL = "fleet", "local"
 
@@ -42,9 +42,13 @@ def begin(
     finding_id: int | None = None,
     options: dict | None = None,
     looks: Sequence[int] = BISECT_LOOKS,
+    finding_through: str = "",
 ) -> Bisection:
-    """A new bisection row with a fresh search (``commits``: after ``good`` up to ``bad``, oldest first)."""
-    search = Search([{**c} for c in commits], metric, min_effect, looks=list(looks))
+    """A new bisection row with a fresh search (``commits``: after ``good`` up to ``bad``, oldest first).
+    ``finding_through``: how the regression was first measured, if a finding's; another path than the search's is
+    said when the ends do not show it."""
+    other = finding_through if finding_through not in ("", THROUGH) else ""
+    search = Search([{**c} for c in commits], metric, min_effect, looks=list(looks), other_path=other)
     b = Bisection(
         campaign_id=campaign_id,
         finding_id=finding_id,
@@ -162,9 +166,6 @@ def bisection_dict(b: Bisection) -> dict:
     outcome and reason, every step with its commit, the suspects, the notes."""
     s = search_of(b) if b.search else None
 
-    def commit(i: int | None) -> dict:
-        return commit_of(b, i)
-
     steps = list(b.steps or [])
     return {
         "id": b.id,
@@ -185,11 +186,11 @@ def bisection_dict(b: Bisection) -> dict:
         "reason": s.reason if s else (b.error or ""),
         "exit_code": s.exit_code if s and s.done else None,
         "first_bad": b.first_bad,
-        "suspects": [commit(i) for i in s.suspects] if s else [],
+        "suspects": [commit_of(b, i) for i in s.suspects] if s else [],
         "effect": b.effect,
         "effect_from_good": s.effect_from_good if s else None,
         "notes": s.notes if s else [],
-        "skipped": [{**commit(x["index"]), **x} for x in (s.skipped if s else b.skipped or [])],
+        "skipped": [{**commit_of(b, x["index"]), **x} for x in (s.skipped if s else b.skipped or [])],
         "processes_run": s.processes_run if s else 0,
         "error": b.error,
         "started_at": b.created_at.isoformat(timespec="seconds") if b.created_at else "",

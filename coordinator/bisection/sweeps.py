@@ -25,6 +25,12 @@ THROUGH = "llama-bench"  # how every commit of a bisection is measured
 NOT_OPTIONS = ("threads", "driver")  # threads is the sweep's own field; the driver is the bisection's (THROUGH)
 
 
+def measured_through(result) -> str:
+    """How a stored result was measured: a build's llama-bench, else the binding (a package's or a build's)."""
+    env = result.environment
+    return ((env.engine_build if env else None) or {}).get("measured_by") or "binding"
+
+
 def series_options(job: JobSpec) -> dict:
     """The llama.cpp options of ``job``'s series (flash_attn, type_k/type_v, n_batch/n_ubatch, n_gpu_layers,
     use_mmap, ...): all that its series key holds, which the build's llama-bench honours."""
@@ -96,8 +102,7 @@ def finding_sweep(database_url: str, finding_id: int) -> tuple[SweepSpec, str, s
         if not stored:
             raise UserError(field, f"the result before the step ({f.before_job_id}) is no longer stored.")
         job, metric = stored[0].job, f.metric
-        env = stored[0].result.environment
-        through = ((env.engine_build if env else None) or {}).get("measured_by") or "binding"
+        through = measured_through(stored[0].result)
     if job.workload != "generate":
         raise UserError(field, f"the finding is on a {job.workload} series; a bisection measures generate.")
     return SweepSpec.model_validate(series_sweep(job, f"bisect-finding-{finding_id}")), good, bad, metric, through

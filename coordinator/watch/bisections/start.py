@@ -9,7 +9,7 @@ from siliconbench.jobs import JobSpec
 from siliconbench.watch_spec import LLAMA_CPP
 
 from coordinator.bisection import record
-from coordinator.bisection.sweeps import MEASURED, THROUGH, series_sweep
+from coordinator.bisection.sweeps import MEASURED, THROUGH, measured_through, series_sweep
 from coordinator.stats.significance import DEFAULT_MIN_EFFECT
 from coordinator.watch import llama_tags
 from storage import result_store
@@ -76,12 +76,8 @@ def start(session: Session, c: Campaign, doc: dict, verdicts: dict) -> str:
         campaign_id=c.id,
         finding_id=finding.id,
         options={"through": THROUGH},
+        finding_through=_through(session, finding),
     )
-    through = _through(session, finding)
-    if through != THROUGH:  # the campaign measured the tags through the binding: the search says so if not seen
-        search = record.search_of(b)
-        search.other_path = through
-        record.keep(b, search)
     finding.comparison = {**(finding.comparison or {}), "bisection_id": b.id}
     c.verdicts = {**(c.verdicts or {}), KEY: {"id": b.id}}
     return f"bisection {b.id} started on {b.host}: {len(commits)} commits after {c.baseline} up to {c.candidate}"
@@ -90,5 +86,4 @@ def start(session: Session, c: Campaign, doc: dict, verdicts: dict) -> str:
 def _through(session: Session, finding: Finding) -> str:
     """How the finding's candidate side was measured: a build's llama-bench, else the binding."""
     stored = result_store.load_stored(session, job_ids=[finding.after_job_id])
-    env = stored[0].result.environment if stored else None
-    return ((env.engine_build if env else None) or {}).get("measured_by") or "binding"
+    return measured_through(stored[0].result) if stored else "binding"

@@ -27,7 +27,7 @@ from siliconbench.spec import SweepSpec
 from siliconbench.watch_spec import LLAMA_CPP
 
 from coordinator.bisection import record
-from coordinator.bisection.search import GOOD_END, Search, Want
+from coordinator.bisection.search import Search, Want
 from coordinator.fleet import sweeps as fleet
 from coordinator.watch.campaigns.prepare import PREPARE_TIMEOUT_S, build_fields, versions_on
 from coordinator.watch.notify import queue_notification, webhook_of
@@ -60,9 +60,8 @@ def _since(stamp: str | None) -> float:
     return (utcnow() - datetime.fromisoformat(stamp)).total_seconds() if stamp else 0.0
 
 
-def _building(session: Session, broker_url: str, b: Bisection, search: Search, w: Want, index: int, doc: dict) -> Step:
-    commit = b.good if index == GOOD_END else b.commits[index]
-    sha = commit["sha"]
+def _building(session: Session, broker_url: str, b: Bisection, search: Search, index: int, doc: dict) -> Step:
+    sha = record.commit_of(b, index)["sha"]
     cur = dict(b.current or {})
     if cur.get("building") != index:
         report_env(session, b.campaign_id, b.host, status="pending", request=sha)
@@ -92,11 +91,15 @@ def _building(session: Session, broker_url: str, b: Bisection, search: Search, w
     return Step(f"built {label} on {b.host}")
 
 
+def _attempt(search: Search, w: Want) -> list:
+    """Which attempt of which look a sweep is sent for: a short side's rerun is another attempt of the same look."""
+    return [w.step, w.look, search.retried]
+
+
 def _measuring(session: Session, b: Bisection, search: Search, w: Want) -> Step:
     cur = dict(b.current or {})
     sweeps = record.step_of(b, w)
-    key = [w.step, w.look, search.retried]  # which attempt of which look the last sweep was sent for
-    if sweeps and cur.get("for") == key:
+    if sweeps and cur.get("for") == _attempt(search, w):
         left = fleet.unfinished(session, sweeps[-1])
         if left:
             if _since(cur.get("sent")) > LOOK_TIMEOUT_S:
@@ -171,7 +174,7 @@ def advance(database_url: str, broker_url: str, bisection_id: int) -> str:
             record.keep(b, search)
             step = Step(f"done: {search.outcome}")
         elif todo:
-            step = _building(s, broker_url, b, search, w, todo[0], doc)
+            step = _building(s, broker_url, b, search, todo[0], doc)
         else:
             step = _measuring(s, b, search, w)
         if b.status not in ACTIVE:
@@ -189,7 +192,7 @@ def advance(database_url: str, broker_url: str, bisection_id: int) -> str:
         search = record.search_of(b)
         w = search.want()
         record.record_sweep(b, w, step.sweep_id)
-        b.current = {**b.current, "for": [w.step, w.look, search.retried], "sent": utcnow().isoformat()}
+        b.current = {**b.current, "for": _attempt(search, w), "sent": utcnow().isoformat()}
 
     return (
         enqueue(database_url, broker_url, step.spec, step.sweep_id, refused=refused, enqueued=enqueued) or step.message
