@@ -4,12 +4,5 @@ FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY siliconbench ./siliconbench
-COPY storage ./storage
-COPY coordinator ./coordinator
-COPY worker ./worker
-COPY embedded ./embedded
-COPY cli ./cli
-COPY dashboard ./dashboard
-COPY migrations ./migrations
 RUN pip install --no-cache-dir ".[postgres,dashboard]" "flower>=2"
 ENTRYPOINT ["siliconbench"]

@@ -15,16 +15,16 @@ from pathlib import Path
 import redis
 from sqlalchemy import func, select, update
 
-from siliconbench.errors import UserError
-from siliconbench.jobs import expand
-from siliconbench.manifest import ModelCatalog
-from siliconbench.spec import parse_sweep
+from siliconbench.contract.errors import UserError
+from siliconbench.contract.jobs import expand
+from siliconbench.contract.manifest import ModelCatalog
+from siliconbench.contract.spec import parse_sweep
 
-from coordinator.fleet import sweeps as fleet
 from harness.fleet import wait_for
-from storage import sweep_store
-from storage.database import session_scope
-from storage.tables import Job, Result, SampleRow, utcnow
+from siliconbench.coordinator.fleet import sweeps as fleet
+from siliconbench.storage import sweep_store
+from siliconbench.storage.database import session_scope
+from siliconbench.storage.tables import Job, Result, SampleRow, utcnow
 
 from ._fleet import get
 

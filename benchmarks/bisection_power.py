@@ -1,4 +1,4 @@
-"""The error budget of a verdict, measured: the real bisection (``coordinator.bisection.search``) and the real
+"""The error budget of a verdict, measured: the real bisection (``siliconbench.coordinator.bisection.search``) and the real
 ``sequential.decide``, run on simulated processes (``harness.bisection_sim``: log-normal noise between processes).
 
     python benchmarks/bisection_power.py                      # every cell, 2,000 searches each
@@ -28,10 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coordinator.bisection.search import AMBIGUOUS, BISECT_LOOKS, FOUND, Search  # noqa: E402 (after the path)
-from coordinator.stats.sequential import LOOKS, decide  # noqa: E402
-from coordinator.stats.significance import Verdict  # noqa: E402
 from harness.bisection_sim import METRIC, Scenario, levels, process, run  # noqa: E402
+from siliconbench.coordinator.bisection.search import AMBIGUOUS, BISECT_LOOKS, FOUND, Search  # noqa: E402 (after the path)
+from siliconbench.coordinator.stats.sequential import LOOKS, decide  # noqa: E402
+from siliconbench.coordinator.stats.significance import Verdict  # noqa: E402
 
 MIN_EFFECT = 0.03
 SCHEDULES = {"watch": LOOKS, "bisection": BISECT_LOOKS}

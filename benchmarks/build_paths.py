@@ -6,7 +6,7 @@ llama-bench, on a build where both work (its llama.h matches the binding's), int
 
 Default source: the llama.cpp tree llama-cpp-python 0.3.36 vendors, as a git repository (harness/llama_repo.py), at
 its first commit. Each round runs one job per path (``llama.cpp.driver: binding`` then ``llama-bench``, the order
-alternating), each a fresh child process (worker.job.child.run_in_child, as every job). Per round: the ratio of
+alternating), each a fresh child process (siliconbench.worker.job.child.run_in_child, as every job). Per round: the ratio of
 the two processes' medians; printed, the geometric mean over rounds with a 95 % t-interval, per metric:
 
   prefill_tps         binding ÷ llama-bench ppP
@@ -29,16 +29,16 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from siliconbench.jobs import expand  # noqa: E402
-from siliconbench.manifest import ModelCatalog  # noqa: E402
-from siliconbench.settings import load_settings  # noqa: E402
-from siliconbench.spec import parse_sweep  # noqa: E402
+from siliconbench.contract.jobs import expand  # noqa: E402
+from siliconbench.contract.manifest import ModelCatalog  # noqa: E402
+from siliconbench.contract.settings import load_settings  # noqa: E402
+from siliconbench.contract.spec import parse_sweep  # noqa: E402
 
 from benchmarks.fidelity import TARGET, cv, ratio_ci  # noqa: E402
 from harness.llama_repo import make_repo  # noqa: E402
-from worker.envs.builds import add_build  # noqa: E402
-from worker.envs.venvs import interpreters  # noqa: E402
-from worker.job.child import run_in_child  # noqa: E402
+from siliconbench.worker.envs.builds import add_build  # noqa: E402
+from siliconbench.worker.envs.venvs import interpreters  # noqa: E402
+from siliconbench.worker.job.child import run_in_child  # noqa: E402
 
 METRICS = ("prefill_tps", "decode_tps", "engine_decode_tps")
 console = Console()

@@ -34,14 +34,14 @@ import typer
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from siliconbench.jobs import JobSpec, digest  # noqa: E402
-from siliconbench.results import Environment  # noqa: E402
+from siliconbench.contract.jobs import JobSpec, digest  # noqa: E402
+from siliconbench.contract.results import Environment  # noqa: E402
 
 from benchmarks import _plans  # noqa: E402
-from coordinator.fleet import sweeps as fleet  # noqa: E402
-from coordinator.reads import queries  # noqa: E402
-from storage import database as db, sweep_store  # noqa: E402
-from storage.database import session_scope  # noqa: E402
+from siliconbench.coordinator.fleet import sweeps as fleet  # noqa: E402
+from siliconbench.coordinator.reads import queries  # noqa: E402
+from siliconbench.storage import database as db, sweep_store  # noqa: E402
+from siliconbench.storage.database import session_scope  # noqa: E402
 
 MODELS = ["tiny-llama-5m", "tiny-llama-30m", "smollm2-135m", "llama-3.2-1b"]
 QUANTS = {
@@ -55,7 +55,7 @@ METRICS = {
 CHIPS = ["Apple M1", "Apple M2 Pro", "Apple M2 Ultra", "Apple M3 Max", "Apple M4", "Apple M4 Pro"]
 PROMPTS, DEPTHS, REPS, WARMUP = (128, 512, 2048), (0, 2048), 5, 1
 T0 = datetime(2026, 6, 1, tzinfo=timezone.utc)
-SWEEPS_SHOWN = 200  # = dashboard.data.SWEEPS_SHOWN (not imported: it would pull in Streamlit)
+SWEEPS_SHOWN = 200  # = siliconbench.dashboard.data.SWEEPS_SHOWN (not imported: it would pull in Streamlit)
 
 
 def environment(host: int, engine: str, new: bool) -> Environment:
@@ -82,8 +82,8 @@ def environment(host: int, engine: str, new: bool) -> Environment:
 
 def migration_0007():
     """Migration 0007, loaded from its file for its backfill: frozen, it names 0007's own columns, and it is what
-    writes the summaries of results stored without them (storage.summaries has no backfill of its own)."""
-    path = ROOT / "migrations" / "versions" / "0007_result_summaries.py"
+    writes the summaries of results stored without them (siliconbench.storage.summaries has no backfill of its own)."""
+    path = ROOT / "siliconbench" / "migrations" / "versions" / "0007_result_summaries.py"
     spec = importlib.util.spec_from_file_location("migration_0007", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -250,9 +250,9 @@ def existing(url: str) -> dict:
     """What the timed queries filter on, read back from a database seeded before (--database)."""
     from sqlalchemy import func, select
 
-    from siliconbench.jobs import JobSpec as Spec
+    from siliconbench.contract.jobs import JobSpec as Spec
 
-    from storage.tables import Job, SampleRow, Sweep
+    from siliconbench.storage.tables import Job, SampleRow, Sweep
 
     with session_scope(url) as x:
         latest = sweep_store.latest_sweep_id(x)

@@ -38,15 +38,15 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from siliconbench.spec import parse_sweep  # noqa: E402
+from siliconbench.contract.spec import parse_sweep  # noqa: E402
 
 from benchmarks import _fault_checks as checks  # noqa: E402
 from benchmarks._fleet import ChildWatch, Slot, dashboard  # noqa: E402
-from coordinator.fleet import sweeps as fleet  # noqa: E402
 from harness.fault_schedule import schedule  # noqa: E402
 from harness.fleet import CliProc, RedisServer, TcpCut, WorkerProc  # noqa: E402
-from storage import database, roles  # noqa: E402
-from worker.models.make.tiny import make_tiny  # noqa: E402
+from siliconbench.coordinator.fleet import sweeps as fleet  # noqa: E402
+from siliconbench.storage import database, roles  # noqa: E402
+from siliconbench.worker.models.make.tiny import make_tiny  # noqa: E402
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 MODEL = "tiny-llama-5m"
@@ -237,7 +237,7 @@ def main(
         t0 = time.monotonic()
         finished = run_sweep(c, url, sweep_id, events, timeout_s, console)
         sweep_s = time.monotonic() - t0
-        time.sleep(3)  # a job's child notices its worker's death within 0.5 s (worker/job/child_main.py)
+        time.sleep(3)  # a job's child notices its worker's death within 0.5 s (siliconbench/worker/job/child_main.py)
         with c.lock:
             left = c.watch.alive_of(set().union(*(w.killed_pids for w in c.workers)))
         for pid, _, _ in left:  # ours to clean up: started under a worker we started and killed

@@ -4,9 +4,9 @@ llama-perplexity and mlx_lm.perplexity, on the same model files with the same se
     python benchmarks/fidelity.py [--models tiny-llama-30m,smollm2-135m] [--rounds 5] [--reps 5]
                                   [--prompt 512] [--gen 128] [--depth 0] [--perplexity/--no-perplexity]
 
-Each round runs, per model and engine, one siliconbench job (a fresh child process, worker.job.child.run_in_child) and
+Each round runs, per model and engine, one siliconbench job (a fresh child process, siliconbench.worker.job.child.run_in_child) and
 the tool (a fresh process), in alternating order (ABBA) so drift hits both alike. The pairs compared, each the
-registry's stated equivalence (siliconbench.metrics):
+registry's stated equivalence (siliconbench.contract.metrics):
 
   llama.cpp  prefill_tps                 vs llama-bench pp<P> @ d<D>
   llama.cpp  decode_tps                  vs llama-bench tg<G> @ d<D+P>
@@ -34,13 +34,13 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from siliconbench.jobs import JobSpec, expand  # noqa: E402
-from siliconbench.manifest import ModelCatalog  # noqa: E402
-from siliconbench.settings import load_settings  # noqa: E402
-from siliconbench.spec import parse_sweep  # noqa: E402
+from siliconbench.contract.jobs import JobSpec, expand  # noqa: E402
+from siliconbench.contract.manifest import ModelCatalog  # noqa: E402
+from siliconbench.contract.settings import load_settings  # noqa: E402
+from siliconbench.contract.spec import parse_sweep  # noqa: E402
 
 from harness import perplexity_tools, tools as _tools  # noqa: E402
-from worker.job.child import child_env, run_in_child  # noqa: E402
+from siliconbench.worker.job.child import child_env, run_in_child  # noqa: E402
 
 TARGET = 0.02
 

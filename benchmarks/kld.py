@@ -73,7 +73,7 @@ def print_rows(console, found: list[dict]) -> None:
 if __name__ == "__main__":
     from rich.console import Console
 
-    from siliconbench.settings import load_settings
+    from siliconbench.contract.settings import load_settings
 
     from harness import tools as _tools
 

@@ -21,8 +21,8 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from worker.models.add import add_model  # noqa: E402 - after the checkout is on the path
-from worker.models.make.smollm2 import locate_gguf  # noqa: E402
+from siliconbench.worker.models.add import add_model  # noqa: E402 - after the checkout is on the path
+from siliconbench.worker.models.make.smollm2 import locate_gguf  # noqa: E402
 
 TARGET_S = 1.0
 

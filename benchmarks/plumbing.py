@@ -90,13 +90,13 @@ def one_round(
     import redis
     from sqlalchemy import select
 
-    from siliconbench.jobs import JobSpec, digest
-    from siliconbench.queues import TASK_NOOP
-    from siliconbench.spec import parse_sweep
+    from siliconbench.contract.jobs import JobSpec, digest
+    from siliconbench.contract.queues import TASK_NOOP
+    from siliconbench.contract.spec import parse_sweep
 
     from harness.fleet import WorkerProc, wait_for
-    from storage import broker, database, jobstate, roles, sweep_store
-    from storage.tables import Job
+    from siliconbench.storage import broker, database, jobstate, roles, sweep_store
+    from siliconbench.storage.tables import Job
 
     r = redis.Redis.from_url(BROKER)
     r.flushdb()
@@ -131,7 +131,7 @@ def one_round(
         # mean of the two (both are printed).
         from celery import Celery
 
-        from siliconbench.queues import celery_settings
+        from siliconbench.contract.queues import celery_settings
 
         app = Celery("raw")
         app.conf.update(celery_settings(BROKER))

@@ -9,7 +9,7 @@ repetitions (5 measured + 1 warmup per process). Each round runs three real jobs
 child process, in a rotating order: A, A' (the same job again) and B, the same job slowed down by a real
 proportional delay inside the engine's timed calls (harness/throttle/sitecustomize.py: every timed
 call takes 1/(1 - slowdown) as long, so tokens/s fall by exactly `slowdown` on top of the machine's own
-noise). Every verdict comes from `coordinator.stats.significance.compare_processes`, the function behind each
+noise). Every verdict comes from `siliconbench.coordinator.stats.significance.compare_processes`, the function behind each
 row of `siliconbench compare`, at its defaults (alpha 0.05, minimum effect 3%).
 
 Reported per metric (prefill tok/s, decode tok/s, TTFT), A/A called a regression (target < 1%) and the
@@ -22,7 +22,7 @@ Reported per metric (prefill tok/s, decode tok/s, TTFT), A/A called a regression
       the other side's (A/A), and the baseline's process meets that round's B (A/B). Many comparisons
       that keep the protocol's pairing in time; they share processes, so they are resolution, not
       independent evidence.
-- sequential (coordinator/stats/sequential.py), on the same splits: looks at `LOOKS` processes a side in the
+- sequential (siliconbench/coordinator/stats/sequential.py), on the same splits: looks at `LOOKS` processes a side in the
   window's round order, stopping at the first decisive one; with the mean processes a side it needed for
   A/A and for A/B and their average, against the target: at most half the fixed design's (7.5 of 15) with
   the same A/A < 1% and >= 95% caught. A last table puts the fixed and the sequential design side by side.
@@ -48,21 +48,21 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from siliconbench.jobs import expand  # noqa: E402
-from siliconbench.manifest import ModelCatalog  # noqa: E402
-from siliconbench.metrics import HEADLINE, get as get_metric  # noqa: E402
-from siliconbench.settings import load_settings  # noqa: E402
-from siliconbench.spec import COMPARE_PROCESSES, parse_sweep  # noqa: E402
+from siliconbench.contract.jobs import expand  # noqa: E402
+from siliconbench.contract.manifest import ModelCatalog  # noqa: E402
+from siliconbench.contract.metrics import HEADLINE, get as get_metric  # noqa: E402
+from siliconbench.contract.settings import load_settings  # noqa: E402
+from siliconbench.contract.spec import COMPARE_PROCESSES, parse_sweep  # noqa: E402
 
-from coordinator.stats.sequential import LOOKS, SPENDING_RHO, decide, look_alphas  # noqa: E402
-from coordinator.stats.significance import (  # noqa: E402
+from siliconbench.coordinator.stats.sequential import LOOKS, SPENDING_RHO, decide, look_alphas  # noqa: E402
+from siliconbench.coordinator.stats.significance import (  # noqa: E402
     DEFAULT_ALPHA,
     DEFAULT_MIN_EFFECT,
     EQUIVALENCE_LEVEL,
     Verdict,
     compare_processes,
 )
-from worker.job.child import run_in_child  # noqa: E402
+from siliconbench.worker.job.child import run_in_child  # noqa: E402
 
 MODEL = "tiny-llama-5m"
 THROTTLE_DIR = ROOT / "harness" / "throttle"
@@ -99,7 +99,7 @@ def models_folder(given: Path | None) -> Path:
     mdir = given or load_settings().resolved_models_dir
     if (mdir / MODEL / "manifest.json").exists():
         return mdir
-    from worker.models.make.tiny import make_tiny
+    from siliconbench.worker.models.make.tiny import make_tiny
 
     mdir = Path(tempfile.mkdtemp(prefix="sb-power-models-"))
     make_tiny(mdir, name=MODEL, hidden_size=256, n_layers=4, n_heads=4, n_kv_heads=2, seed=0)

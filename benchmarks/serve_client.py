@@ -9,8 +9,8 @@ run of each path. The requests are chat requests of one user message of ``--prom
 gets its own prompts of that length, so a server's prompt cache never serves one path a prefix the other computed
 (sending both the very same bodies measured llama-server's cache, 18 ms to a first token, and the clients' own
 overheads). Each round runs, in
-alternating order (ABBA), (A) the workload's own path — the request bodies of worker/workloads/serve.py sent by
-worker/serving/load.py (threads, http.client) and judged by its ``figures`` — and (B) the client below: asyncio and
+alternating order (ABBA), (A) the workload's own path — the request bodies of siliconbench/worker/workloads/serve.py sent by
+siliconbench/worker/serving/load.py (threads, http.client) and judged by its ``figures`` — and (B) the client below: asyncio and
 httpx, written from vLLM's ``bench serve`` (vllm/benchmarks/serve.py and lib/endpoint_request_func.py) and sharing
 no code with the workload: TTFT from sending to the first chunk with content, ITL between content chunks, latency
 to the last chunk, TPOT = (latency - TTFT) / (output tokens - 1), output tokens from the server's usage report.
@@ -39,17 +39,17 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from siliconbench.jobs import expand  # noqa: E402
-from siliconbench.manifest import ModelCatalog  # noqa: E402
-from siliconbench.settings import load_settings  # noqa: E402
-from siliconbench.spec import parse_sweep  # noqa: E402
+from siliconbench.contract.jobs import expand  # noqa: E402
+from siliconbench.contract.manifest import ModelCatalog  # noqa: E402
+from siliconbench.contract.settings import load_settings  # noqa: E402
+from siliconbench.contract.spec import parse_sweep  # noqa: E402
 
-from worker.engines import get_engine  # noqa: E402
-from worker.serving import load  # noqa: E402
-from worker.serving.client import stream_request  # noqa: E402
-from worker.serving.server import Server, command, free_port  # noqa: E402
-from worker.workloads.common import Prompts  # noqa: E402
-from worker.workloads.serve import PATHS, body_of, units_of  # noqa: E402
+from siliconbench.worker.engines import get_engine  # noqa: E402
+from siliconbench.worker.serving import load  # noqa: E402
+from siliconbench.worker.serving.client import stream_request  # noqa: E402
+from siliconbench.worker.serving.server import Server, command, free_port  # noqa: E402
+from siliconbench.worker.workloads.common import Prompts  # noqa: E402
+from siliconbench.worker.workloads.serve import PATHS, body_of, units_of  # noqa: E402
 
 TARGET = 0.05
 

@@ -5,8 +5,8 @@ this machine, each on its own worker login: one healthy, one slowed by a real bu
 timed calls (harness/throttle/sitecustomize.py, SILICONBENCH_THROTTLE). Both register the same facts, so
 the same SKU. A sweep with ``placement: each`` runs the same llama.cpp jobs (the tiny model, several fresh
 processes a configuration) on both, one sweep a round, so each round's processes ran side by side and the
-test pairs them (``coordinator.fleet.suspects``: Wilcoxon signed-rank on the rounds' ratios);
-``coordinator.fleet.peers.suspect_hosts`` then judges each against the other.
+test pairs them (``siliconbench.coordinator.fleet.suspects``: Wilcoxon signed-rank on the rounds' ratios);
+``siliconbench.coordinator.fleet.peers.suspect_hosts`` then judges each against the other.
 Printed: per run each worker's ratio vs its peer per series, who was flagged; at the end the detection rate
 (throttled flagged / runs) and the false-flag rate (healthy flagged / runs), with 95% Wilson intervals.
 

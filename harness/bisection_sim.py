@@ -1,4 +1,4 @@
-"""A bisection driven on simulated processes: the real state machine (``coordinator.bisection.search``) and the
+"""A bisection driven on simulated processes: the real state machine (``siliconbench.coordinator.bisection.search``) and the
 real decision code, with each process's figure drawn from a log-normal around its commit's true level.
 
 The unit tests plant one situation each (a skipped culprit, a slide, two regressions, a short side); the error
@@ -12,7 +12,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from coordinator.bisection.search import GOOD_END, Search
+from siliconbench.coordinator.bisection.search import GOOD_END, Search
 
 METRIC = "decode_tps"
 

@@ -42,7 +42,7 @@ class CliProc:
         self.log_path = log_dir / f"{log_name or name}-{time.time_ns()}.log"
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", *args],
+            [sys.executable, "-m", "siliconbench.cli.main", *args],
             cwd=ROOT,
             stdout=self.log,
             stderr=subprocess.STDOUT,

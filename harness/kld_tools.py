@@ -8,12 +8,12 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from siliconbench.jobs import JobSpec, expand
-from siliconbench.manifest import ModelCatalog
-from siliconbench.spec import parse_sweep
+from siliconbench.contract.jobs import JobSpec, expand
+from siliconbench.contract.manifest import ModelCatalog
+from siliconbench.contract.spec import parse_sweep
 
 from harness.perplexity_tools import FA, tool_text
-from worker.job.child import run_in_child
+from siliconbench.worker.job.child import run_in_child
 
 TARGET = 0.01
 PRINTED = 5e-7  # llama-perplexity prints KLD with %10.6f

@@ -13,14 +13,14 @@ from pathlib import Path
 import psycopg
 from sqlalchemy import select
 
-from siliconbench.spec import parse_sweep
+from siliconbench.contract.spec import parse_sweep
 
-from coordinator.fleet import sweeps as fleet
-from coordinator.fleet.peers import sku_of, suspect_hosts, worker_points
-from coordinator.fleet.suspects import peer_tests
 from harness.fleet import ROOT, RedisServer, WorkerProc, wait_for
-from storage import database, roles
-from storage.tables import Host
+from siliconbench.coordinator.fleet import sweeps as fleet
+from siliconbench.coordinator.fleet.peers import sku_of, suspect_hosts, worker_points
+from siliconbench.coordinator.fleet.suspects import peer_tests
+from siliconbench.storage import database, roles
+from siliconbench.storage.tables import Host
 
 MODEL = "tiny-llama-5m"
 THROTTLE_DIR = ROOT / "harness" / "throttle"
@@ -31,7 +31,9 @@ METRIC = "decode_tps"
 def models_folder(given: Path | None) -> Path:
     if given and (given / MODEL / "manifest.json").exists():
         return given
-    from worker.models.make.tiny import make_tiny  # only when no models folder was given: writes the model once
+    from siliconbench.worker.models.make.tiny import (
+        make_tiny,  # only when no models folder was given: writes the model once
+    )
 
     d = Path(tempfile.mkdtemp(prefix="sb-suspect-models-"))
     make_tiny(d, name=MODEL, hidden_size=256, n_layers=4, n_heads=4, n_kv_heads=2, seed=0)

@@ -38,12 +38,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from siliconbench.jobs import JobSpec, expand  # noqa: E402
-from siliconbench.manifest import ModelCatalog  # noqa: E402
-from siliconbench.spec import parse_sweep  # noqa: E402
+from siliconbench.contract.jobs import JobSpec, expand  # noqa: E402
+from siliconbench.contract.manifest import ModelCatalog  # noqa: E402
+from siliconbench.contract.spec import parse_sweep  # noqa: E402
 
-from worker.job.child import child_env, run_in_child  # noqa: E402
-from worker.workloads.common import corpus_text  # noqa: E402
+from siliconbench.worker.job.child import child_env, run_in_child  # noqa: E402
+from siliconbench.worker.workloads.common import corpus_text  # noqa: E402
 
 TARGET = 0.005
 MODES = ("llama-perplexity", "all-tokens")
@@ -108,8 +108,8 @@ import mlx.core as mx
 from mlx_lm import load
 from mlx_lm.perplexity import eval_ppl
 sys.path.insert(0, {root!r})
-from worker.workloads.common import corpus_text
-from worker.workloads.perplexity import windows_of
+from siliconbench.worker.workloads.common import corpus_text
+from siliconbench.worker.workloads.perplexity import windows_of
 model, tokenizer = load({path!r})
 ids = list(tokenizer.encode(corpus_text(), add_special_tokens=False))
 chunks = windows_of(ids, {window}, {windows}, 0)
@@ -260,7 +260,7 @@ def print_rows(console, rows: list[dict]) -> None:
 if __name__ == "__main__":  # python harness/perplexity_tools.py MODEL [WINDOW] [WINDOWS]
     from rich.console import Console
 
-    from siliconbench.settings import load_settings
+    from siliconbench.contract.settings import load_settings
 
     from harness import tools as _tools
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from siliconbench.settings import load_settings
+from siliconbench.contract.settings import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 TRIAL = re.compile(r"Trial \d+:\s+prompt_tps=([\d.]+), generation_tps=([\d.]+)")

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def sb(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
+        [sys.executable, "-m", "siliconbench.cli.main", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

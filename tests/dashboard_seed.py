@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from siliconbench.jobs import JobSpec, digest
-from siliconbench.results import Environment, JobResult, JobStatus, Sample
-from siliconbench.spec import SweepSpec
+from siliconbench.contract.jobs import JobSpec, digest
+from siliconbench.contract.results import Environment, JobResult, JobStatus, Sample
+from siliconbench.contract.spec import SweepSpec
 
-from storage import result_store, sweep_store
-from storage.database import session_scope
-from storage.tables import Host
+from siliconbench.storage import result_store, sweep_store
+from siliconbench.storage.database import session_scope
+from siliconbench.storage.tables import Host
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
 MODEL = "tiny-llama-5m"

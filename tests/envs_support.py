@@ -3,7 +3,7 @@
 It lives in the user's cache (``$SILICONBENCH_TEST_ENVS_DIR``, else ``~/.cache/siliconbench/test-envs``) like the
 llama-cpp-python wheel the bootstrap builds, under a key of what pins it (this interpreter and the versions of the
 child's own dependencies, ``pip_args.constraints``): a changed pin makes a new one instead of reusing a stale one.
-``worker.envs.venvs.add`` is idempotent (same name, same requirements: returned as it is), so only the first run
+``siliconbench.worker.envs.venvs.add`` is idempotent (same name, same requirements: returned as it is), so only the first run
 of a machine pays the install (~20 s).
 """
 
@@ -13,9 +13,9 @@ import hashlib
 import sys
 from pathlib import Path
 
+from siliconbench.worker.envs import venvs as envs
+from siliconbench.worker.envs.pip_args import constraints
 from tests.kept import kept_dir
-from worker.envs import venvs as envs
-from worker.envs.pip_args import constraints
 
 OTHER_MLX_LM = "0.31.3"  # a real release before the one the project pins (0.32.2)
 

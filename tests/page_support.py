@@ -23,8 +23,10 @@ def point_dashboard_at(url: str, monkeypatch, tmp_path: Path) -> None:
 
 
 def run_page(page: str, url: str, monkeypatch, tmp_path: Path) -> AppTest:
-    """One page (``dashboard/views/<page>.py``) run once against ``url``; it raised nothing."""
+    """One page (``siliconbench/dashboard/views/<page>.py``) run once against ``url``; it raised nothing."""
     point_dashboard_at(url, monkeypatch, tmp_path)
-    at = AppTest.from_file(str(ROOT / "dashboard" / "views" / f"{page}.py"), default_timeout=TIMEOUT_S).run()
+    at = AppTest.from_file(
+        str(ROOT / "siliconbench" / "dashboard" / "views" / f"{page}.py"), default_timeout=TIMEOUT_S
+    ).run()
     assert not at.exception, at.exception
     return at

@@ -6,7 +6,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from coordinator.watch.notify import verify_signature
+from siliconbench.coordinator.watch.notify import verify_signature
 
 SECRET = "s3cret-for-tests"
 

@@ -7,12 +7,12 @@ import time
 
 import psutil
 
-from siliconbench.jobs import JobSpec, expand
-from siliconbench.manifest import ModelCatalog
-from siliconbench.spec import parse_sweep
+from siliconbench.contract.jobs import JobSpec, expand
+from siliconbench.contract.manifest import ModelCatalog
+from siliconbench.contract.spec import parse_sweep
 
+from siliconbench.worker.job.child import run_in_child
 from tests.conftest import SMALL
-from worker.job.child import run_in_child
 
 
 def jobs_for(models_dir, workload: dict, **kw) -> list[JobSpec]:

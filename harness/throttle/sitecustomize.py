@@ -13,7 +13,7 @@ only when the child's installed version of it is that one (importlib.metadata): 
 
 import os
 
-from siliconbench.engines import ENGINES
+from siliconbench.contract.engines import ENGINES
 
 _f = float(os.environ.get("SILICONBENCH_THROTTLE") or 0)
 _when = (os.environ.get("SILICONBENCH_THROTTLE_WHEN") or "").strip()

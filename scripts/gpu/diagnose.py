@@ -11,15 +11,15 @@ import sys
 from pathlib import Path
 
 LOAD = (
-    "from worker.engines.llama_cpp import LlamaCppEngine; e = LlamaCppEngine(); "
+    "from siliconbench.worker.engines.llama_cpp import LlamaCppEngine; e = LlamaCppEngine(); "
     "e.load(__import__('pathlib').Path({path!r}), {{}}, n_ctx=600); print('LOADED', e.describe()['backend'])"
 )
 VARIANTS = {
     "plain": "",
-    "child imports": "import worker.job.child_main",
-    "nvml first": "from worker.platform.nvidia import Nvml; Nvml.open()",
-    "device meter thread": "from worker.platform.nvidia import Nvml, DeviceMeter; DeviceMeter(Nvml.open()).start()",
-    "faulthandler + tee": "import faulthandler; from worker.engines import engine_log; engine_log.tee_to_stderr(); "
+    "child imports": "import siliconbench.worker.job.child_main",
+    "nvml first": "from siliconbench.worker.platform.nvidia import Nvml; Nvml.open()",
+    "device meter thread": "from siliconbench.worker.platform.nvidia import Nvml, DeviceMeter; DeviceMeter(Nvml.open()).start()",
+    "faulthandler + tee": "import faulthandler; from siliconbench.worker.engines import engine_log; engine_log.tee_to_stderr(); "
     "faulthandler.enable(file=engine_log.stream())",
     "stdout is stderr": "import sys; sys.stdout = sys.stderr",
     "watcher thread": "import threading, time; threading.Thread(target=lambda: [time.sleep(0.5) for _ in iter(int, 1)], daemon=True).start()",

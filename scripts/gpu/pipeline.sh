@@ -11,7 +11,7 @@ LOG=$G/out/pipeline.log
 export PYTHONPATH="$G/llama:$REPO" LLAMA_CPP_LIB_PATH="$G/llama/build/bin" SILICONBENCH_LLAMA_TOOLS_DIR="$G/llama/build/bin"
 export XDG_DATA_HOME="$G/xdg" SILICONBENCH_MODELS_DIR="$G/models" PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-SB="python3 -m cli.main"
+SB="python3 -m siliconbench.cli.main"
 cd "$REPO"
 
 step() {  # step NAME COMMAND...: run once; a failure is logged and marked, and the pipeline goes on

@@ -1,4 +1,4 @@
-"""Record what NVML answers on this host, as worker/platform/nvidia.py asks it, for the tests that replay it
+"""Record what NVML answers on this host, as siliconbench/worker/platform/nvidia.py asks it, for the tests that replay it
 (tests/data/nvml-h200.json came from the lent H200 this way): python3 scripts/gpu/record_nvml.py OUT.json"""
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ from sqlalchemy import select
 
 from harness.fleet import wait_for
 from harness.llama_repo import SUBJECTS, shas
-from storage.database import session_scope
-from storage.tables import Finding
-from storage.watch_tables import Bisection
+from siliconbench.storage.database import session_scope
+from siliconbench.storage.tables import Finding
+from siliconbench.storage.watch_tables import Bisection
 from tests.cli_support import ROOT, sb, write_sweep
 
 pytestmark = pytest.mark.timeout(2400)
@@ -60,7 +60,7 @@ def test_the_readme_journey_env_add_compare_then_bisect_names_the_planted_commit
     # then resumed: it goes on from its store, not from the start.
     url = f"sqlite:///{env['default_db']}"
     run = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "regressions", "bisect", str(_sweep(tmp_path)), "--source", str(repo),
+        [sys.executable, "-m", "siliconbench.cli.main", "regressions", "bisect", str(_sweep(tmp_path)), "--source", str(repo),
          "--good", good, "--bad", bad, "--format", "json"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
@@ -136,16 +136,16 @@ def test_bisect_refuses_bad_input_by_field_before_building(repo, env, tmp_path):
 
 
 def test_the_example_bisection_sweep_is_one_measurement():
-    from siliconbench.spec import load_sweep
+    from siliconbench.contract.spec import load_sweep
 
-    from embedded.bisect import check_spec
+    from siliconbench.embedded.bisect import check_spec
     from tests.cli_support import ROOT
 
     check_spec(load_sweep(ROOT / "examples/bisect.yaml"), "decode_tps")
 
 
 def _finding(url: str, before_job_id: str, good: str, bad: str, status: str, engine: str = "llama.cpp") -> int:
-    """A step in a series' history as `regressions` records it (coordinator.history.regressions.save_findings),
+    """A step in a series' history as `regressions` records it (siliconbench.coordinator.history.regressions.save_findings),
     here between two commits of the repository."""
     with session_scope(url) as s:
         f = Finding(

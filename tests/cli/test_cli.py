@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from siliconbench.errors import UserError
-from siliconbench.manifest import ModelCatalog
-from siliconbench.spec import load_sweep
+from siliconbench.contract.errors import UserError
+from siliconbench.contract.manifest import ModelCatalog
+from siliconbench.contract.spec import load_sweep
 
-from embedded.run import plan
+from siliconbench.embedded.run import plan
 from tests.cli_support import sb, write_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +30,7 @@ def one_real_run(tmp_path_factory, models_dir) -> Path:
     env = {k: v for k, v in os.environ.items() if k not in ("SILICONBENCH_DATABASE_URL", "SILICONBENCH_BROKER_URL")}
     env.update(SILICONBENCH_MODELS_DIR=str(models_dir), XDG_DATA_HOME=str(home / "xdg"))
     r = subprocess.run(
-        [sys.executable, "-m", "cli.main", "run", str(write_sweep(home))],
+        [sys.executable, "-m", "siliconbench.cli.main", "run", str(write_sweep(home))],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from harness.llama_repo import LLAMA_VERSION, release_archive, shas
+from siliconbench.worker.builds import header
 from tests.cli_support import sb, write_sweep
-from worker.builds import header
 
 pytestmark = pytest.mark.timeout(1800)
 

@@ -11,12 +11,12 @@ import sys
 
 import pytest
 
-from embedded.recover import recover
-from embedded.run import run_jobs
 from harness.fleet import ROOT, wait_for
-from storage import database as db
+from siliconbench.embedded.recover import recover
+from siliconbench.embedded.run import run_jobs
+from siliconbench.storage import database as db
+from siliconbench.worker.envs.venvs import interpreters
 from tests.cli_support import write_sweep
-from worker.envs.venvs import interpreters
 
 
 def statuses(path) -> list[str]:
@@ -33,7 +33,7 @@ def interrupted_run(tmp_path, policy: str) -> tuple[str, object]:
     path = tmp_path / "sb.sqlite"
     sweep = write_sweep(tmp_path, repetitions=3, delay_s=1.0, on_interrupt=policy)  # two jobs, a few s each
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "run", str(sweep)],
+        [sys.executable, "-m", "siliconbench.cli.main", "run", str(sweep)],
         cwd=ROOT,
         env={**os.environ, "SILICONBENCH_DATABASE_URL": f"sqlite:///{path}"},
         stdout=subprocess.DEVNULL,

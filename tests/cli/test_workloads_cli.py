@@ -7,7 +7,7 @@ import json
 
 import yaml
 
-from coordinator.reports.workload_tables import TABLES
+from siliconbench.coordinator.reports.workload_tables import TABLES
 from tests.cli_support import sb
 from tests.conftest import SMALL
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from siliconbench.manifest import Artifact, ModelManifest
+from siliconbench.contract.manifest import Artifact, ModelManifest
 
 
 def _manifest(name: str, n_ctx: int = 4096, escape: bool = False) -> ModelManifest:

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from siliconbench.errors import UserError
-from siliconbench.jobs import expand
-from siliconbench.manifest import ModelCatalog, write_manifest
-from siliconbench.spec import load_sweep, parse_sweep
+from siliconbench.contract.errors import UserError
+from siliconbench.contract.jobs import expand
+from siliconbench.contract.manifest import ModelCatalog, write_manifest
+from siliconbench.contract.spec import load_sweep, parse_sweep
 
+from siliconbench.worker.serving.client import ServedRequest
+from siliconbench.worker.serving.load import Run, arrivals, figures
 from tests.contract.manifests import _manifest
-from worker.serving.client import ServedRequest
-from worker.serving.load import Run, arrivals, figures
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAT = [

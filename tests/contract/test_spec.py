@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from siliconbench.errors import UserError
-from siliconbench.jobs import count_jobs, expand
-from siliconbench.manifest import ModelCatalog, write_manifest
-from siliconbench.spec import load_sweep, parse_sweep
+from siliconbench.contract.errors import UserError
+from siliconbench.contract.jobs import count_jobs, expand
+from siliconbench.contract.manifest import ModelCatalog, write_manifest
+from siliconbench.contract.spec import load_sweep, parse_sweep
 
 from tests.contract.manifests import _manifest
 
@@ -132,7 +132,7 @@ def test_yaml_errors(tmp_path):
 def test_a_model_the_fleet_does_not_know_is_refused_saying_where_models_come_from(tmp_path):
     """The coordinator keeps no models: its catalog is what the workers registered. A name none holds is refused
     with the way forward, not a double negative."""
-    from siliconbench.manifest import ModelCatalog
+    from siliconbench.contract.manifest import ModelCatalog
 
     empty = ModelCatalog(tmp_path, where="registered worker")
     with pytest.raises(UserError) as e:

@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from siliconbench.aggregate import percentile, summarize
-from siliconbench.errors import UserError
-from siliconbench.jobs import count_jobs, expand
-from siliconbench.manifest import Artifact, ModelCatalog, ModelManifest, write_manifest
-from siliconbench.metrics import METRICS
-from siliconbench.results import JobResult, JobStatus, Sample, contract_problems
-from siliconbench.spec import load_sweep, parse_sweep
-from siliconbench.workloads import FACTS, KINDS
+from siliconbench.contract.aggregate import percentile, summarize
+from siliconbench.contract.errors import UserError
+from siliconbench.contract.jobs import count_jobs, expand
+from siliconbench.contract.manifest import Artifact, ModelCatalog, ModelManifest, write_manifest
+from siliconbench.contract.metrics import METRICS
+from siliconbench.contract.results import JobResult, JobStatus, Sample, contract_problems
+from siliconbench.contract.spec import load_sweep, parse_sweep
+from siliconbench.contract.workloads import FACTS, KINDS
 
 ROOT = Path(__file__).resolve().parents[2]
 FORMATS = {  # quant -> (format, level)
@@ -237,7 +237,7 @@ def test_every_registered_metric_has_unit_direction_scope_and_region():
 
 def test_a_result_outside_the_contract_is_refused_naming_what():
     """What the worker emits is checked against the registry where its result is made and where it is stored
-    (worker/workloads/run_workload, storage/result_store): every engine test's job passes through that check."""
+    (siliconbench/worker/workloads/run_workload, siliconbench/storage/result_store): every engine test's job passes through that check."""
     ok = JobResult(
         job_id="j",
         status=JobStatus.ok,
@@ -252,7 +252,7 @@ def test_a_result_outside_the_contract_is_refused_naming_what():
         }
     )
     problems = contract_problems(odd, "generate")
-    assert "tokens_per_watt" in problems[0] and "siliconbench/metrics.py" in problems[0]
+    assert "tokens_per_watt" in problems[0] and "siliconbench/contract/metrics.py" in problems[0]
     assert "kv_note" in problems[1] and "'generate'" in problems[1]
     assert set(FACTS) == set(KINDS)
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.bisection.search import (
+from harness.bisection_sim import METRIC, Scenario, levels, process, run
+from siliconbench.coordinator.bisection.search import (
     AMBIGUOUS,
     EQUIVALENT,
     EXIT_CODES,
@@ -21,9 +22,8 @@ from coordinator.bisection.search import (
     INCONCLUSIVE,
     Search,
 )
-from coordinator.stats.sequential import decide
-from coordinator.stats.significance import Verdict, compare_processes
-from harness.bisection_sim import METRIC, Scenario, levels, process, run
+from siliconbench.coordinator.stats.sequential import decide
+from siliconbench.coordinator.stats.significance import Verdict, compare_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 QUIET = 0.005  # CV between processes: every verdict is clear

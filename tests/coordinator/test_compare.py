@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from siliconbench.errors import UserError
+from siliconbench.contract.errors import UserError
 
-from coordinator.history.compare import Verdict, compare_db, compare_processes, min_p_value, render
-from coordinator.history.selectors import parse_selector
-from storage import database as db
+from siliconbench.coordinator.history.compare import Verdict, compare_db, compare_processes, min_p_value, render
+from siliconbench.coordinator.history.selectors import parse_selector
+from siliconbench.storage import database as db
 from tests.history_seed import seed_results
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -201,7 +201,12 @@ def test_formats(store_url):
 def sb(*args, url):
     env = {**os.environ, "SILICONBENCH_DATABASE_URL": url}
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args], cwd=ROOT, capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-m", "siliconbench.cli.main", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
 
 

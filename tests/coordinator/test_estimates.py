@@ -1,12 +1,12 @@
-"""The Sweeps page's duration estimate (coordinator.reads.estimates) on SQLite (UNION ALL) and PostgreSQL (LATERAL):
+"""The Sweeps page's duration estimate (siliconbench.coordinator.reads.estimates) on SQLite (UNION ALL) and PostgreSQL (LATERAL):
 the newest results of the same configuration, else the same model and engine scaled by tokens."""
 
 from __future__ import annotations
 
 import pytest
 
-from coordinator.reads import estimates, queries
-from storage import database as db
+from siliconbench.coordinator.reads import estimates, queries
+from siliconbench.storage import database as db
 from tests.dashboard_seed import job, seed
 
 

@@ -14,19 +14,19 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from siliconbench.errors import UserError
-from siliconbench.manifest import level_of
+from siliconbench.contract.errors import UserError
+from siliconbench.contract.manifest import level_of
 
-from coordinator.history.compare import Verdict, compare_db
-from coordinator.history.load import load_points
-from coordinator.history.regressions import find_steps
-from coordinator.reports.llamabench import export_records, import_records, parse, quant_of
-from storage import database
-from storage.database import session_scope
-from storage.result_store import load_results
-from storage.tables import Job
+from siliconbench.coordinator.history.compare import Verdict, compare_db
+from siliconbench.coordinator.history.load import load_points
+from siliconbench.coordinator.history.regressions import find_steps
+from siliconbench.coordinator.reports.llamabench import export_records, import_records, parse, quant_of
+from siliconbench.storage import database
+from siliconbench.storage.database import session_scope
+from siliconbench.storage.result_store import load_results
+from siliconbench.storage.tables import Job
+from siliconbench.worker.platform.threads import performance_cores
 from tests.conftest import SMALL
-from worker.platform.threads import performance_cores
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -237,7 +237,12 @@ def test_export_is_llama_bench_shaped_and_round_trips_into_the_same_series(tmp_p
 
     def sb(*a):
         return subprocess.run(
-            [sys.executable, "-m", "cli.main", *a], cwd=ROOT, capture_output=True, text=True, env=env, timeout=300
+            [sys.executable, "-m", "siliconbench.cli.main", *a],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
         )
 
     assert sb("run", str(sweep)).returncode == 0
@@ -279,7 +284,7 @@ def test_import_cli_matches_a_model_or_names_the_quantizations(tmp_path, isolate
     f.write_text(json.dumps(README_JSON))
     env = dict(os.environ)
     out = subprocess.run(
-        [sys.executable, "-m", "cli.main", "import-llama-bench", str(f), "--model", SMALL],
+        [sys.executable, "-m", "siliconbench.cli.main", "import-llama-bench", str(f), "--model", SMALL],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -289,7 +294,7 @@ def test_import_cli_matches_a_model_or_names_the_quantizations(tmp_path, isolate
     assert out.returncode == 0 and "imported 2 tests" in out.stdout, out.stderr  # matched by quantization Q4_K_M
     f.write_text(json.dumps([{**r, "model_type": "qwen2 7B Q5_K - Small"} for r in README_JSON]))
     out = subprocess.run(
-        [sys.executable, "-m", "cli.main", "import-llama-bench", str(f), "--model", SMALL],
+        [sys.executable, "-m", "siliconbench.cli.main", "import-llama-bench", str(f), "--model", SMALL],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -308,7 +313,7 @@ def test_results_of_stored_imports_export_again(url):
 
 
 def test_imported_levels_follow_the_manifest_rule_and_migration_0011_corrects_stored_rows(empty_db):
-    """Q6_K is q6 and Q5_K_M q5, as siliconbench.manifest.level_of says (the import's own function said q8 and
+    """Q6_K is q6 and Q5_K_M q5, as siliconbench.contract.manifest.level_of says (the import's own function said q8 and
     'q5_k_m', so imported rows never paired with native ones); 0011 rewrites rows the old function stored."""
     url = empty_db
     types = {

@@ -16,13 +16,19 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from siliconbench.errors import UserError
+from siliconbench.contract.errors import UserError
 
-from coordinator.watch.messages import message, parse_since
-from coordinator.watch.notify import NO_SECRET, SECRET_VAR, deliver_due, queue_notification, verify_signature
-from storage.database import session_scope
-from storage.tables import Finding, utcnow
-from storage.watch_tables import Notification
+from siliconbench.coordinator.watch.messages import message, parse_since
+from siliconbench.coordinator.watch.notify import (
+    NO_SECRET,
+    SECRET_VAR,
+    deliver_due,
+    queue_notification,
+    verify_signature,
+)
+from siliconbench.storage.database import session_scope
+from siliconbench.storage.tables import Finding, utcnow
+from siliconbench.storage.watch_tables import Notification
 from tests.page_support import run_page
 from tests.webhook_receiver import SECRET, Receiver
 
@@ -223,7 +229,7 @@ def seed_verdicts(url: str) -> None:
 
 def sb(*args, url: str):
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
+        [sys.executable, "-m", "siliconbench.cli.main", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

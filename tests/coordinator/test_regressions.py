@@ -15,9 +15,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from coordinator.history.load import load_points
-from coordinator.history.regressions import change_points, find_steps, list_findings, save_findings
-from storage.database import session_scope
+from siliconbench.coordinator.history.load import load_points
+from siliconbench.coordinator.history.regressions import change_points, find_steps, list_findings, save_findings
+from siliconbench.storage.database import session_scope
 from tests.envs_support import OTHER_MLX_LM, mlx_env
 from tests.history_seed import OWN_MLX_LM, history, seed_results
 from tests.page_support import run_page
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def sb(*args, env: dict):
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
+        [sys.executable, "-m", "siliconbench.cli.main", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -170,7 +170,7 @@ def test_confirm_refuses_what_cannot_run_side_by_side(url, models_dir, tmp_path)
 
 
 def test_regressions_page_shows_findings_history_and_confirms(url, models_dir, tmp_path, monkeypatch):
-    from embedded import confirm
+    from siliconbench.embedded import confirm
 
     history(url, models_dir)
     at = run_page("regressions", url, monkeypatch, tmp_path)
@@ -191,7 +191,7 @@ def test_regressions_page_shows_findings_history_and_confirms(url, models_dir, t
 
 
 def test_start_background_really_starts_the_cli(url, tmp_path, monkeypatch):
-    from embedded.confirm import start_background
+    from siliconbench.embedded.confirm import start_background
 
     monkeypatch.setenv("SILICONBENCH_DATABASE_URL", url)
     pid = start_background(999, log_dir=tmp_path)

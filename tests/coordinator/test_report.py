@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from siliconbench.aggregate import summarize
+from siliconbench.contract.aggregate import summarize
 
-from coordinator.reports.tables import by_configuration, ratio_table, results_table
+from siliconbench.coordinator.reports.tables import by_configuration, ratio_table, results_table
 
 
 def record(engine: str, version: str | None, process: int, decode: list[float], peak: int = 100 << 20) -> dict:

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from scipy.stats import mannwhitneyu, multivariate_normal, norm
 
-from coordinator.stats.ranks import mann_whitney_p
-from coordinator.stats.sequential import LOOKS, boundaries, decide, look_alphas, spent_alpha
-from coordinator.stats.significance import DEFAULT_ALPHA, Verdict
+from siliconbench.coordinator.stats.ranks import mann_whitney_p
+from siliconbench.coordinator.stats.sequential import LOOKS, boundaries, decide, look_alphas, spent_alpha
+from siliconbench.coordinator.stats.significance import DEFAULT_ALPHA, Verdict
 
 
 def processes(n: int, level: float, cv: float, rng: random.Random, reps: int = 5) -> list[list[float]]:

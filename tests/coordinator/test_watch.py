@@ -19,15 +19,15 @@ import pytest
 import yaml
 from sqlalchemy import func, select, update
 
-from siliconbench.errors import UserError
-from siliconbench.watch_spec import load_watch, parse_watch
+from siliconbench.contract.errors import UserError
+from siliconbench.contract.watch_spec import load_watch, parse_watch
 
-from coordinator.watch import package_index, watches
-from coordinator.watch.campaigns.baselines import BASELINE_REASON, versions_with_history
 from harness.fleet import free_port
-from storage.database import session_scope
-from storage.tables import Host, utcnow
-from storage.watch_tables import Campaign, Watch, WatchCheck, WatchVersion
+from siliconbench.coordinator.watch import package_index, watches
+from siliconbench.coordinator.watch.campaigns.baselines import BASELINE_REASON, versions_with_history
+from siliconbench.storage.database import session_scope
+from siliconbench.storage.tables import Host, utcnow
+from siliconbench.storage.watch_tables import Campaign, Watch, WatchCheck, WatchVersion
 from tests.conftest import new_pg_database
 from tests.history_seed import seed_results
 from tests.index_support import RELEASES, SimpleIndex, folder_with, local_index
@@ -335,7 +335,7 @@ def test_due_follows_every_and_an_index_error_is_recorded(pg):
 def sb(*args, url: str | None, **env):
     base = {k: v for k, v in os.environ.items() if k != "SILICONBENCH_DATABASE_URL"}
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", "watch", *args],
+        [sys.executable, "-m", "siliconbench.cli.main", "watch", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -12,17 +12,17 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, update
 
-from siliconbench.watch_spec import LLAMA_CPP, parse_watch, version_key
+from siliconbench.contract.watch_spec import LLAMA_CPP, parse_watch, version_key
 
-from coordinator.watch import llama_tags, watches
-from coordinator.watch.campaigns.state import advance
 from harness.llama_repo import SUBJECTS, make_repo, shas
-from storage.database import session_scope
-from storage.tables import Host, utcnow
-from storage.watch_tables import Campaign, WatchCheck, WatchVersion
+from siliconbench.coordinator.watch import llama_tags, watches
+from siliconbench.coordinator.watch.campaigns.state import advance
+from siliconbench.storage.database import session_scope
+from siliconbench.storage.tables import Host, utcnow
+from siliconbench.storage.watch_tables import Campaign, WatchCheck, WatchVersion
+from siliconbench.worker.runtime.prepare_env import check_payload
 from tests.conftest import new_pg_database
 from tests.fleet.support import prepare_tasks as sent
-from worker.runtime.prepare_env import check_payload
 
 SUITE = {"name": "tags", "models": ["tiny-llama-5m"], "engines": ["llama.cpp"], "placement": "each"}
 

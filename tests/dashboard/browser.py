@@ -51,7 +51,7 @@ def serve(tmp_path: Path, url: str, models_dir: Path):
     env.pop("SILICONBENCH_BROKER_URL", None)
     log = open(tmp_path / "dashboard.log", "wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "dashboard", "--port", str(port)],
+        [sys.executable, "-m", "siliconbench.cli.main", "dashboard", "--port", str(port)],
         cwd=ROOT,
         env=env,
         stdout=log,

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.page_support import TIMEOUT_S
 
-APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
+APP = str(Path(__file__).resolve().parents[2] / "siliconbench" / "dashboard" / "app.py")
 
 
 def app(page: str | None = None, **query) -> AppTest:

@@ -1,5 +1,5 @@
 """The dashboard's pages under Streamlit's AppTest, against seeded SQLite and PostgreSQL databases, and the
-SQL aggregates behind them checked against siliconbench.aggregate.summarize on the same samples.
+SQL aggregates behind them checked against siliconbench.contract.aggregate.summarize on the same samples.
 
 The Sweeps page's form runs a real sweep in-process (no broker) on the session's tiny model.
 """
@@ -16,19 +16,19 @@ import streamlit as st
 from sqlalchemy import func, select
 from streamlit.testing.v1 import AppTest
 
-from siliconbench.aggregate import summarize
-from siliconbench.metrics import RESULT_ROW_METRICS
-from siliconbench.spec import SweepSpec
-from siliconbench.watch_spec import parse_watch
+from siliconbench.contract.aggregate import summarize
+from siliconbench.contract.metrics import RESULT_ROW_METRICS
+from siliconbench.contract.spec import SweepSpec
+from siliconbench.contract.watch_spec import parse_watch
 
-from coordinator.bisection import record
-from coordinator.reads import queries
-from dashboard import runner
 from harness.bisection_sim import Scenario, drive, levels
-from storage import database as db, result_store, sweep_store
-from storage.database import session_scope
-from storage.tables import Job, Result, ResultSummary, Sweep
-from storage.watch_tables import Campaign, Watch
+from siliconbench.coordinator.bisection import record
+from siliconbench.coordinator.reads import queries
+from siliconbench.dashboard import runner
+from siliconbench.storage import database as db, result_store, sweep_store
+from siliconbench.storage.database import session_scope
+from siliconbench.storage.tables import Job, Result, ResultSummary, Sweep
+from siliconbench.storage.watch_tables import Campaign, Watch
 from tests.dashboard.support import app, chart_data, table
 from tests.dashboard_seed import HOSTS, MODEL, job, prefill_values, result, seed_results
 from tests.storage.records import expected_summaries
@@ -46,7 +46,7 @@ def count(url: str, model) -> int:
 
 def test_sql_aggregates_equal_summarize(seeded):
     """A series pools its results' summaries: count, mean, min, max and the variance exactly as summarize over
-    the pooled samples; the median is the median of the results' medians (coordinator.reads.compare_series' definition:
+    the pooled samples; the median is the median of the results' medians (siliconbench.coordinator.reads.compare_series' definition:
     the exact median when a series has one result)."""
     metrics = queries.SAMPLE_METRICS + RESULT_ROW_METRICS + ("mlx_peak_memory_bytes",)
     with db.session_scope(seeded["url"]) as s:
@@ -385,7 +385,7 @@ def broker(monkeypatch):
 
 def register(url: str, name: str, engines: dict[str, str], manifest: dict) -> None:
     """A hosts row as a worker's registration writes it, heartbeat now."""
-    from storage.tables import Host, utcnow
+    from siliconbench.storage.tables import Host, utcnow
 
     with db.session_scope(url) as s:
         s.add(
@@ -406,9 +406,9 @@ def register(url: str, name: str, engines: dict[str, str], manifest: dict) -> No
 
 
 def test_fleet_mode_previews_placement_submits_and_cancels(url, models_dir, broker):
-    from siliconbench.queues import host_queue
+    from siliconbench.contract.queues import host_queue
 
-    from storage.broker import waiting_job_ids
+    from siliconbench.storage.broker import waiting_job_ids
 
     manifest = json.loads((models_dir / MODEL / "manifest.json").read_text())
     register(url, "studio", {"llama.cpp": "0.3.36", "mlx": "0.32.2"}, manifest)
@@ -449,17 +449,17 @@ def test_fleet_mode_previews_placement_submits_and_cancels(url, models_dir, brok
 
 
 def test_cli_dashboard_serves_on_loopback_headless():
-    from cli.dashboard import streamlit_argv
+    from siliconbench.cli.dashboard import streamlit_argv
 
     argv = streamlit_argv("127.0.0.1", 8501)
-    assert argv[1:4] == ["-m", "streamlit", "run"] and argv[4].endswith("dashboard/serve.py")
+    assert argv[1:4] == ["-m", "streamlit", "run"] and argv[4].endswith("siliconbench/dashboard/serve.py")
     opts = dict(zip(argv[5::2], argv[6::2]))
     assert opts["--server.address"] == "127.0.0.1" and opts["--server.port"] == "8501"
     assert opts["--server.headless"] == "true" and opts["--browser.gatherUsageStats"] == "false"
 
 
 def test_alike_identities_get_separate_labels_and_lines():
-    from dashboard import tables
+    from siliconbench.dashboard import tables
 
     def row(ident, **kw):
         base = dict(

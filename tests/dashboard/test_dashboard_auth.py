@@ -18,15 +18,15 @@ import streamlit as st
 from playwright import sync_api
 from streamlit.testing.v1 import AppTest
 
-from siliconbench.dashboard_access import Writes, check_serving, writes
-from siliconbench.errors import UserError
-from siliconbench.settings import Settings
-from siliconbench.spec import SweepSpec
+from siliconbench.contract.dashboard_access import Writes, check_serving, writes
+from siliconbench.contract.errors import UserError
+from siliconbench.contract.settings import Settings
+from siliconbench.contract.spec import SweepSpec
 
-from coordinator.history.load import load_points
-from coordinator.history.regressions import find_steps, save_findings
-from storage import sweep_store
-from storage.database import session_scope
+from siliconbench.coordinator.history.load import load_points
+from siliconbench.coordinator.history.regressions import find_steps, save_findings
+from siliconbench.storage import sweep_store
+from siliconbench.storage.database import session_scope
 from tests.dashboard.browser import ARGS, CHROMIUM, ROOT, WAIT_MS, free_port, open_page, stop, table_cells
 from tests.dashboard_seed import job, seed
 from tests.history_seed import history
@@ -107,7 +107,7 @@ def served(tmp_path, sqlite_url, models_dir):
     )
     try:
         app = start(
-            [sys.executable, "-m", "cli.main", "dashboard", "--port", str(dash_port)],
+            [sys.executable, "-m", "siliconbench.cli.main", "dashboard", "--port", str(dash_port)],
             env,
             tmp_path / "dashboard.log",
             f"{dash}/_stcore/health",
@@ -190,7 +190,7 @@ def test_writes_appear_only_after_logging_in_through_the_provider(served, page):
 def sb_dashboard(*args: str, **env: str) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("SILICONBENCH_OIDC_", "SILICONBENCH_DASHBOARD"))}
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", "dashboard", *args],
+        [sys.executable, "-m", "siliconbench.cli.main", "dashboard", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -261,7 +261,9 @@ def test_read_only_pages_offer_no_write_action(sqlite_url, models_dir, tmp_path,
     before = st.get_option("server.address")
     st.config.set_option("server.address", address)
     try:
-        at = AppTest.from_file(str(ROOT / "dashboard" / "views" / "sweeps.py"), default_timeout=60).run()
+        at = AppTest.from_file(
+            str(ROOT / "siliconbench" / "dashboard" / "views" / "sweeps.py"), default_timeout=60
+        ).run()
     finally:
         st.config.set_option("server.address", before)
     assert not at.exception, at.exception

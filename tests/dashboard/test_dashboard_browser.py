@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from storage import database as db
+from siliconbench.storage import database as db
 from tests.cli_support import sb
 from tests.conftest import SMALL, in_ci
 from tests.dashboard.browser import CHROMIUM, ROOT, chart_marks, open_page, serve, shot, stop, table_cells

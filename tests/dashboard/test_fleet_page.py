@@ -1,10 +1,10 @@
-"""The Fleet page shows suspect hosts (stored by coordinator.fleet.peers) beside the hosts table."""
+"""The Fleet page shows suspect hosts (stored by siliconbench.coordinator.fleet.peers) beside the hosts table."""
 
 from __future__ import annotations
 
-from coordinator.fleet.peers import save_suspects
-from coordinator.fleet.suspects import suspect_hosts
-from storage import database as db
+from siliconbench.coordinator.fleet.peers import save_suspects
+from siliconbench.coordinator.fleet.suspects import suspect_hosts
+from siliconbench.storage import database as db
 from tests.dashboard.support import app
 from tests.peer_seed import SKUS, history
 

@@ -9,14 +9,14 @@ import json
 import redis
 from sqlalchemy import select
 
-from siliconbench.queues import TASK_PREPARE_ENV, host_queue
-from siliconbench.spec import parse_sweep
+from siliconbench.contract.queues import TASK_PREPARE_ENV, host_queue
+from siliconbench.contract.spec import parse_sweep
 
-from coordinator.fleet import sweeps as fleet
-from coordinator.fleet.reconcile import reconcile
 from harness.fleet import wait_for
-from storage import database, roles
-from storage.tables import Job
+from siliconbench.coordinator.fleet import sweeps as fleet
+from siliconbench.coordinator.fleet.reconcile import reconcile
+from siliconbench.storage import database, roles
+from siliconbench.storage.tables import Job
 from tests.conftest import SMALL
 
 LEASE_S = "4"  # short leases so a dead worker's job comes back within seconds
@@ -55,7 +55,7 @@ def wait_done(pg_url: str, sweep_id: str, broker: str | None = None, timeout_s: 
 
 
 def results_of(pg_url: str, sweep_id: str) -> list[dict]:
-    from coordinator.reports.export import load_records
+    from siliconbench.coordinator.reports.export import load_records
 
     with database.session_scope(pg_url) as s:
         return load_records(s, sweep_id=sweep_id)

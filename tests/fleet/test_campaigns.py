@@ -8,14 +8,14 @@ from __future__ import annotations
 import numpy as np
 from sqlalchemy import update
 
-from coordinator.stats.sequential import LOOKS
-from coordinator.watch.campaigns.looks import Series, decisions
-from coordinator.watch.campaigns.state import advance, advance_all
-from coordinator.watch.campaigns.verdicts import needing_confirmation, series_verdict
-from storage import database
-from storage.campaign_hosts import env_reports, report_env
-from storage.tables import Host, utcnow
-from storage.watch_tables import Campaign, Notification, Watch
+from siliconbench.coordinator.stats.sequential import LOOKS
+from siliconbench.coordinator.watch.campaigns.looks import Series, decisions
+from siliconbench.coordinator.watch.campaigns.state import advance, advance_all
+from siliconbench.coordinator.watch.campaigns.verdicts import needing_confirmation, series_verdict
+from siliconbench.storage import database
+from siliconbench.storage.campaign_hosts import env_reports, report_env
+from siliconbench.storage.tables import Host, utcnow
+from siliconbench.storage.watch_tables import Campaign, Notification, Watch
 from tests.fleet.support import prepare_tasks as sent
 
 WEBHOOK = "http://127.0.0.1:9/hook"

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from siliconbench.errors import UserError
+from siliconbench.contract.errors import UserError
 
-from coordinator.confirm.on_fleet import choose_hosts
-from coordinator.fleet import sweeps as fleet
-from coordinator.fleet.peers import sku_of
-from coordinator.history.load import load_points
-from coordinator.history.regressions import find_steps, list_findings, save_findings
 from harness.fleet import ROOT
-from storage.database import session_scope
-from storage.tables import Job
+from siliconbench.coordinator.confirm.on_fleet import choose_hosts
+from siliconbench.coordinator.fleet import sweeps as fleet
+from siliconbench.coordinator.fleet.peers import sku_of
+from siliconbench.coordinator.history.load import load_points
+from siliconbench.coordinator.history.regressions import find_steps, list_findings, save_findings
+from siliconbench.storage.database import session_scope
+from siliconbench.storage.tables import Job
 from tests.envs_support import OTHER_MLX_LM, mlx_env
 from tests.history_seed import seed_results
 
@@ -34,7 +34,7 @@ def other_mlx():
 
 def sb(*args, env: dict):
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
+        [sys.executable, "-m", "siliconbench.cli.main", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -20,16 +20,16 @@ import pytest
 import redis
 from sqlalchemy import func, select, update
 
-from siliconbench.jobs import expand
-from siliconbench.manifest import ModelCatalog
+from siliconbench.contract.jobs import expand
+from siliconbench.contract.manifest import ModelCatalog
 
-from coordinator.fleet import sweeps as fleet
 from harness.fleet import ROOT, RedisServer, TcpCut, wait_for
-from storage import database, sweep_store
-from storage.tables import Job, Result, utcnow
+from siliconbench.coordinator.fleet import sweeps as fleet
+from siliconbench.storage import database, sweep_store
+from siliconbench.storage.tables import Job, Result, utcnow
+from siliconbench.worker.runtime.redis_transport import malformed
 from tests.conftest import SMALL
 from tests.fleet.support import job_rows, results_of, sweep, wait_done
-from worker.runtime.redis_transport import malformed
 
 EXTRA = "tiny-llama-extra"
 
@@ -37,7 +37,7 @@ EXTRA = "tiny-llama-extra"
 @pytest.fixture(scope="session")
 def models_a(models_dir, tmp_path_factory) -> Path:
     """Host A's models: the shared small model plus one only A has (hard links: no copy, same digests)."""
-    from worker.models.make.tiny import make_tiny
+    from siliconbench.worker.models.make.tiny import make_tiny
 
     d = tmp_path_factory.mktemp("models-a")
     shutil.copytree(models_dir / SMALL, d / SMALL, copy_function=os.link)
@@ -80,7 +80,7 @@ def test_routing_by_capability(models_dir, models_a, pg_url, broker_url, workers
 
 
 def test_submit_refuses_what_fits_nowhere(models_dir, pg_url, broker_url, workers):
-    from siliconbench.errors import UserError
+    from siliconbench.contract.errors import UserError
 
     with pytest.raises(UserError, match="no live worker"):
         fleet.submit_sweep(sweep(), database_url=pg_url, broker_url=broker_url)
@@ -196,7 +196,7 @@ def _envelope(body: str, **props) -> bytes:
     ).encode()
 
 
-# What kombu could not decode before worker/runtime/redis_transport.py (the worker died on each), and more of the kind.
+# What kombu could not decode before siliconbench/worker/runtime/redis_transport.py (the worker died on each), and more of the kind.
 UNDECODABLE = {
     "not JSON": b"\xff\xfe\x00 {not json",
     "a JSON list": b'["0123456789abcdef", {}]',
@@ -287,7 +287,7 @@ def test_reconcile_loop_outlives_the_broker_and_the_database(models_dir, pg_url,
     r = redis.Redis.from_url(rs.url)
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "reconcile", "--loop", "--every", "0.5"],
+            [sys.executable, "-m", "siliconbench.cli.main", "reconcile", "--loop", "--every", "0.5"],
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,

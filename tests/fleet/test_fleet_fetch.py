@@ -14,19 +14,19 @@ import socket
 import pytest
 from sqlalchemy import func, select
 
-from siliconbench.errors import UserError
-from siliconbench.manifest import ModelCatalog, sha256_path
+from siliconbench.contract.errors import UserError
+from siliconbench.contract.manifest import ModelCatalog, sha256_path
 
-from coordinator.fleet import sweeps as fleet
-from storage import database
-from storage.fleet_models import list_models
-from storage.tables import Host, Job
+from siliconbench.coordinator.fleet import sweeps as fleet
+from siliconbench.storage import database
+from siliconbench.storage.fleet_models import list_models
+from siliconbench.storage.tables import Host, Job
+from siliconbench.worker.models.add import add_model
+from siliconbench.worker.runtime.registration import register
 from tests.cli_support import sb
 from tests.conftest import SMALL
 from tests.fleet.support import job_rows, results_of, sweep, wait_done
 from tests.http_files import FileServer
-from worker.models.add import add_model
-from worker.runtime.registration import register
 
 
 @pytest.fixture

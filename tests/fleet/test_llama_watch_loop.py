@@ -17,15 +17,15 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from siliconbench.watch_spec import parse_watch
+from siliconbench.contract.watch_spec import parse_watch
 
-from coordinator.watch import watches
-from coordinator.watch.messages import message
 from harness.fleet import CliProc, wait_for
 from harness.llama_repo import BUILDS, SUBJECTS, make_repo, shas
-from storage import database
-from storage.tables import Finding, Job, Result
-from storage.watch_tables import Bisection, Campaign, Notification, Watch, WatchCheck
+from siliconbench.coordinator.watch import watches
+from siliconbench.coordinator.watch.messages import message
+from siliconbench.storage import database
+from siliconbench.storage.tables import Finding, Job, Result
+from siliconbench.storage.watch_tables import Bisection, Campaign, Notification, Watch, WatchCheck
 from tests.cli_support import sb
 
 pytestmark = pytest.mark.timeout(3000)

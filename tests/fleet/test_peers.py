@@ -1,4 +1,4 @@
-"""Peers decide what is real (coordinator.fleet.peers, coordinator.fleet.suspects): SKUs, the fleet verdict, suspect hosts.
+"""Peers decide what is real (siliconbench.coordinator.fleet.peers, siliconbench.coordinator.fleet.suspects): SKUs, the fleet verdict, suspect hosts.
 
 Statistics on seeded histories (numpy RNG, per-process spread ~4% as measured on these machines, a 1% host
 offset for silicon lottery), repeated over many seeds for the detection and false-flag rates; then two real
@@ -12,7 +12,8 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from coordinator.fleet.peers import (
+from harness.peer_scenario import scenario
+from siliconbench.coordinator.fleet.peers import (
     clear_suspects,
     confirmed_verdict,
     fleet_verdict,
@@ -20,14 +21,13 @@ from coordinator.fleet.peers import (
     save_suspects,
     sku_of,
 )
-from coordinator.fleet.placement import HostView
-from coordinator.fleet.suspects import peer_tests, series_level, suspect_hosts
-from coordinator.history.points import Point
-from coordinator.stats.sequential import Decision
-from coordinator.stats.significance import Comparison, Verdict
-from harness.peer_scenario import scenario
-from storage import database as db
-from storage.tables import Host
+from siliconbench.coordinator.fleet.placement import HostView
+from siliconbench.coordinator.fleet.suspects import peer_tests, series_level, suspect_hosts
+from siliconbench.coordinator.history.points import Point
+from siliconbench.coordinator.stats.sequential import Decision
+from siliconbench.coordinator.stats.significance import Comparison, Verdict
+from siliconbench.storage import database as db
+from siliconbench.storage.tables import Host
 from tests.peer_seed import SKUS, history
 
 

@@ -8,20 +8,20 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from siliconbench.queues import TASK_PREPARE_ENV, host_queue
+from siliconbench.contract.queues import TASK_PREPARE_ENV, host_queue
 
-from coordinator.fleet import sweeps as fleet
-from coordinator.watch.campaigns.prepare import build_fields
 from harness.fleet import wait_for
 from harness.llama_repo import BUILDS, make_repo, release_archive
-from storage import database
-from storage.broker import send_task
-from storage.campaign_hosts import env_reports, report_env
-from storage.tables import Host
-from storage.watch_tables import Campaign, Watch
+from siliconbench.coordinator.fleet import sweeps as fleet
+from siliconbench.coordinator.watch.campaigns.prepare import build_fields
+from siliconbench.storage import database
+from siliconbench.storage.broker import send_task
+from siliconbench.storage.campaign_hosts import env_reports, report_env
+from siliconbench.storage.tables import Host
+from siliconbench.storage.watch_tables import Campaign, Watch
+from siliconbench.worker.envs.builds import add_build
 from tests.envs_support import OTHER_MLX_LM
 from tests.fleet.support import results_of, sweep, wait_done
-from worker.envs.builds import add_build
 
 NAME = "prep-1"
 

@@ -15,14 +15,14 @@ import psutil
 import pytest
 from sqlalchemy import func, select, text
 
-from siliconbench.watch_spec import parse_watch
+from siliconbench.contract.watch_spec import parse_watch
 
-from coordinator.watch import scheduler, watches
-from coordinator.watch.scheduler import SKIPPED, fleet_lock
 from harness.fleet import CliProc, wait_for
-from storage import database, roles
-from storage.tables import utcnow
-from storage.watch_tables import Campaign, Watch, WatchCheck
+from siliconbench.coordinator.watch import scheduler, watches
+from siliconbench.coordinator.watch.scheduler import SKIPPED, fleet_lock
+from siliconbench.storage import database, roles
+from siliconbench.storage.tables import utcnow
+from siliconbench.storage.watch_tables import Campaign, Watch, WatchCheck
 from tests.conftest import SMALL
 from tests.index_support import SimpleIndex, folder_with
 

@@ -17,16 +17,16 @@ import pytest
 import redis
 from sqlalchemy import select
 
-from siliconbench.queues import celery_settings
-from siliconbench.spec import parse_sweep
+from siliconbench.contract.queues import celery_settings
+from siliconbench.contract.spec import parse_sweep
 
-from coordinator.fleet import sweeps as fleet
-from coordinator.fleet.reconcile import reconcile
-from dashboard import runner
-from embedded.run import plan
 from harness.fleet import ROOT, RedisServer, TcpCut, WorkerProc, wait_for
-from storage import database
-from storage.tables import Job, Sweep
+from siliconbench.coordinator.fleet import sweeps as fleet
+from siliconbench.coordinator.fleet.reconcile import reconcile
+from siliconbench.dashboard import runner
+from siliconbench.embedded.run import plan
+from siliconbench.storage import database
+from siliconbench.storage.tables import Job, Sweep
 from tests.conftest import SMALL, new_pg_database
 from tests.fleet.support import job_rows, sweep, wait_done, worker_login
 
@@ -200,7 +200,7 @@ def test_a_worker_and_the_reconciler_started_while_the_database_is_cut_wait_for_
     log = open(tmp_path / "reconcile.log", "wb")
     env = {**os.environ, "SILICONBENCH_DATABASE_URL": proxied(pg_url, cut), "SILICONBENCH_BROKER_URL": broker_url}
     rec = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "reconcile", "--loop", "--every", "1"],
+        [sys.executable, "-m", "siliconbench.cli.main", "reconcile", "--loop", "--every", "1"],
         cwd=ROOT,
         env=env,
         stdout=log,

@@ -21,15 +21,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from siliconbench.watch_spec import parse_watch
+from siliconbench.contract.watch_spec import parse_watch
 
-from coordinator.watch import watches
-from coordinator.watch.notify import verify_signature
 from harness.fleet import ROOT, CliProc, free_port, wait_for
-from storage import database
-from storage.campaign_hosts import env_reports
-from storage.tables import Finding, Job
-from storage.watch_tables import Campaign, Notification, Watch, WatchCheck
+from siliconbench.coordinator.watch import watches
+from siliconbench.coordinator.watch.notify import verify_signature
+from siliconbench.storage import database
+from siliconbench.storage.campaign_hosts import env_reports
+from siliconbench.storage.tables import Finding, Job
+from siliconbench.storage.watch_tables import Campaign, Notification, Watch, WatchCheck
 from tests.conftest import SMALL
 from tests.envs_support import mlx_env
 from tests.index_support import folder_with

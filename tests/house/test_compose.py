@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from siliconbench.dashboard_access import Writes, check_serving
-from siliconbench.settings import Settings
+from siliconbench.contract.dashboard_access import Writes, check_serving
+from siliconbench.contract.settings import Settings
 
 from tests.conftest import in_ci
 

@@ -1,4 +1,4 @@
-"""One description per engine (siliconbench/engines.py) is everything the house needs of an engine: each field
+"""One description per engine (siliconbench/contract/engines.py) is everything the house needs of an engine: each field
 resolves to something real in the room that reads it, and no room spells an engine's facts out again."""
 
 from __future__ import annotations
@@ -7,15 +7,15 @@ import re
 import tomllib
 from pathlib import Path
 
-from siliconbench.engines import ENGINE_NAMES, ENGINES, PACKAGE_ENGINE
-from siliconbench.manifest import DEFAULT_PAIRING, ENGINE_FORMAT, FULL_QUANT
-from siliconbench.spec import EngineOptions, SweepSpec
-from siliconbench.watch_spec import Package
+from siliconbench.contract.engines import ENGINE_NAMES, ENGINES, PACKAGE_ENGINE
+from siliconbench.contract.manifest import DEFAULT_PAIRING, ENGINE_FORMAT, FULL_QUANT
+from siliconbench.contract.spec import EngineOptions, SweepSpec
+from siliconbench.contract.watch_spec import Package
 
+from siliconbench.worker.engines import engine_class
+from siliconbench.worker.engines.base import Engine
+from siliconbench.worker.serving.server import SERVERS
 from tests.house.files import project_files
-from worker.engines import engine_class
-from worker.engines.base import Engine
-from worker.serving.server import SERVERS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,11 +40,11 @@ SPELLED = re.compile(r"""["']llama\.cpp["']\s*:\s*\(?\s*["'](llama-cpp-python|ll
 
 
 def test_no_room_spells_an_engine_map_again():
-    """Frozen migrations keep theirs (they never import live code); everything else reads siliconbench/engines.py."""
+    """Frozen migrations keep theirs (they never import live code); everything else reads siliconbench/contract/engines.py."""
     found = []
     for path in project_files(ROOT, (".py",)):
         rel = path.relative_to(ROOT)
-        if rel.parts[0] in ("migrations", "tests"):
+        if rel.parts[:2] == ("siliconbench", "migrations") or rel.parts[0] == "tests":
             continue
         found += [f"{rel}:{i}" for i, line in enumerate(path.read_text().splitlines(), 1) if SPELLED.search(line)]
     assert found == []

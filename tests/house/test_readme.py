@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from siliconbench.metrics_doc import markdown_table
-from siliconbench.settings import Settings
-from siliconbench.settings_doc import markdown_table as settings_table
+from siliconbench.contract.metrics_doc import markdown_table
+from siliconbench.contract.settings import Settings
+from siliconbench.contract.settings_doc import markdown_table as settings_table
 
 from tests.house.files import project_files
 
@@ -20,7 +20,7 @@ def test_metric_table_is_generated_from_the_registry():
     inside = re.search(r"<!-- metrics:begin -->\n(.*?)\n<!-- metrics:end -->", text, re.S)
     assert inside, "README lacks the metrics markers"
     assert inside.group(1).strip() == markdown_table().strip(), (
-        "README's metric table is stale: regenerate it with `python -m siliconbench.metrics_doc`"
+        "README's metric table is stale: regenerate it with `python -m siliconbench.contract.metrics_doc`"
     )
 
 
@@ -30,7 +30,7 @@ def test_settings_table_is_generated_from_settings():
     inside = re.search(r"<!-- settings:begin -->\n(.*?)\n<!-- settings:end -->", text, re.S)
     assert inside, "README lacks the settings markers"
     assert inside.group(1).strip() == settings_table().strip(), (
-        "README's settings table is stale: regenerate it with `python -m siliconbench.settings_doc`"
+        "README's settings table is stale: regenerate it with `python -m siliconbench.contract.settings_doc`"
     )
 
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from siliconbench.errors import UserError
-from siliconbench.manifest import MANIFEST_NAME, ModelCatalog, ModelManifest, sha256_path, size_path
+from siliconbench.contract.errors import UserError
+from siliconbench.contract.manifest import MANIFEST_NAME, ModelCatalog, ModelManifest, sha256_path, size_path
 
+from siliconbench.worker.models.make import formats, smollm2
+from siliconbench.worker.models.make.tiny import default_intermediate_size, make_tiny
 from tests.models.greedy import assert_same_greedy, llama, llama_greedy, llama_logits, mlx_greedy, mlx_logits
-from worker.models.make import formats, smollm2
-from worker.models.make.tiny import default_intermediate_size, make_tiny
 
 SAMPLES = [
     "It was the best of times, it was the worst of times.",

@@ -17,21 +17,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from siliconbench.errors import UserError
-from siliconbench.jobs import expand
-from siliconbench.manifest import MANIFEST_NAME, ModelCatalog, sha256_path
-from siliconbench.spec import parse_sweep
+from siliconbench.contract.errors import UserError
+from siliconbench.contract.jobs import expand
+from siliconbench.contract.manifest import MANIFEST_NAME, ModelCatalog, sha256_path
+from siliconbench.contract.spec import parse_sweep
 
 from harness.fleet import ROOT
+from siliconbench.worker.models import digests
+from siliconbench.worker.models.add import add_model
+from siliconbench.worker.models.make.smollm2 import locate_gguf
 from tests.conftest import SMALL
 from tests.http_files import FileServer
 from tests.models import hub_cache
 from tests.models.greedy import assert_same_greedy, llama, llama_greedy, llama_logits, mlx_greedy, mlx_logits
-from worker.models import digests
-from worker.models.add import add_model
-from worker.models.make.smollm2 import locate_gguf
 
-SB = [sys.executable, "-m", "cli.main"]
+SB = [sys.executable, "-m", "siliconbench.cli.main"]
 
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -310,9 +310,9 @@ def _qwen_folder(src: Path, dst: Path, model_type: str) -> Path:
     """The tiny model's weights as a Qwen2 (q/k/v biases) or Qwen3 (per-head q/k norms, its head size declared)
     checkpoint, with Qwen2's own pre-tokenizer (its split regex, then bytes) in tokenizer.json: the layout
     convert_hf_to_gguf and mlx-lm read for those architectures."""
-    from worker.models.make.formats import write_hf_dir
-    from worker.models.make.tokenizer import QWEN2_SPLIT, BpeVocab
-    from worker.models.quants.convert import read_safetensors
+    from siliconbench.worker.models.make.formats import write_hf_dir
+    from siliconbench.worker.models.make.tokenizer import QWEN2_SPLIT, BpeVocab
+    from siliconbench.worker.models.quants.convert import read_safetensors
 
     weights, _ = read_safetensors(src)
     config = json.loads((src / "config.json").read_text())
@@ -350,7 +350,7 @@ def test_convert_writes_qwen_checkpoints_exactly(tmp_path, models_dir, model_typ
     recognised as llama.cpp's "qwen2"), its logits and its greedy tokens, as mlx-lm computes them from the folder."""
     from mlx_lm import load
 
-    from worker.models.facts import read_gguf_header
+    from siliconbench.worker.models.facts import read_gguf_header
 
     m = ModelCatalog(models_dir).get(SMALL)
     folder = _qwen_folder(models_dir / SMALL / m.artifact_for("mlx", "f32").path, tmp_path / model_type, model_type)

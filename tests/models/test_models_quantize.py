@@ -7,13 +7,13 @@ import shutil
 
 import pytest
 
-from siliconbench.errors import UserError
-from siliconbench.jobs import expand
-from siliconbench.manifest import ModelCatalog, sha256_path
-from siliconbench.spec import parse_sweep
+from siliconbench.contract.errors import UserError
+from siliconbench.contract.jobs import expand
+from siliconbench.contract.manifest import ModelCatalog, sha256_path
+from siliconbench.contract.spec import parse_sweep
 
+from siliconbench.worker.models.quants.quantize import quantize_model
 from tests.conftest import SMALL
-from worker.models.quants.quantize import quantize_model
 
 
 @pytest.fixture

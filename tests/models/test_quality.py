@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import yaml
 
-from siliconbench.errors import UserError
+from siliconbench.contract.errors import UserError
 
-from coordinator.reports.quant_matrix import MatrixRow, mark_frontier, matrix_rows
+from siliconbench.coordinator.reports.quant_matrix import MatrixRow, mark_frontier, matrix_rows
+from siliconbench.worker.models.quants.imatrix import tools_dir
+from siliconbench.worker.quality import bases
+from siliconbench.worker.quality.kld import base_rows, compare, summary
 from tests.conftest import SMALL
 from tests.workload_helpers import jobs_for, run, values
-from worker.models.quants.imatrix import tools_dir
-from worker.quality import bases
-from worker.quality.kld import base_rows, compare, summary
 
 W, N = 64, 4  # 4 x 31 = 124 scored positions: llama-perplexity prints its statistics from 100 on
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from siliconbench.aggregate import summarize
-from siliconbench.jobs import JobSpec, digest, spec_digest
-from siliconbench.results import Environment, JobResult, JobStatus, Sample
-from siliconbench.spec import SweepSpec
+from siliconbench.contract.aggregate import summarize
+from siliconbench.contract.jobs import JobSpec, digest, spec_digest
+from siliconbench.contract.results import Environment, JobResult, JobStatus, Sample
+from siliconbench.contract.spec import SweepSpec
 
-from storage import watch_tables  # noqa: F401  (the watch's tables are on Base.metadata too)
-from storage.summaries import RESULT_METRICS
+from siliconbench.storage import watch_tables  # noqa: F401  (the watch's tables are on Base.metadata too)
+from siliconbench.storage.summaries import RESULT_METRICS
 
 T0 = datetime(2026, 12, 1, 9, 30, 0, 123456, tzinfo=timezone.utc)
 

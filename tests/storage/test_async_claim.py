@@ -3,7 +3,7 @@ connection's other writes stay synchronous, and a claim a server crash loses cos
 none. Real PostgreSQL with worker logins and the real reconciler; the crash is the claim's row rolled back.
 
 The worker runs the claim and the result write on its held connection's bare psycopg cursor, prepared
-(storage.hot_path.HeldConnection.execute): it writes what a Session writes (SQLite's statement-per-step path
+(siliconbench.storage.hot_path.HeldConnection.execute): it writes what a Session writes (SQLite's statement-per-step path
 is the reference), its result commit is synchronous, and its errors are SQLAlchemy's, as from a Session.
 """
 
@@ -16,12 +16,12 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.exc import ProgrammingError
 from sqlalchemy.orm import Session
 
-from siliconbench.results import JobResult, JobStatus
+from siliconbench.contract.results import JobResult, JobStatus
 
-from coordinator.fleet.reconcile import reconcile
-from storage import database as db, jobstate, result_store, roles, sweep_store
-from storage.hot_path import HeldConnection
-from storage.tables import Job, Result, ResultIdentity, ResultSummary
+from siliconbench.coordinator.fleet.reconcile import reconcile
+from siliconbench.storage import database as db, jobstate, result_store, roles, sweep_store
+from siliconbench.storage.hot_path import HeldConnection
+from siliconbench.storage.tables import Job, Result, ResultIdentity, ResultSummary
 from tests.conftest import new_pg_database
 from tests.storage.records import JOBS, SPEC, SWEEP_ID, make_result
 
@@ -38,7 +38,7 @@ def url():
 
 
 def _autocommit(url: str, host: str) -> Session:
-    """As storage.hot_path.HeldConnection: the worker's own login, autocommitted."""
+    """As siliconbench.storage.hot_path.HeldConnection: the worker's own login, autocommitted."""
     login = roles.create_login(url, "worker", roles.login_for(host), host=host).rendered()
     return Session(bind=db.engine_for(login).connect().execution_options(isolation_level="AUTOCOMMIT"))
 
@@ -219,9 +219,9 @@ def test_a_lost_short_result_is_run_again_once(url):
 def test_the_worker_waits_for_the_flush_only_after_a_long_job(url, tmp_path, monkeypatch):
     """handle_job on real no-op jobs: under durable_after_s the result commits without waiting; with the
     threshold at 0 (every job long enough) it waits, as a real benchmark job's result does."""
-    import storage.hot_path as hot_path
-    import worker.runtime.task as task
-    from worker.runtime.spool import Spool
+    import siliconbench.storage.hot_path as hot_path
+    import siliconbench.worker.runtime.task as task
+    from siliconbench.worker.runtime.spool import Spool
 
     noop = [j.model_copy(update={"workload": "noop", "sweep_id": "noop"}) for j in JOBS[1:3]]  # as test_service
     with db.session_scope(url) as s:

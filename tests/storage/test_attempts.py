@@ -8,12 +8,12 @@ import pytest
 import redis
 from sqlalchemy import update
 
-from siliconbench.queues import MAX_ATTEMPTS, MAX_INTERRUPTIONS
+from siliconbench.contract.queues import MAX_ATTEMPTS, MAX_INTERRUPTIONS
 
-from coordinator.fleet.reconcile import reconcile
-from coordinator.reads import queries
-from storage import database as db, jobstate, result_store, sweep_store
-from storage.tables import Job, utcnow
+from siliconbench.coordinator.fleet.reconcile import reconcile
+from siliconbench.coordinator.reads import queries
+from siliconbench.storage import database as db, jobstate, result_store, sweep_store
+from siliconbench.storage.tables import Job, utcnow
 from tests.conftest import new_pg_database
 from tests.storage.records import JOBS, SPEC, SWEEP_ID
 

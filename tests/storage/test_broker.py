@@ -1,4 +1,4 @@
-"""storage.broker builds Celery messages itself for speed: they must equal what Celery writes."""
+"""siliconbench.storage.broker builds Celery messages itself for speed: they must equal what Celery writes."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import json
 
 import redis
 
-from siliconbench.queues import TASK_RUN_JOB
+from siliconbench.contract.queues import TASK_RUN_JOB
 
-from storage import broker
-from worker.runtime.redis_transport import malformed
+from siliconbench.storage import broker
+from siliconbench.worker.runtime.redis_transport import malformed
 
 URL = "redis://127.0.0.1:6379/9"  # this module's own Redis database (flushed here)
 
@@ -41,7 +41,7 @@ def test_hand_built_message_equals_send_task():
         theirs["properties"]["delivery_info"]["routing_key"] = "t.ours"
         theirs["properties"]["delivery_info"]["exchange"] = ours["properties"]["delivery_info"]["exchange"]
         assert ours == theirs
-        # the worker's transport check passes what both senders write (worker/runtime/redis_transport.py)
+        # the worker's transport check passes what both senders write (siliconbench/worker/runtime/redis_transport.py)
         assert malformed(r.lindex("t.ours", 0)) is None and malformed(r.lindex("t.celery", 0)) is None
         assert broker.waiting_job_ids(URL, ["t.ours", "t.celery"]) == {"0123456789abcdef"}
     finally:

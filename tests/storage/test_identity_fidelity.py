@@ -3,12 +3,12 @@ dtypes) stay readable and are never pooled with new ones: their identity differs
 
 from __future__ import annotations
 
-from siliconbench.jobs import digest
-from siliconbench.results import JobResult
+from siliconbench.contract.jobs import digest
+from siliconbench.contract.results import JobResult
 
-from coordinator.reads.queries import series
-from storage import result_store, sweep_store
-from storage.database import session_scope
+from siliconbench.coordinator.reads.queries import series
+from siliconbench.storage import result_store, sweep_store
+from siliconbench.storage.database import session_scope
 from tests.storage.records import SPEC, make_env, make_job, make_result
 
 

@@ -1,4 +1,4 @@
-"""storage.outages.run_forever: real outage exceptions (a Redis client on a closed port, a PostgreSQL URL that
+"""siliconbench.storage.outages.run_forever: real outage exceptions (a Redis client on a closed port, a PostgreSQL URL that
 refuses) are waited out with capped backoff, one log line each way; a bug in the step never ends the loop."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from redis.retry import Retry
 from sqlalchemy import create_engine, text
 
 from harness.fleet import free_port
-from storage.outages import run_forever
+from siliconbench.storage.outages import run_forever
 
 
 class Clock:

@@ -1,4 +1,4 @@
-"""Retention (storage.retention, `siliconbench db prune`): old raw samples go once their summaries are stored;
+"""Retention (siliconbench.storage.retention, `siliconbench db prune`): old raw samples go once their summaries are stored;
 results, summaries, a finding's evidence and the dashboard's and history's numbers stay. SQLite and PostgreSQL.
 """
 
@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from coordinator.history.load import load_points
-from coordinator.reads import queries
-from storage import database as db
-from storage.retention import prune_samples
-from storage.tables import Finding, Job, Result, ResultSummary, SampleRow, utcnow
+from siliconbench.coordinator.history.load import load_points
+from siliconbench.coordinator.reads import queries
+from siliconbench.storage import database as db
+from siliconbench.storage.retention import prune_samples
+from siliconbench.storage.tables import Finding, Job, Result, ResultSummary, SampleRow, utcnow
 from tests.dashboard_seed import seed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,7 +90,7 @@ def test_cli_prune_follows_the_setting(url, tmp_path):
 
     def run(*a, **e):
         return subprocess.run(
-            [sys.executable, "-m", "cli.main", "db", "prune", *a],
+            [sys.executable, "-m", "siliconbench.cli.main", "db", "prune", *a],
             cwd=ROOT,
             capture_output=True,
             text=True,

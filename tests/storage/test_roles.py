@@ -1,7 +1,7 @@
 """Least privilege in PostgreSQL (migration 0006): a worker login does a worker's job and nothing more.
 
 Real PostgreSQL with the real migrations; logins made by `siliconbench db worker-role` (the real CLI) or
-storage.roles; every refusal is the server's own (permission denied, or a row-level security violation).
+siliconbench.storage.roles; every refusal is the server's own (permission denied, or a row-level security violation).
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ import psycopg
 import pytest
 from sqlalchemy import func, select, update
 
-from siliconbench.errors import UserError
+from siliconbench.contract.errors import UserError
 
 from harness.fleet import ROOT
-from storage import database as db, jobstate, result_store, roles, sweep_store
-from storage.tables import Host, Job, Result, SampleRow
+from siliconbench.storage import database as db, jobstate, result_store, roles, sweep_store
+from siliconbench.storage.tables import Host, Job, Result, SampleRow
+from siliconbench.worker.runtime.registration import register
 from tests.conftest import new_pg_database
 from tests.storage.records import JOBS, SPEC, SWEEP_ID, make_result
-from worker.runtime.registration import register
 
 
 @pytest.fixture
@@ -115,7 +115,7 @@ def test_a_worker_login_cannot_drop_alter_delete_or_act_as_another_host(url, mod
 def test_db_worker_role_prints_a_url_that_works_and_a_coordinator_login_has_no_ddl(url):
     env = {**os.environ, "SILICONBENCH_DATABASE_URL": url}
     out = subprocess.run(
-        [sys.executable, "-m", "cli.main", "db", "worker-role", "mini-9", "--address", "127.0.0.1"],
+        [sys.executable, "-m", "siliconbench.cli.main", "db", "worker-role", "mini-9", "--address", "127.0.0.1"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -129,7 +129,7 @@ def test_db_worker_role_prints_a_url_that_works_and_a_coordinator_login_has_no_d
     assert (who.login, who.worker_role, who.host) == ("sbw_mini_9", True, "mini-9")
 
     keyed = subprocess.run(
-        [sys.executable, "-m", "cli.main", "db", "worker-role", "mini-9", "--password-env", "PW"],
+        [sys.executable, "-m", "siliconbench.cli.main", "db", "worker-role", "mini-9", "--password-env", "PW"],
         cwd=ROOT,
         env={**env, "PW": "s3cret-from-env"},
         capture_output=True,
@@ -141,7 +141,7 @@ def test_db_worker_role_prints_a_url_that_works_and_a_coordinator_login_has_no_d
         assert c.execute("SELECT current_user").fetchone()[0] == "sbw_mini_9"
 
     bad = subprocess.run(
-        [sys.executable, "-m", "cli.main", "db", "worker-role", "mini-9", "--login", "Bad-Name"],
+        [sys.executable, "-m", "siliconbench.cli.main", "db", "worker-role", "mini-9", "--login", "Bad-Name"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -150,7 +150,7 @@ def test_db_worker_role_prints_a_url_that_works_and_a_coordinator_login_has_no_d
     assert bad.returncode == 2 and "--login" in bad.stderr
 
     out = subprocess.run(
-        [sys.executable, "-m", "cli.main", "db", "coordinator-role", "dash"],
+        [sys.executable, "-m", "siliconbench.cli.main", "db", "coordinator-role", "dash"],
         cwd=ROOT,
         env=env,
         capture_output=True,

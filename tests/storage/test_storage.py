@@ -15,20 +15,20 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, inspect, select, text
 
-from siliconbench.aggregate import stability_warnings, summarize
-from siliconbench.errors import UserError
-from siliconbench.results import JobResult, JobStatus
-from siliconbench.spec import SweepSpec
+from siliconbench.contract.aggregate import stability_warnings, summarize
+from siliconbench.contract.errors import UserError
+from siliconbench.contract.results import JobResult, JobStatus
+from siliconbench.contract.spec import SweepSpec
 
-from coordinator.reads import queries
-from coordinator.reports.export import RECORD_KEYS, load_records, result_record, to_csv_rows
-from storage import (
+from siliconbench.coordinator.reads import queries
+from siliconbench.coordinator.reports.export import RECORD_KEYS, load_records, result_record, to_csv_rows
+from siliconbench.storage import (
     database as db,
     result_store,
     sweep_store,
     watch_tables,  # noqa: F401  (the watch's tables are on Base.metadata too)
 )
-from storage.tables import Base, Job, Result, SampleRow, Sweep
+from siliconbench.storage.tables import Base, Job, Result, SampleRow, Sweep
 from tests.conftest import new_pg_database
 from tests.storage.records import JOBS, SPEC, SWEEP_ID, make_job, make_result
 
@@ -407,7 +407,7 @@ def test_export_record_contract(url):
 
 def test_status_checks_follow_the_contract():
     """The CHECK constraints list JobStatus's values: a new status needs a migration, and this test says so."""
-    from storage.tables import JOB_STATUSES, RESULT_STATUSES
+    from siliconbench.storage.tables import JOB_STATUSES, RESULT_STATUSES
 
     assert set(JOB_STATUSES) == {s.value for s in JobStatus}
     assert set(RESULT_STATUSES) <= set(JOB_STATUSES) - {"queued", "running"}

@@ -1,6 +1,6 @@
 """Migration 0007 backfills the per-result summaries (and results.engine_version) of results stored before it:
 a database seeded, taken down to 0006 (no summaries, no column), and upgraded holds exactly what
-siliconbench.aggregate.summarize says over each result's measured samples. SQLite and PostgreSQL."""
+siliconbench.contract.aggregate.summarize says over each result's measured samples. SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from storage import database as db, result_store
-from storage.tables import Result, ResultIdentity, ResultSummary
+from siliconbench.storage import database as db, result_store
+from siliconbench.storage.tables import Result, ResultIdentity, ResultSummary
 from tests.dashboard_seed import seed, seed_results
 from tests.storage.records import expected_summaries
 
@@ -62,7 +62,7 @@ PROJECT = {"siliconbench", "storage", "worker", "coordinator", "embedded", "cli"
 def test_migrations_import_no_live_code():
     """A migration carries its SQL and its arithmetic: it imports nothing of the project, whose tables and
     metric lists move on after it is written."""
-    for path in sorted((Path(__file__).resolve().parents[2] / "migrations" / "versions").glob("*.py")):
+    for path in sorted((Path(__file__).resolve().parents[2] / "siliconbench" / "migrations" / "versions").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             names = (
                 [a.name for a in node.names]
@@ -86,7 +86,7 @@ def test_0007_upgrades_a_0006_database_after_a_later_column_joined_result_summar
     db.downgrade(url, "0006")
     db.dispose(url)
     code = (
-        "import sqlalchemy as sa\nfrom storage import database as db\nfrom storage.tables import ResultSummary\n"
+        "import sqlalchemy as sa\nfrom siliconbench.storage import database as db\nfrom siliconbench.storage.tables import ResultSummary\n"
         "ResultSummary.__table__.append_column(sa.Column('added_later', sa.Integer, default=0))\n"
         f"db.upgrade({str(url)!r})\n"
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from worker.platform.darwin import Commands
+from siliconbench.worker.platform.darwin import Commands
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "darwin"
 

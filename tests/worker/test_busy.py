@@ -15,17 +15,17 @@ import time
 
 import pytest
 
-from siliconbench.jobs import expand
-from siliconbench.manifest import ModelCatalog
-from siliconbench.spec import parse_sweep
+from siliconbench.contract.jobs import expand
+from siliconbench.contract.manifest import ModelCatalog
+from siliconbench.contract.spec import parse_sweep
 
-from coordinator.history.load import load_points
-from coordinator.reports.tables import _contended
-from storage import result_store, sweep_store
-from storage.database import session_scope
+from siliconbench.coordinator.history.load import load_points
+from siliconbench.coordinator.reports.tables import _contended
+from siliconbench.storage import result_store, sweep_store
+from siliconbench.storage.database import session_scope
+from siliconbench.worker.job.child import run_in_child
 from tests.conftest import SMALL
 from tests.workload_helpers import jobs_for, run
-from worker.job.child import run_in_child
 
 pytestmark = pytest.mark.solo  # the busy gate must see this machine quiet, and busy only by the test's own burner
 

@@ -6,14 +6,14 @@ import os
 
 import pytest
 
-from siliconbench.jobs import expand
-from siliconbench.manifest import ModelCatalog
-from siliconbench.spec import parse_sweep
+from siliconbench.contract.jobs import expand
+from siliconbench.contract.manifest import ModelCatalog
+from siliconbench.contract.spec import parse_sweep
 
+from siliconbench.worker.envs.blas import find_openblas
+from siliconbench.worker.job.child import child_env, run_in_child
+from siliconbench.worker.runtime.doctor.machine import probe_in_fresh_interpreter
 from tests.conftest import SMALL
-from worker.envs.blas import find_openblas
-from worker.job.child import child_env, run_in_child
-from worker.runtime.doctor.machine import probe_in_fresh_interpreter
 
 
 def jobs_for(models_dir, **kw):

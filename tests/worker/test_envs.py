@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from siliconbench.errors import UserError
-from siliconbench.jobs import expand, spec_digest
-from siliconbench.manifest import ModelCatalog
-from siliconbench.results import JobResult
-from siliconbench.spec import COMPARE_PROCESSES, parse_sweep
+from siliconbench.contract.errors import UserError
+from siliconbench.contract.jobs import expand, spec_digest
+from siliconbench.contract.manifest import ModelCatalog
+from siliconbench.contract.results import JobResult
+from siliconbench.contract.spec import COMPARE_PROCESSES, parse_sweep
 
+from siliconbench.worker.envs import venvs as envs
 from tests.conftest import SMALL, in_ci
 from tests.envs_support import OTHER_MLX_LM, mlx_env
-from worker.envs import venvs as envs
 
 ROOT = Path(__file__).resolve().parents[2]
 OWN_MLX_LM = envs.own_version("mlx")
@@ -39,7 +39,7 @@ def cli_env(isolated_env, other_mlx, monkeypatch):
 
 def sb(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
+        [sys.executable, "-m", "siliconbench.cli.main", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -228,7 +228,7 @@ def test_llama_cpp_python_from_the_wheel_cache_records_its_build_then_removes(tm
     root = tmp_path / "envs"
     env = envs.add(f"llama-cpp-python=={own}", name="llama-test", root=root)  # from the wheel: never a build
     assert env.packages["llama-cpp-python"] == own and env.engine == "llama.cpp"
-    from worker.job.child import run_in_child
+    from siliconbench.worker.job.child import run_in_child
 
     spec = parse_sweep(
         {

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from siliconbench.errors import UserError
-from siliconbench.jobs import expand, full_dtype_of
-from siliconbench.manifest import ModelCatalog, auto_full_dtype, weight_dtype, weights_of, write_manifest
-from siliconbench.spec import parse_sweep
+from siliconbench.contract.errors import UserError
+from siliconbench.contract.jobs import expand, full_dtype_of
+from siliconbench.contract.manifest import ModelCatalog, auto_full_dtype, weight_dtype, weights_of, write_manifest
+from siliconbench.contract.spec import parse_sweep
 
-from dashboard.tables import ratio_table as dashboard_ratio_table
+from siliconbench.dashboard.tables import ratio_table as dashboard_ratio_table
+from siliconbench.worker.job.child import run_in_child
 from tests.conftest import SMALL
-from worker.job.child import run_in_child
 
 NEW = ("F32", "f16", "bf16")  # the artifacts a manifest written before this change lacks
 

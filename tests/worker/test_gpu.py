@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from siliconbench.jobs import expand
-from siliconbench.manifest import ModelCatalog
-from siliconbench.spec import parse_sweep
+from siliconbench.contract.jobs import expand
+from siliconbench.contract.manifest import ModelCatalog
+from siliconbench.contract.spec import parse_sweep
 
+from siliconbench.worker.job.child import run_in_child
+from siliconbench.worker.platform.nvidia import Nvml
 from tests.conftest import SMALL
-from worker.job.child import run_in_child
-from worker.platform.nvidia import Nvml
 
 pytestmark = pytest.mark.gpu
 

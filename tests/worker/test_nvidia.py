@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from siliconbench.spec import parse_sweep
+from siliconbench.contract.spec import parse_sweep
 
-from coordinator.fleet.placement import HostView, select_hosts
-from worker.engines.llama_cpp import buffers, offloaded_layers
-from worker.measure import roofline
-from worker.platform.nvidia import DeviceMeter, Nvml, Recorded, datasheet_gbs
+from siliconbench.coordinator.fleet.placement import HostView, select_hosts
+from siliconbench.worker.engines.llama_cpp import buffers, offloaded_layers
+from siliconbench.worker.measure import roofline
+from siliconbench.worker.platform.nvidia import DeviceMeter, Nvml, Recorded, datasheet_gbs
 
 H200 = Path(__file__).resolve().parents[1] / "data" / "nvml-h200.json"
 

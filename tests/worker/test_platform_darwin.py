@@ -1,4 +1,4 @@
-"""worker/platform/darwin.py's code paths on Linux, fed outputs recorded on real Macs
+"""siliconbench/worker/platform/darwin.py's code paths on Linux, fed outputs recorded on real Macs
 (tests/data/darwin/SOURCES.md says which Mac printed each), and its rusage_info_v4 ctypes layout
 checked field by field against the macOS SDK header text stored beside them."""
 
@@ -12,12 +12,11 @@ import struct
 
 import pytest
 
-from siliconbench.spec import parse_sweep
+from siliconbench.contract.spec import parse_sweep
 
-import worker.platform
-from coordinator.fleet.placement import HostView, select_hosts
-from tests.worker.darwin_outputs import Recorded, recorded
-from worker.platform.darwin import (
+import siliconbench.worker.platform
+from siliconbench.coordinator.fleet.placement import HostView, select_hosts
+from siliconbench.worker.platform.darwin import (
     RUSAGE_INFO_V4,
     Commands,
     Darwin,
@@ -29,6 +28,7 @@ from worker.platform.darwin import (
     parse_pmset_batt,
     parse_pmset_therm,
 )
+from tests.worker.darwin_outputs import Recorded, recorded
 
 DISPLAYS = ("system_profiler", "SPDisplaysDataType", "-json")
 IOREG = ("ioreg", "-rc", "AGXAccelerator", "-d", "1")
@@ -193,7 +193,7 @@ def test_thermal_power_reads_the_three_pmset_views():
 
 
 def test_report_on_a_mac(monkeypatch):
-    """worker.platform.report(), what doctor prints, with the Darwin module behind the seam."""
+    """siliconbench.worker.platform.report(), what doctor prints, with the Darwin module behind the seam."""
     mac = Darwin(
         Recorded(
             sysctl=("sysctl_m1pro_cpufetch139.txt",),
@@ -204,8 +204,8 @@ def test_report_on_a_mac(monkeypatch):
             },
         )
     )
-    monkeypatch.setattr(worker.platform, "current", lambda: mac)
-    r = worker.platform.report()
+    monkeypatch.setattr(siliconbench.worker.platform, "current", lambda: mac)
+    r = siliconbench.worker.platform.report()
     assert (r["platform"], r["performance_cores"], r["thermal_state"], r["power_source"], r["low_power_mode"]) == (
         "Darwin",
         8,

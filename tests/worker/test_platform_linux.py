@@ -1,4 +1,4 @@
-"""worker/platform/linux.py on this Linux host, and the same code pointed at a small sysfs tree for the
+"""siliconbench/worker/platform/linux.py on this Linux host, and the same code pointed at a small sysfs tree for the
 thermal and power states this VM does not have (no thermal zones, no power supplies)."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from siliconbench.results import Environment
+from siliconbench.contract.results import Environment
 
-from worker.platform import Linux, current, report
-from worker.platform.darwin import Darwin
-from worker.platform.host_facts import host_facts
-from worker.platform.threads import performance_cores
+from siliconbench.worker.platform import Linux, current, report
+from siliconbench.worker.platform.darwin import Darwin
+from siliconbench.worker.platform.host_facts import host_facts
+from siliconbench.worker.platform.threads import performance_cores
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the Linux platform module")
 

@@ -13,13 +13,13 @@ import time
 
 import pytest
 
-from siliconbench.manifest import ModelCatalog
+from siliconbench.contract.manifest import ModelCatalog
 
-from coordinator.fleet.placement import kv_cache_bytes
+from siliconbench.coordinator.fleet.placement import kv_cache_bytes
+from siliconbench.worker.job.child import run_in_child
+from siliconbench.worker.measure import roofline
 from tests.conftest import SMALL
 from tests.workload_helpers import jobs_for
-from worker.job.child import run_in_child
-from worker.measure import roofline
 
 pytestmark = pytest.mark.solo  # the bandwidth probe and the decode's share of it need the machine to themselves
 
@@ -101,7 +101,7 @@ def test_a_decode_over_the_bound_is_flagged_and_the_probe_is_taken_again(tmp_pat
 
 
 def test_bytes_per_token_counts_an_untied_embedding_as_one_row(models_dir):
-    from worker.models.facts import read_gguf_header
+    from siliconbench.worker.models.facts import read_gguf_header
 
     m = ModelCatalog(models_dir).get(SMALL)
     f16 = models_dir / SMALL / m.artifact_for("llama.cpp", "F16").path

@@ -11,7 +11,7 @@ import gguf
 import numpy as np
 from safetensors.numpy import save_file
 
-from worker.measure import roofline
+from siliconbench.worker.measure import roofline
 
 EMBD, FF, VOCAB, EXPERTS, USED = 64, 32, 100, 8, 2
 

@@ -21,14 +21,23 @@ from pathlib import Path
 
 import pytest
 
-from siliconbench.jobs import expand
-from siliconbench.manifest import ModelCatalog
-from siliconbench.spec import parse_sweep
+from siliconbench.contract.jobs import expand
+from siliconbench.contract.manifest import ModelCatalog
+from siliconbench.contract.spec import parse_sweep
 
-from storage import database, roles
+from siliconbench.storage import database, roles
+from siliconbench.worker.service import (
+    envfile,
+    install,
+    launchd,
+    make_spec,
+    prevent_sleep,
+    sleep_method,
+    systemd,
+    uninstall,
+)
+from siliconbench.worker.service.spec import DEFAULT_STOP_TIMEOUT_S, LABEL, UNIT_NAME
 from tests.conftest import SMALL, new_pg_database
-from worker.service import envfile, install, launchd, make_spec, prevent_sleep, sleep_method, systemd, uninstall
-from worker.service.spec import DEFAULT_STOP_TIMEOUT_S, LABEL, UNIT_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "s3cr%t$pw"
@@ -52,7 +61,12 @@ PLIST_KEYS = {
 
 def cli(*args: str, env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "siliconbench.cli.main", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -320,9 +334,9 @@ def test_caffeinate_held_for_the_block_and_released(tmp_path, monkeypatch):
 
 
 def test_real_job_runs_inside_the_inhibitor(tmp_path, monkeypatch, models_dir):
-    """worker.runtime.task._execute holds the assertion around the child job, and only there (noop takes none)."""
-    from worker.runtime.spool import Spool
-    from worker.runtime.task import WorkerContext, _execute
+    """siliconbench.worker.runtime.task._execute holds the assertion around the child job, and only there (noop takes none)."""
+    from siliconbench.worker.runtime.spool import Spool
+    from siliconbench.worker.runtime.task import WorkerContext, _execute
 
     log = tmp_path / "inhibit.log"
     # systemd-inhibit [--opts...] CMD...: skip the options, run the command it guards
@@ -354,10 +368,10 @@ def test_real_job_runs_inside_the_inhibitor(tmp_path, monkeypatch, models_dir):
 
 
 def test_an_embedded_run_holds_the_same_assertion_through_perform_job(tmp_path, monkeypatch, models_dir, sqlite_url):
-    """`siliconbench run` and the dashboard's runner go through worker.job.perform.perform_job, as the fleet worker
+    """`siliconbench run` and the dashboard's runner go through siliconbench.worker.job.perform.perform_job, as the fleet worker
     does: the job runs inside the inhibitor here too, and an artifact path that leaves the models folder fails."""
-    from embedded.run import run_sweep
-    from worker.job.perform import perform_job
+    from siliconbench.embedded.run import run_sweep
+    from siliconbench.worker.job.perform import perform_job
 
     log = tmp_path / "inhibit.log"
     stand_in(tmp_path / "bin", "systemd-inhibit", log, 'while [ "${1#--}" != "$1" ]; do shift; done\nexec "$@"')
@@ -430,7 +444,7 @@ def test_doctor_all_fine_with_real_broker_and_database(home, models_dir, fresh_p
     assert got["mlx"][0] == "ok" and "backend CPU" in got["mlx"][1]
     assert got["metal"] == ("info", "Metal exists only on macOS: llama.cpp runs on CPU, mlx runs on CPU here")
     assert got["models"][0] == "ok" and SMALL in got["models"][1]
-    # worker.platform's own report (lost once to a move that made the doctor look for it beside itself)
+    # siliconbench.worker.platform's own report (lost once to a move that made the doctor look for it beside itself)
     assert got["thermal"][0] == "ok" and "platform=Linux" in got["thermal"][1] and "source=sysfs" in got["thermal"][1]
     assert got["broker"] == ("ok", "redis://127.0.0.1:6379/11 answers")
     assert got["database"][0] == "ok" and "schema at" in got["database"][1]
@@ -511,7 +525,7 @@ def test_worker_reads_its_secrets_file(home, tmp_path):
         },
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "worker"],
+        [sys.executable, "-m", "siliconbench.cli.main", "worker"],
         cwd=ROOT,
         text=True,
         env={**home, "SILICONBENCH_ENV_FILE": str(secrets)},
@@ -533,7 +547,7 @@ def test_worker_reads_its_secrets_file(home, tmp_path):
 
 def test_doctor_darwin_branches_on_this_machine():
     """The Darwin verdicts, from this x86_64 machine's real engines and PATH: no arm64, no Metal, no caffeinate."""
-    from worker.runtime.doctor import Status, check_engines, check_host, check_sleep
+    from siliconbench.worker.runtime.doctor import Status, check_engines, check_host, check_sleep
 
     host = check_host("Darwin")[0]
     assert host.status is Status.fail and "not native arm64" in host.detail and "native arm64 Python" in host.fix

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from siliconbench.spec import parse_sweep
+from siliconbench.contract.spec import parse_sweep
 
+from siliconbench.worker.job.child import run_in_child
+from siliconbench.worker.measure import thermal
+from siliconbench.worker.platform.darwin import Darwin
 from tests.conftest import SMALL
 from tests.worker.darwin_outputs import Recorded
 from tests.workload_helpers import jobs_for
-from worker.job.child import run_in_child
-from worker.measure import thermal
-from worker.platform.darwin import Darwin
 
 THROTTLED = "pmset_thermlog_throttled_menumeters158.txt"  # CPU_Speed_Limit 28: a throttled Mac
 NOMINAL = "pmset_therm_m1pro_stats749.txt"  # an M1 Pro with no warning level recorded

@@ -16,17 +16,17 @@ import time
 import psutil
 import pytest
 
-from siliconbench.jobs import expand
-from siliconbench.manifest import ModelCatalog
-from siliconbench.metrics import get
-from siliconbench.spec import parse_sweep
+from siliconbench.contract.jobs import expand
+from siliconbench.contract.manifest import ModelCatalog
+from siliconbench.contract.metrics import get
+from siliconbench.contract.spec import parse_sweep
 
 from harness import tools as _tools
+from siliconbench.worker.engines.llama_cpp import LlamaCppEngine
+from siliconbench.worker.job.child import child_env, run_in_child
+from siliconbench.worker.platform.threads import performance_cores
+from siliconbench.worker.workloads.generate import repetition_ids
 from tests.conftest import SMALL
-from worker.engines.llama_cpp import LlamaCppEngine
-from worker.job.child import child_env, run_in_child
-from worker.platform.threads import performance_cores
-from worker.workloads.generate import repetition_ids
 
 # Our figures beside the tools' within a band: nothing else may run then.
 solo = pytest.mark.solo

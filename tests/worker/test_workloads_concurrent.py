@@ -10,11 +10,11 @@ import sys
 
 import pytest
 
-from coordinator.reports.export import result_record
-from coordinator.reports.workload_tables import streams_at_once
+from siliconbench.coordinator.reports.export import result_record
+from siliconbench.coordinator.reports.workload_tables import streams_at_once
+from siliconbench.worker.serving.client import StreamResult
+from siliconbench.worker.workloads.concurrent import overlap
 from tests.workload_helpers import assert_no_process_left, jobs_for, run, values
-from worker.serving.client import StreamResult
-from worker.workloads.concurrent import overlap
 
 
 @pytest.mark.solo  # streams in flight are read from the client's chunk times, which a loaded machine delays

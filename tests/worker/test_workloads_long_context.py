@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import math
 
-from siliconbench.manifest import ModelCatalog
+from siliconbench.contract.manifest import ModelCatalog
 
-from coordinator.fleet.placement import kv_cache_bytes
+from siliconbench.coordinator.fleet.placement import kv_cache_bytes
+from siliconbench.worker.measure import roofline
+from siliconbench.worker.models.facts import form_facts
+from siliconbench.worker.models.make.tiny import make_tiny
 from tests import model_cache
 from tests.conftest import SMALL
 from tests.workload_helpers import jobs_for, run, values
-from worker.measure import roofline
-from worker.models.facts import form_facts
-from worker.models.make.tiny import make_tiny
 
 
 def test_long_context_kv_memory_engine_and_shape(models_dir):

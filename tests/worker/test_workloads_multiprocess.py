@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from coordinator.reports.export import result_record
+from siliconbench.coordinator.reports.export import result_record
 from tests.workload_helpers import assert_no_process_left, jobs_for, run, values
 
 

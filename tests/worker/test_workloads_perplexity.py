@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from siliconbench.errors import UserError
-from siliconbench.manifest import ModelCatalog
-from siliconbench.spec import load_sweep
+from siliconbench.contract.errors import UserError
+from siliconbench.contract.manifest import ModelCatalog
+from siliconbench.contract.spec import load_sweep
 
+from siliconbench.worker.models.quants.imatrix import tools_dir
 from tests.conftest import SMALL
 from tests.workload_helpers import jobs_for, run, values
-from worker.models.quants.imatrix import tools_dir
 
 W, N = 64, 3
 
@@ -112,7 +112,7 @@ def test_a_users_own_text_is_scored_and_its_content_is_the_identity(models_dir, 
     """`text: PATH`, as `llama-perplexity -f FILE` takes one: here the project's own code (users judge a
     quantization on theirs). Both engines score the same ids of that text; the job carries the text itself and
     its digest is its identity: the same content at another path is the same job, the corpus another."""
-    code = (Path(__file__).resolve().parents[2] / "siliconbench" / "metrics.py").read_text()
+    code = (Path(__file__).resolve().parents[2] / "siliconbench" / "contract" / "metrics.py").read_text()
     mine = tmp_path / "mine.py"
     mine.write_text(code)
     jobs = jobs_for(models_dir, {"kind": "perplexity", "text": str(mine), "window_tokens": W, "windows": N})

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.reports.export import result_record
+from siliconbench.coordinator.reports.export import result_record
+from siliconbench.worker.envs.blas import child_blas_env
+from siliconbench.worker.serving.client import completion_body, stream_completion
+from siliconbench.worker.serving.server import READY_PROBE, Server, command, free_port
 from tests.conftest import SMALL
 from tests.workload_helpers import assert_no_process_left, jobs_for, run, values
-from worker.envs.blas import child_blas_env
-from worker.serving.client import completion_body, stream_completion
-from worker.serving.server import READY_PROBE, Server, command, free_port
 
 
 @pytest.mark.parametrize("engine", ["llama.cpp", "mlx"])

@@ -15,15 +15,15 @@ import time
 
 import pytest
 
-from siliconbench.jobs import expand
-from siliconbench.manifest import ModelCatalog
-from siliconbench.spec import parse_sweep
+from siliconbench.contract.jobs import expand
+from siliconbench.contract.manifest import ModelCatalog
+from siliconbench.contract.spec import parse_sweep
 
-from coordinator.reports.export import result_record
-from coordinator.reports.workload_tables import workload_table
+from siliconbench.coordinator.reports.export import result_record
+from siliconbench.coordinator.reports.workload_tables import workload_table
+from siliconbench.worker.serving.client import answers_completion
+from siliconbench.worker.serving.server import free_port
 from tests.workload_helpers import assert_no_process_left, jobs_for, run, values
-from worker.serving.client import answers_completion
-from worker.serving.server import free_port
 
 ROOT_PROMPTS = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "prompts", "chat.jsonl")
 
@@ -221,7 +221,7 @@ def test_a_server_that_dies_mid_run_fails_the_job_with_its_log(models_dir):
         if e["event"] == "spawned":
             threading.Thread(target=kill_when_serving, args=(e["pgid"],), daemon=True).start()
 
-    from worker.job.child import run_in_child
+    from siliconbench.worker.job.child import run_in_child
 
     events: list[dict] = []
     res = run_in_child(job, models_dir, on_event=on_event)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from coordinator.reports.export import result_record
+from siliconbench.coordinator.reports.export import result_record
+from siliconbench.worker.measure import pagecache
+from siliconbench.worker.workloads.swap import WARM_MIN_RESIDENT
 from tests.workload_helpers import jobs_for, run
-from worker.measure import pagecache
-from worker.workloads.swap import WARM_MIN_RESIDENT
 
 
 def test_swap_parts_cache_state_and_mmap(models_dir):

@@ -1,0 +1,57 @@
+"""A serve sweep's latency–throughput curves (altair): TTFT p99 and TPOT p99 against the request rate achieved, one
+line per series, the objective drawn as a dashed rule. Drawn on the dashboard's Serving page."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from siliconbench.coordinator.reports.serving import ServePoint
+
+PANELS = (("ttft_p99_ms", "TTFT p99 (ms)", "ttft_ms"), ("tpot_p99_ms", "TPOT p99 (ms)", "tpot_ms"))
+
+
+def curve_frame(points: list[ServePoint]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "series": p.series,
+                "engine": p.engine,
+                "asked": "all at once" if p.asked_rate is None else f"{p.asked_rate:g}/s",
+                "achieved req/s": p.achieved_rps,
+                "ttft_p99_ms": p.ttft_p99_ms,
+                "tpot_p99_ms": p.tpot_p99_ms,
+                "output tok/s": p.output_tps,
+                "job": p.job_id,
+            }
+            for p in points
+        ]
+    )
+
+
+def latency_curves(points: list[ServePoint], slo: dict) -> alt.HConcatChart:
+    """Two panels side by side; each point a job, labelled by the rate asked, with the objective where one was set."""
+    frame = curve_frame(points)
+    panels = []
+    for column, title, objective in PANELS:
+        base = alt.Chart(frame).encode(
+            x=alt.X("achieved req/s:Q", title="achieved request rate (req/s)"),
+            # log: latencies past saturation grow by orders of magnitude, and the objective must not flatten the rest
+            y=alt.Y(f"{column}:Q", title=f"{title}, log scale", scale=alt.Scale(type="log")),
+            color=alt.Color(
+                "series:N",
+                scale=alt.Scale(scheme="tableau10"),
+                legend=alt.Legend(orient="bottom", columns=1, labelLimit=600),
+            ),
+            tooltip=["series", "asked", "achieved req/s", column, "output tok/s", "job"],
+        )
+        layer = base.mark_line(point=alt.OverlayMarkDef(size=70, filled=True)).encode(order="achieved req/s:Q")
+        if objective in slo:
+            rule = (
+                alt.Chart(pd.DataFrame({"objective": [slo[objective]]}))
+                .mark_rule(strokeDash=[6, 4], color="#c0392b", strokeWidth=2)
+                .encode(y="objective:Q", tooltip=[alt.Tooltip("objective:Q", title=f"objective {title}")])
+            )
+            layer = layer + rule
+        panels.append(layer.properties(width=420, height=320, title=title))
+    return alt.hconcat(*panels)

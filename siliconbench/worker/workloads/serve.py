@@ -1,0 +1,160 @@
+"""The serve workload: the user's prompts sent to the engine's own server at a request rate, as vLLM's ``bench serve``.
+
+Before the server starts: the chat template is checked (chat needs the model's own), every prompt's content tokens
+are counted against the context (a chat template's own tokens are only known to the server: a prompt they push over
+is that request's error, with the server's message), and the requests of every run are made. Then, per repetition,
+one run: ``num_requests`` units (a request, or with multi_turn a conversation's turns in order) sent at seeded Poisson
+arrivals (siliconbench/worker/serving/load.py), the server tree's memory sampled meanwhile. A different slice of the prompts for
+each run, so one run's cached prompts do not serve the next. A server that dies mid-run fails the job with its log.
+"""
+
+from __future__ import annotations
+
+from siliconbench.contract.errors import WorkloadError
+from siliconbench.contract.workloads.prompt_files import single_request, turns
+
+from siliconbench.worker.measure.memory import TreeWindow
+from siliconbench.worker.serving.client import chat_body, completion_body, request_facts, stream_request
+from siliconbench.worker.serving.load import arrivals, drive, figures
+from siliconbench.worker.serving.server import Server, ServerError, batching, command, free_port, server_facts
+from siliconbench.worker.workloads.common import (
+    Context,
+    Outcome,
+    Prompts,
+    SampleLog,
+    done,
+    engine_for,
+    repetitions,
+    vocab_engine,
+)
+
+PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+WARMUP_PROMPT = "Say hello."  # no prompt of the runs: warm-up leaves nothing in a cache the runs could reuse
+ERRORS_KEPT = 5
+
+
+def conversations(ctx: Context, vocab) -> list[list[dict]]:
+    """The prompt source as conversations: the job's own (a prompt file), or corpus prompts of n_prompt tokens."""
+    p = ctx.job.params
+    if "prompts_body" in p:
+        return p["prompts_body"]
+    prompts = Prompts(vocab, ctx.job.n_prompt, ctx.job.seed)
+    n = p["num_requests"] * (ctx.job.repetitions + ctx.job.warmup)
+    return [[{"role": "user", "content": prompts.text(i)}] for i in range(n)]
+
+
+def units_of(convs: list[list[dict]], multi_turn: bool) -> list[list[list[dict]]]:
+    """Each unit of work as its requests' messages: one request per conversation, or every turn of it."""
+    return [turns(c) if multi_turn else [single_request(c)] for c in convs]
+
+
+def check_context(units, vocab, context: int, max_tokens: int, endpoint: str) -> dict:
+    """Refuse, before the server starts, a request whose content alone leaves no room for max_tokens."""
+    counts: dict[str, int] = {}  # by content: multi-turn repeats every earlier message in each later turn
+    longest = 0
+    for i, unit in enumerate(units):
+        for messages in unit:
+            for m in messages:
+                if m["content"] not in counts:
+                    counts[m["content"]] = len(vocab.tokenize(m["content"]))
+            n = sum(counts[m["content"]] for m in messages)
+            if n + max_tokens > context:
+                raise WorkloadError(
+                    f"request {i} (conversation {i} of the prompts) has {n:,} tokens of content, and with "
+                    f"max_tokens={max_tokens} exceeds the context of {context:,} tokens (context_tokens): shorten it, "
+                    "or raise context_tokens"
+                )
+            longest = max(longest, n)
+    return {
+        "context_tokens": context,
+        "longest_content_tokens": longest,
+        "checked": "each request's message contents, tokenized before the run; the chat template's own tokens are "
+        "counted by the server only (a request they push over the context fails with the server's message)"
+        if endpoint == "chat"
+        else "each request's text, tokenized before the run",
+    }
+
+
+def body_of(messages: list[dict], endpoint: str, max_tokens: int, banned: set[int]) -> dict:
+    if endpoint == "chat":
+        return chat_body(messages, max_tokens, banned)
+    return completion_body(messages[-1]["content"], max_tokens, banned)
+
+
+def run(ctx: Context) -> Outcome:
+    job, p = ctx.job, ctx.job.params
+    endpoint, path = p["endpoint"], PATHS[p["endpoint"]]
+    vocab = vocab_engine(ctx)
+    template = vocab.chat_template()
+    if endpoint == "chat" and template is None:
+        raise WorkloadError(
+            f"model {job.model!r} ({job.quant}) has no chat template, so each server would join the messages its own "
+            "way: set `endpoint: completions` in the workload to send raw text (/v1/completions) instead"
+        )
+    banned = vocab.special_token_ids() if p["ignore_eos"] else set()
+    units = units_of(conversations(ctx, vocab), p["multi_turn"])
+    context_check = check_context(units, vocab, p["context_tokens"], job.n_gen, endpoint)
+    n, slots = p["num_requests"], p.get("slots", 1)
+    port = p["port"] or free_port()
+    cmd = command(job, ctx.artifact, port, p["context_tokens"], slots=slots)
+    server = Server(job.engine, cmd, port, ctx.workdir / "server.log", on_spawn=ctx.spawned)
+    log, runs, hwm_ok = SampleLog(), [], True
+
+    def send(body: dict):
+        return stream_request(port, path, body, p["request_timeout_s"])
+
+    try:
+        server.start()
+        ready_s = server.wait_ready(p["ready_timeout_s"])
+        for _ in range(p["warmup_requests"]):
+            send(body_of([{"role": "user", "content": WARMUP_PROMPT}], endpoint, job.n_gen, banned))
+        for r, warm in repetitions(ctx):
+            picked = [units[(r * n + i) % len(units)] for i in range(n)]
+            bodies = [[body_of(m, endpoint, job.n_gen, banned) for m in unit] for unit in picked]
+            schedule = arrivals(n, p["request_rate"], seed=job.seed * 1_000_003 + r)
+            with TreeWindow(server.proc.pid, p["memory_interval_ms"] / 1000.0, hwm_ok) as memory:
+                result = drive(schedule, bodies, send, p["max_concurrency"])
+            hwm_ok = memory.hwm_ok
+            if server.proc.poll() is not None:
+                raise ServerError(
+                    f"the {job.engine} server exited with status {server.proc.returncode} during run {r}",
+                    server.log_tail(),
+                )
+            run_figures, per_request, gaps = figures(result, p["slo"], p["request_rate"])
+            for values in per_request:
+                log.add(values, warmup=warm)
+            for gap in gaps:
+                log.add({"serve_itl_ms": gap}, warmup=warm)
+            log.add({**run_figures, **memory.figures()}, warmup=warm)
+            errors = [x.error for x in result.requests if not x.ok]
+            runs.append(
+                {
+                    "repetition": r,
+                    "warmup": warm,
+                    "requests": len(result.requests),
+                    "failed": len(errors),
+                    "duration_s": result.duration_s,
+                    "errors": errors[:ERRORS_KEPT],
+                    "token_sources": sorted({x.token_source for x in result.requests if x.ok}),
+                }
+            )
+            ctx.emit("run", index=r, failed=len(errors), errors=errors[:3], duration_s=round(result.duration_s, 2))
+            done(ctx, r, warm)
+    finally:
+        stop_s, clean = server.stop(p["stop_timeout_s"])
+    extra = {
+        "ready_s": ready_s,
+        "stop_s": stop_s,
+        "clean_stop": clean,
+        "memory_interval_ms": p["memory_interval_ms"],
+        "hwm_supported": hwm_ok,
+        **server_facts(job, cmd, p["context_tokens"], slots),
+        "batching": batching(job, slots),
+        "request": request_facts(body_of([{"role": "user", "content": ""}], endpoint, job.n_gen, banned)),
+        "prompts": {"source": p["prompts"], "format": p["prompt_format"], "units": len(units)},
+        "endpoint": path,
+        "runs": runs,
+        "context_check": context_check,
+        "chat_template": bool(template),
+    }
+    return Outcome(samples=log.samples, engine=engine_for(job), extra=extra, own_peak=False)
