@@ -16,7 +16,7 @@ METRIC_HELP = (
     "What is bisected: decode_tps (default; a finding's own metric with --finding) or prefill_tps, as the "
     "build's llama-bench measures them"
 )
-# Exit statuses of `regressions bisect` (the README's table): how the search ended.
+# Exit statuses of `regressions bisect` (docs/builds-and-bisection.md's table): how the search ended.
 EXIT_HELP = (
     "Exit 0: found (the first bad commit, confirmed by a re-measurement); 1: failed; 2: bad input; "
     "3: inconclusive (what would resolve it is said); 4: ambiguous (every commit it may be is listed); "

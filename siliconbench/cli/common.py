@@ -19,7 +19,7 @@ from siliconbench.contract.settings import Settings, load_settings
 
 from siliconbench.storage.database import ready
 
-# Exit statuses, documented in the README.
+# Exit statuses, documented in docs/cli.md.
 EXIT_OK, EXIT_FAILED_JOBS, EXIT_USER_ERROR = 0, 1, 2
 
 # Piped output (CI logs, `| tee`) would otherwise wrap tables at 80 columns.

@@ -1,4 +1,4 @@
-"""The metric registry as a Markdown table, for the README (`python -m siliconbench.contract.metrics_doc`)."""
+"""The metric registry as a Markdown table, for docs/metrics.md (`python -m siliconbench.contract.metrics_doc`)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Settings from the environment, validated at start-up; every field says what it is for.
 
 Every ``SILICONBENCH_*`` variable any part of the project reads — the CLI, the worker and its job's child, the
-coordinator, the dashboard, the scripts, compose, the test harness — is a field here, and the README's settings
+coordinator, the dashboard, the scripts, compose, the test harness — is a field here, and docs/settings.md's settings
 table lists each one (tests/house/test_readme.py holds both to it). Code that reads one variable alone (an
 import-time constant, a job's child) reads it through ``env_setting``, with the field's type, bounds and default.
 """

@@ -1,4 +1,4 @@
-"""The README's settings table, generated from Settings: `python -m siliconbench.contract.settings_doc`."""
+"""docs/settings.md's settings table, generated from Settings: `python -m siliconbench.contract.settings_doc`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`regressions bisect` on a real llama.cpp history with a planted slowdown (harness/llama_repo.py): the README's
+"""`regressions bisect` on a real llama.cpp history with a planted slowdown (harness/llama_repo.py): docs/builds-and-bisection.md's
 journey (env add, compare, bisect) names the planted commit, confirmed, with an interval; ends without a regression
 are *equivalent* (exit 5); bad input is refused by field with nothing stored.
 
@@ -46,7 +46,7 @@ def bisect(repo, sweep, good: str, bad: str, *more: str):
 
 
 def test_the_readme_journey_env_add_compare_then_bisect_names_the_planted_commit(repo, env, tmp_path):
-    """The README's journey as a user runs it: two refs added as named builds, compared in a sweep, then
+    """The journey of docs/builds-and-bisection.md as a user runs it: two refs added as named builds, compared in a sweep, then
     `regressions bisect` between them: the planted commit named, confirmed by a re-measurement, the two builds
     `env add` made reused (no second build of either end, no "several environments" between their names)."""
     good, bad = shas(repo)[0], shas(repo)[3]

@@ -1,5 +1,6 @@
-"""The README stays true: its metric table is the registry's, its settings table the Settings class (and every
-variable the code reads is a setting), its commands exist."""
+"""The README and docs/ stay true: docs/metrics.md's table is the registry's, docs/settings.md's the Settings class
+(and every variable the code reads is a setting), the README's commands exist, its links lead somewhere, and a
+newcomer meets what it is, the Mac caveat, set-up and the three journeys on its first two screens."""
 
 from __future__ import annotations
 
@@ -16,21 +17,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_metric_table_is_generated_from_the_registry():
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs/metrics.md").read_text()
     inside = re.search(r"<!-- metrics:begin -->\n(.*?)\n<!-- metrics:end -->", text, re.S)
-    assert inside, "README lacks the metrics markers"
+    assert inside, "docs/metrics.md lacks the metrics markers"
     assert inside.group(1).strip() == markdown_table().strip(), (
-        "README's metric table is stale: regenerate it with `python -m siliconbench.contract.metrics_doc`"
+        "docs/metrics.md's metric table is stale: regenerate it with `python -m siliconbench.contract.metrics_doc`"
     )
 
 
 def test_settings_table_is_generated_from_settings():
-    """One README table names every setting, row for row the Settings class (its description and default)."""
-    text = (ROOT / "README.md").read_text()
+    """One table names every setting, row for row the Settings class (its description and default)."""
+    text = (ROOT / "docs/settings.md").read_text()
     inside = re.search(r"<!-- settings:begin -->\n(.*?)\n<!-- settings:end -->", text, re.S)
-    assert inside, "README lacks the settings markers"
+    assert inside, "docs/settings.md lacks the settings markers"
     assert inside.group(1).strip() == settings_table().strip(), (
-        "README's settings table is stale: regenerate it with `python -m siliconbench.contract.settings_doc`"
+        "docs/settings.md's settings table is stale: regenerate it with `python -m siliconbench.contract.settings_doc`"
     )
 
 
@@ -61,3 +62,40 @@ def test_setup_commands_are_make_targets():
     for target in ("quickstart", "test"):
         assert f"make {target}" in text and re.search(rf"^{target}:", makefile, re.M)
     assert "make test" in (ROOT / ".ci/run").read_text()
+
+
+README_MAX_LINES = 300
+SCREEN_LINES = 50  # what a terminal or a browser shows at once
+
+
+def test_the_readme_is_short_and_says_first_what_a_newcomer_needs():
+    text = (ROOT / "README.md").read_text()
+    lines = text.splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README is {len(lines)} lines: move detail into docs/"
+    first_two_screens = "\n".join(lines[: 2 * SCREEN_LINES])
+    for needed in ("llama.cpp", "MLX", "Nothing has run on a Mac yet", "make quickstart", "make test"):
+        assert needed in first_two_screens, needed
+    journeys = [m.group(1) for m in re.finditer(r"^### \d\. (.+)$", text, re.M)]
+    assert journeys == [
+        "Submit a sweep from the dashboard",
+        "Add a Mac mini as a worker",
+        "Track a regression down to a commit",
+    ]
+
+
+def test_every_link_of_the_readme_and_docs_leads_to_a_file():
+    """Relative links of README.md and docs/*.md (anchors aside) name files that exist."""
+    broken = []
+    for md in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(ROOT.glob("*/README.md"))]:
+        for target in re.findall(r"\]\(([^)\s]+)\)", md.read_text()):
+            if target.startswith(("http://", "https://", "#", "mailto:")):
+                continue
+            if not (md.parent / target.split("#")[0]).exists():
+                broken.append(f"{md.relative_to(ROOT)} -> {target}")
+    assert not broken, broken
+
+
+def test_every_doc_is_on_the_readmes_map():
+    text = (ROOT / "README.md").read_text()
+    unlisted = [p.name for p in sorted((ROOT / "docs").glob("*.md")) if f"(docs/{p.name})" not in text]
+    assert not unlisted, f"docs/ files the README's map does not list: {unlisted}"

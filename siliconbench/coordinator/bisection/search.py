@@ -45,7 +45,7 @@ from siliconbench.coordinator.stats.significance import (
 GOOD_END = -1
 ENDS, MIDPOINT, CONFIRM, DONE = "ends", "midpoint", "confirm", "done"
 BAD, GOOD, UNDECIDED, SKIPPED = "bad", "good", "undecided", "skipped"
-# How a search ends (``outcome``), each with its exit status (the README's table).
+# How a search ends (``outcome``), each with its exit status (docs/builds-and-bisection.md's table).
 FOUND, AMBIGUOUS, EQUIVALENT, IMPROVEMENT, INCONCLUSIVE, FAILED = (
     "found",
     "ambiguous",
