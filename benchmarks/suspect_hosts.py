@@ -10,13 +10,14 @@ test pairs them (``siliconbench.coordinator.fleet.suspects``: Wilcoxon signed-ra
 Printed: per run each worker's ratio vs its peer per series, who was flagged; at the end the detection rate
 (throttled flagged / runs) and the false-flag rate (healthy flagged / runs), with 95% Wilson intervals.
 
-    .venv/bin/python -m benchmarks.suspect_hosts --runs 10
+    python benchmarks/suspect_hosts.py --runs 10
 """
 
 from __future__ import annotations
 
 import math
 import re
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,7 +25,10 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from harness.peer_scenario import METRIC, models_folder, scenario
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # `python benchmarks/suspect_hosts.py`, as every benchmark runs
+
+from harness.peer_scenario import METRIC, models_folder, scenario  # noqa: E402
 
 
 def _lengths(label: str) -> str:

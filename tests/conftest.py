@@ -38,7 +38,18 @@ if openblas := find_openblas():
 # The areas in the order `make test`'s parallel part should start them: the longest first (measured: fleet ~500 s of
 # test time, models and worker ~200 s each, ...), so that no long file starts last and runs on alone while the
 # other processes sit idle; files of the small areas fill the gaps at the end.
-AREA_ORDER = ("fleet", "models", "dashboard", "cli", "coordinator", "worker", "house", "storage", "contract")
+AREA_ORDER = (
+    "fleet",
+    "benchmarks",
+    "models",
+    "dashboard",
+    "cli",
+    "coordinator",
+    "worker",
+    "house",
+    "storage",
+    "contract",
+)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -4,8 +4,6 @@ milliseconds: the real ``Search`` and ``decide``, the processes drawn instead of
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -175,19 +173,6 @@ def test_last_look_neither_way_is_inconclusive_not_no_change():
     assert c.needed_processes and c.needed_processes > 15 and "would resolve it" in c.reason
     quiet = compare_processes([[100.0 + i * 0.01] for i in range(10)], [[100.0 + i * 0.01] for i in range(10)], METRIC)
     assert quiet.verdict == Verdict.equivalent and "inside ±3%" in quiet.reason
-
-
-def test_the_error_budget_benchmark_prints_its_table_and_targets():
-    """benchmarks/bisection_power.py at its smallest size: its command keeps working and prints what it claims."""
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bisection_power.py"), "--searches", "4", "--cvs", "0.08",
-         "--ranges", "4", "--effects", "0,0.1", "--plants", "slide,skipped", "--decide-runs", "10", "--workers", "1"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "| cv 8% |   4 commits | step 10%" in out.stdout and "ms/search" in out.stdout
-    assert "decide alone" in out.stdout and "targets:" in out.stdout
-    assert out.stdout.count("PASS") + out.stdout.count("FAIL") == 4
 
 
 def test_the_processes_a_search_ran_are_counted_once():

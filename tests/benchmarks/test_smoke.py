@@ -1,0 +1,150 @@
+"""Every script under benchmarks/ at its smallest size: its command keeps working and prints the figures it claims,
+so a figure the docs quote can always be measured again by its own command. Not a measurement: the suite's other
+workers share the machine, so only the shape of what is printed is checked, never a value against a target.
+
+A new benchmark without a smoke run here fails ``test_every_benchmark_has_a_smoke_run``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from harness.fleet import ROOT
+from harness.llama_repo import BUILDS
+from tests.conftest import SMALL
+
+SMOKE_TIMEOUT_S = 600
+
+
+def run_benchmark(script: str, *args, env: dict | None = None) -> str:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=SMOKE_TIMEOUT_S,
+        env={**os.environ, "COLUMNS": "240", "SILICONBENCH_BUSY_CPU_PCT": "100", **(env or {})},
+    )
+    assert out.returncode == 0, (out.stdout[-3000:], out.stderr[-3000:])
+    return out.stdout
+
+
+@pytest.fixture
+def models_env(models_dir, tmp_path):
+    return {"SILICONBENCH_MODELS_DIR": str(models_dir), "XDG_DATA_HOME": str(tmp_path / "data")}
+
+
+def test_bisection_power(tmp_path):
+    out = run_benchmark(
+        "bisection_power.py",
+        *("--searches", 4, "--cvs", "0.08", "--ranges", 4, "--effects", "0,0.1", "--plants", "slide,skipped"),
+        *("--decide-runs", 10, "--workers", 1),
+    )
+    assert "| cv 8% |   4 commits | step 10%" in out and "ms/search" in out
+    assert "decide alone" in out and "targets:" in out
+    assert out.count("PASS") + out.count("FAIL") == 4
+
+
+def test_dashboard_queries():
+    out = run_benchmark("dashboard_queries.py", "--samples", 3000, "--runs", 3)
+    assert re.search(r"seeded [\d,]+ samples, [\d,]+ jobs, \d+ sweeps in [\d.]+ s \(revision 0\d+", out), out
+    pages = re.findall(r"^PAGE (\w+) .*?\s([\d.]+)\s+([\d.]+)$", out, re.M)
+    assert [p[0] for p in pages] == ["compare", "sweeps", "fleet", "result"], out
+    assert "compare: series (latest sweep, default) [3/3]" in out  # the summaries' query planned on seeded rows
+
+
+def test_models_add(smol):
+    gguf = next((smol[0] / "smollm2-135m").rglob("*.gguf"))
+    out = run_benchmark("models_add.py", gguf, "--rounds", 1)
+    assert gguf.name in out and "first add (hashes)" in out and re.search(r"\d+\.\d{3} \(", out), out
+
+
+def test_fidelity(models_env):
+    out = run_benchmark(
+        "fidelity.py",
+        *("--models", SMALL, "--rounds", 1, "--reps", 2, "--prompt", 32, "--gen", 8, "--no-perplexity"),
+        env=models_env,
+    )
+    for pair in ("prefill_tps", "decode_tps"):
+        assert pair in out, out
+    assert "llama-bench" in out and "mlx_lm" in out, out
+
+
+def test_kld(models_env):
+    out = run_benchmark(
+        "kld.py", SMALL, 64, 4, "Q8_0", env=models_env
+    )  # under 4 windows llama-perplexity prints no summary
+    assert re.search(r"Q8_0 \(llama.cpp\) .* (yes|NO) ", out), out
+
+
+def test_regression_power(models_dir, tmp_path):
+    out = run_benchmark(
+        "regression_power.py",
+        *("--rounds", 2, "--processes", 1, "--repetitions", 2, "--prompt", 16, "--gen", 4),
+        *("--models-dir", models_dir, "--json", tmp_path / "figures.json"),
+        env={"XDG_DATA_HOME": str(tmp_path / "data")},
+    )
+    assert (tmp_path / "figures.json").stat().st_size > 0 and "A/A" in out, out
+
+
+def test_build_paths(models_env):
+    out = run_benchmark(
+        "build_paths.py",
+        *("--model", SMALL, "--rounds", 1, "--reps", 1, "--prompt", 16, "--gen", 4),
+        env={**models_env, "SILICONBENCH_BUILDS_DIR": str(BUILDS)},  # the suite's kept builds: no cold build
+    )
+    assert "binding ÷ the build's" in out and "prefill_tps" in out and "decode_tps" in out, out
+
+
+def test_serve_client(models_env):
+    out = run_benchmark(
+        "serve_client.py",
+        *("--model", SMALL, "--quant", "full", "--engines", "llama.cpp", "--rounds", 1, "--requests", 2),
+        *("--max-tokens", 4, "--prompt-tokens", 16),
+        env=models_env,
+    )
+    assert "TTFT" in out and "TPOT" in out, out
+
+
+def test_plumbing():
+    out = run_benchmark("plumbing.py", "--jobs", 20, "--workers", 1)
+    assert "jobs/s" in out and "enqueue" in out, out
+
+
+def test_suspect_hosts(models_dir):
+    out = run_benchmark(
+        "suspect_hosts.py",
+        *("--runs", 1, "--processes", 4, "--gen", "16", "--repetitions", 2, "--models-dir", models_dir),
+    )  # 4 processes a series: the fewest suspects.MIN_PROCESSES tests
+    assert re.search(r"run 1/1 .*; (ok|slow) tg16 @ d\d+ \d\.\d{3} p ", out), out
+    assert re.search(r"detection: \d/1 = \d+% \(95% ", out) and "false flags: " in out, out
+
+
+def test_faults(tmp_path):
+    out = run_benchmark(
+        "faults.py",
+        *("--jobs", 4, "--worker-kills", 1, "--broker-restarts", 0, "--db-cut-s", 2, "--reconciler-kills", 0),
+        *("--work-dir", tmp_path),
+    )
+    assert "lost" in out and "duplicated" in out, out
+
+
+def test_every_benchmark_has_a_smoke_run():
+    scripts = {p.stem for p in (ROOT / "benchmarks").glob("*.py") if not p.stem.startswith("_")}
+    smoked = {name.removeprefix("test_") for name in globals() if name.startswith("test_")} - {
+        "every_benchmark_has_a_smoke_run",
+        "benchmarks_readme_lists_every_script",
+    }
+    assert scripts == smoked, f"benchmarks without a smoke run: {sorted(scripts - smoked)}"
+
+
+def test_benchmarks_readme_lists_every_script():
+    text = (ROOT / "benchmarks" / "README.md").read_text()
+    missing = [p.name for p in sorted((ROOT / "benchmarks").glob("*.py")) if not p.stem.startswith("_")]
+    missing = [name for name in missing if f"`{name}`" not in text]
+    assert not missing, missing
