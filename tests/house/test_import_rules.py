@@ -7,6 +7,7 @@ its parts are its sub-packages (``siliconbench.worker``, ...), and three folders
     embedded                composition of worker and coordinator on one machine
     worker | coordinator    side by side, never importing each other
     storage, migrations     shared storage (tables, sessions, store, job state, broker seam)
+    commits                 a llama.cpp checkout read with git (builds and the tags watch): no third-party package
     contract                imports nothing of the project (nor does ``siliconbench/__init__.py``, counted with it)
 
 Inside ``siliconbench/coordinator/`` and ``siliconbench/worker/`` the rooms (sub-packages) have a table of their own (ROOMS): which
@@ -34,7 +35,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPS = ("siliconbench", "harness", "tests", "benchmarks")  # the folders at the checkout's root that hold Python
-PARTS = ("contract", "storage", "migrations", "worker", "coordinator", "embedded", "cli", "dashboard")
+PARTS = ("contract", "commits", "storage", "migrations", "worker", "coordinator", "embedded", "cli", "dashboard")
 PACKAGES = tuple(f"siliconbench.{p}" for p in PARTS)
 PROJECT = PACKAGES + ("harness", "tests", "benchmarks")
 
@@ -48,13 +49,14 @@ ALLOWED = {
     full(a): {full(b) for b in bs}
     for a, bs in {
         "contract": set(),
+        "commits": {"contract"},
         "storage": {"contract"},
         "migrations": {"contract", "storage"},
-        "worker": {"contract", "storage"},
-        "coordinator": {"contract", "storage"},
-        "embedded": {"contract", "storage", "worker", "coordinator"},
-        "cli": {"contract", "storage", "worker", "coordinator", "embedded"},
-        "dashboard": {"contract", "storage", "worker", "coordinator", "embedded"},
+        "worker": {"contract", "commits", "storage"},
+        "coordinator": {"contract", "commits", "storage"},
+        "embedded": {"contract", "commits", "storage", "worker", "coordinator"},
+        "cli": {"contract", "commits", "storage", "worker", "coordinator", "embedded"},
+        "dashboard": {"contract", "commits", "storage", "worker", "coordinator", "embedded"},
         "harness": set(PACKAGES),
         "tests": set(PACKAGES) | {"harness"},
         "benchmarks": set(PACKAGES) | {"harness"},
@@ -353,7 +355,7 @@ def test_package_import_graph_is_acyclic():
     for a, b in package_edges():
         graph[a].add(b)
     order = list(graphlib.TopologicalSorter(graph).static_order())  # raises CycleError on a cycle
-    assert order[0] == "siliconbench.contract" and set(order) == set(PROJECT)
+    assert set(order[:2]) == {"siliconbench.contract", "siliconbench.commits"} and set(order) == set(PROJECT)
 
 
 def test_worker_and_coordinator_never_import_each_other():
@@ -376,6 +378,8 @@ WORKER_PLUMBING = modules_of(
             ["siliconbench"] + modules_of("siliconbench.contract"),
             ENGINES + DASHBOARD + ["sqlalchemy", "psycopg", "alembic", "celery"],
         ),
+        # git's answers need no third-party package: a worker with nothing but the contract reads a checkout.
+        ("siliconbench.commits", modules_of("siliconbench.commits"), ENGINES + DASHBOARD + ["pydantic", "sqlalchemy"]),
         ("siliconbench.storage", modules_of("siliconbench.storage"), ENGINES + DASHBOARD),
         ("siliconbench.coordinator", modules_of("siliconbench.coordinator"), ENGINES + DASHBOARD),
         ("siliconbench.embedded", modules_of("siliconbench.embedded"), ENGINES + DASHBOARD),

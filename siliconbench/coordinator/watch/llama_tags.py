@@ -10,10 +10,11 @@ names (``llama-b7123-bin-macos-arm64.zip``). The commits between two tags are wh
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from siliconbench.contract.watch_spec import ARCHIVE, LLAMA_CPP, TAG, version_key
+
+from siliconbench.commits import git as _git
 
 GIT_TIMEOUT_S = 300
 
@@ -22,21 +23,16 @@ class TagsError(Exception):
     """The checkout or folder could not be read at all."""
 
 
-def _git(source: str, *args: str, timeout: float = 60) -> str:
+def _asked(ask, *args):
     try:
-        out = subprocess.run(["git", "-C", source, *args], capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise TagsError(f"git {' '.join(args)} in {source}: {exc}") from None
-    if out.returncode != 0:
-        raise TagsError(f"git {' '.join(args)} in {source}: {out.stderr.strip()[-300:]}")
-    return out.stdout
+        return ask(*args)
+    except _git.GitError as exc:
+        raise TagsError(str(exc)) from None
 
 
 def fetch(source: str) -> None:
     """``git fetch --tags`` from the checkout's remotes; TagsError with git's words when it cannot."""
-    if not _git(source, "remote").split():
-        return  # a checkout with no remote has nothing to fetch: its tags are what it holds
-    _git(source, "fetch", "--tags", "--quiet", "--all", timeout=GIT_TIMEOUT_S)
+    _asked(_git.fetch_tags, source, GIT_TIMEOUT_S)
 
 
 def tags(llama: dict) -> tuple[list[str], str | None]:
@@ -53,7 +49,7 @@ def tags(llama: dict) -> tuple[list[str], str | None]:
             fetch(source)
         except TagsError as exc:
             error = f"fetch failed, the checkout's own tags read: {exc}"
-    names = [t for t in _git(source, "tag", "--list", "b[0-9]*").split() if TAG.match(t)]
+    names = [t for t in _asked(_git.tags, source, "b[0-9]*") if TAG.match(t)]
     return sorted(names, key=lambda t: version_key(LLAMA_CPP, t)), error
 
 
@@ -66,26 +62,22 @@ def archive_for(folder: str, tag: str) -> str | None:
 
 def sha_of(source: str, ref: str) -> str:
     """The full sha ``ref`` names in the checkout."""
-    return _git(source, "rev-parse", "--verify", f"{ref}^{{commit}}").strip()
+    sha = _git.sha_of(source, ref)
+    if sha is None:
+        raise TagsError(f"{ref!r} names no commit in {source}")
+    return sha
 
 
 def commit_of(source: str, ref: str) -> dict:
     """{sha, number, subject} of the commit ``ref`` names."""
-    sha = sha_of(source, ref)
-    number = int(_git(source, "rev-list", "--count", sha).strip())
-    return {"sha": sha, "number": number, "subject": _git(source, "log", "-1", "--format=%s", sha).strip()}
+    return _asked(_git.commit, source, sha_of(source, ref)).as_dict()
 
 
 def commits_between(source: str, good: str, bad: str) -> list[dict]:
     """The commits after ``good`` up to ``bad`` (bad last), oldest first, along the first-parent line:
     {sha, number, subject} each. TagsError when ``good`` is not an ancestor of ``bad``."""
     g, b = sha_of(source, good), sha_of(source, bad)
-    if subprocess.run(["git", "-C", source, "merge-base", "--is-ancestor", g, b]).returncode != 0:
+    line = _asked(_git.first_parent_line, source, g, b)
+    if line is None:
         raise TagsError(f"{good} ({g[:12]}) is not an ancestor of {bad} ({b[:12]})")
-    lines = _git(source, "log", "--first-parent", "--ancestry-path", "--reverse", "--format=%H %s", f"{g}..{b}")
-    out = []
-    for line in lines.splitlines():
-        sha, _, subject = line.partition(" ")
-        # Along the first-parent line each commit adds its merged side too: count, never assume +1.
-        out.append({"sha": sha, "number": int(_git(source, "rev-list", "--count", sha).strip()), "subject": subject})
-    return out
+    return [c.as_dict() for c in line]

@@ -1,9 +1,9 @@
 """A llama.cpp source: a git checkout (a version is a commit) or any source tree (a version is its content digest).
 
-A commit is named as llama.cpp names its builds (``cmake/build-info.cmake``): the build number is
-``git rev-list --count`` of the commit, a release tag is ``b<number>``. Nothing here checks a commit out in the
-user's checkout: a build reads the commit's files with ``git archive`` (``export``), so the user's working tree
-and its branch are never touched.
+A commit is named as llama.cpp names its builds (``siliconbench.commits.git.label``). Nothing here checks a commit
+out in the user's checkout: a build reads the commit's files with ``git archive`` (``export``), so the user's
+working tree and its branch are never touched. git itself is asked through ``siliconbench.commits.git``; its
+failures become a UserError naming the option they came from.
 """
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import subprocess
 import tarfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from siliconbench.contract.errors import UserError
+
+from siliconbench.commits import git as _git
 
 # Left out of a plain tree's digest and of what a build copies: what a build or an editor leaves there.
 SKIPPED = {".git", "build", ".cache", "__pycache__", ".DS_Store"}
@@ -42,27 +43,24 @@ class Revision:
         """How the version is named where a person reads it: b7123 on a tag, b7123+abcdef0 between tags."""
         if self.number is None:
             return self.sha
-        tag = f"b{self.number}"
         if self.lineage == "prebuilt":  # a release archive is its tag's build (its sha is the archive's digest)
-            return tag
-        return tag if self.describe == tag else f"{tag}+{self.sha[:7]}"
+            return f"b{self.number}"
+        return _git.label(self.number, self.sha, self.describe)
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def _git(source: Path, *args: str, check: bool = True) -> str:
+def _asked(field: str, ask, *args):
+    """``ask(*args)`` of the git helper, its GitError a UserError naming ``field``."""
     try:
-        out = subprocess.run(["git", "-C", str(source), *args], capture_output=True, text=True, timeout=120)
-    except FileNotFoundError:
-        raise UserError("--source", "git is not installed; install it, or pass a plain source tree.") from None
-    if check and out.returncode != 0:
-        raise UserError("--ref", f"git {' '.join(args)} in {source}: {out.stderr.strip()[-400:]}")
-    return out.stdout.strip()
+        return ask(*args)
+    except _git.GitError as exc:
+        raise UserError(field, f"{exc}") from None
 
 
 def is_git(source: Path) -> bool:
-    return (source / ".git").exists() or _git(source, "rev-parse", "--is-inside-work-tree", check=False) == "true"
+    return _git.is_checkout(source)
 
 
 def check_llama_tree(root: Path, field: str = "--source") -> None:
@@ -81,38 +79,30 @@ def resolve(source: Path | str, ref: str | None = None, field: str = "--ref") ->
             raise UserError(field, f"{src} is not a git checkout, so it has no ref {ref!r}; leave {field} out.")
         check_llama_tree(src)
         return Revision(tree_digest(src), None, tree_digest(src), "", "tree", str(src))
-    sha = _git(src, "rev-parse", "--verify", "--quiet", f"{ref or 'HEAD'}^{{commit}}", check=False)
+    sha = _git.sha_of(src, ref or "HEAD")
     if not sha:
         raise UserError(field, f"{ref!r} names no commit in {src} (a tag such as b7123, a branch or a sha).")
-    if not _has(src, sha):
+    if not _git.answers(src, "cat-file", "-e", f"{sha}:include/llama.h"):
         raise UserError(field, f"commit {sha[:12]} of {src} has no include/llama.h: not a llama.cpp tree.")
-    roots = _git(src, "rev-list", "--max-parents=0", sha).split()
+    c = _asked(field, _git.commit, src, sha)
     return Revision(
         sha=sha,
-        number=int(_git(src, "rev-list", "--count", sha)),
-        describe=_git(src, "describe", "--tags", "--always", sha),
-        subject=_git(src, "log", "-1", "--format=%s", sha),
-        lineage=sorted(roots)[0],
+        number=c.number,
+        describe=_asked(field, _git.describe, src, sha),
+        subject=c.subject,
+        lineage=_asked(field, _git.root_of, src, sha),
         source=str(src),
     )
 
 
-def _has(src: Path, sha: str) -> bool:
-    probe = ["git", "-C", str(src), "cat-file", "-e", f"{sha}:include/llama.h"]
-    return subprocess.run(probe, capture_output=True).returncode == 0
-
-
 def has_ref(source: Path | str, ref: str) -> bool:
     """Whether ``ref`` names a commit in the checkout ``source``."""
-    src = str(Path(source).expanduser())
-    return bool(_git(Path(src), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False))
+    return _git.sha_of(Path(source).expanduser(), ref) is not None
 
 
 def fetch_tags(source: Path | str) -> None:
     """``git fetch --tags`` from every remote of the checkout (a UserError with git's words when it fails)."""
-    src = Path(source).expanduser()
-    if _git(src, "remote").split():
-        _git(src, "fetch", "--tags", "--quiet", "--all")
+    _asked("--ref", _git.fetch_tags, Path(source).expanduser())
 
 
 def between(source: Path | str, good: str, bad: str) -> list[Revision]:
@@ -122,12 +112,12 @@ def between(source: Path | str, good: str, bad: str) -> list[Revision]:
     g, b = resolve(src, good, "--good"), resolve(src, bad, "--bad")
     if g.number is None:
         raise UserError("--source", f"{src} is not a git checkout: a bisection needs the commits between two refs.")
-    if subprocess.run(["git", "-C", str(src), "merge-base", "--is-ancestor", g.sha, b.sha]).returncode != 0:
+    line = _asked("--good", _git.first_parent_line, src, g.sha, b.sha)
+    if line is None:
         raise UserError("--good", f"{good} ({g.sha[:12]}) is not an ancestor of {bad} ({b.sha[:12]}).")
-    shas = _git(src, "rev-list", "--first-parent", "--ancestry-path", "--reverse", f"{g.sha}..{b.sha}").split()
-    if not shas:
+    if not line:
         raise UserError("--bad", f"{bad} is {good}: there is nothing between them to search.")
-    return [resolve(src, s) for s in shas]
+    return [resolve(src, c.sha) for c in line]
 
 
 def export(rev: Revision, dest: Path) -> None:
@@ -136,9 +126,7 @@ def export(rev: Revision, dest: Path) -> None:
     if rev.number is None:
         copy_tree(Path(rev.source), dest)
         return
-    data = subprocess.run(
-        ["git", "-C", rev.source, "archive", "--format=tar", rev.sha], capture_output=True, timeout=300, check=True
-    ).stdout
+    data = _asked("--ref", _git.archive, rev.source, rev.sha)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         tar.extractall(dest, filter="tar")
 
