@@ -47,7 +47,8 @@ from siliconbench.contract.spec import parse_sweep  # noqa: E402
 from siliconbench.worker.engines import get_engine  # noqa: E402
 from siliconbench.worker.serving import load  # noqa: E402
 from siliconbench.worker.serving.client import stream_request  # noqa: E402
-from siliconbench.worker.serving.server import Server, command, free_port  # noqa: E402
+from siliconbench.worker.serving.process import Server, free_port  # noqa: E402
+from siliconbench.worker.serving.servers import command  # noqa: E402
 from siliconbench.worker.workloads.common import Prompts  # noqa: E402
 from siliconbench.worker.workloads.serve import PATHS, body_of, units_of  # noqa: E402
 

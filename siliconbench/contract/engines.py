@@ -29,7 +29,7 @@ class EngineDescription:
     adapter: str  # "module:Class" of its siliconbench.worker.engines.base.Engine
     version_source: Literal["release", "build"]  # a package release on the index, or a build of a source tree
     backend: str  # how the backend it ran on is found (recorded as Environment.backend)
-    # Its OpenAI-compatible HTTP servers (siliconbench/worker/serving/server.py SERVERS), the default first; a server workload's
+    # Its OpenAI-compatible HTTP servers (siliconbench/worker/serving/servers.py SERVERS), the default first; a server workload's
     # `server` setting picks another. `unnamed_server` is the one jobs ran before the choice existed: named in no job,
     # so those jobs keep their ids and their history.
     servers: tuple[str, ...]

@@ -14,7 +14,7 @@ from siliconbench.contract.watch_spec import Package
 
 from siliconbench.worker.engines import engine_class
 from siliconbench.worker.engines.base import Engine
-from siliconbench.worker.serving.server import SERVERS
+from siliconbench.worker.serving.servers import SERVERS
 from tests.house.files import project_files
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,8 @@ import pytest
 from siliconbench.coordinator.reports.export import result_record
 from siliconbench.worker.envs.blas import child_blas_env
 from siliconbench.worker.serving.client import completion_body, stream_completion
-from siliconbench.worker.serving.server import READY_PROBE, Server, command, free_port
+from siliconbench.worker.serving.process import READY_PROBE, Server, free_port
+from siliconbench.worker.serving.servers import command
 from tests.conftest import SMALL
 from tests.workload_helpers import assert_no_process_left, jobs_for, run, values
 

@@ -22,7 +22,7 @@ from siliconbench.contract.spec import parse_sweep
 from siliconbench.coordinator.reports.export import result_record
 from siliconbench.coordinator.reports.workload_tables import workload_table
 from siliconbench.worker.serving.client import answers_completion
-from siliconbench.worker.serving.server import free_port
+from siliconbench.worker.serving.process import free_port
 from tests.workload_helpers import assert_no_process_left, jobs_for, run, values
 
 ROOT_PROMPTS = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "prompts", "chat.jsonl")

@@ -19,7 +19,7 @@ from pathlib import Path
 from siliconbench.contract.jobs import JobSpec
 
 from siliconbench.worker.engines import engine_log
-from siliconbench.worker.serving.server import kill_live_groups
+from siliconbench.worker.serving.process import kill_live_groups
 from siliconbench.worker.workloads import remove_scratch, run_workload
 
 

@@ -22,7 +22,7 @@ from siliconbench.worker.builds import driver
 from siliconbench.worker.builds.tool import ToolEngine
 from siliconbench.worker.platform.host_facts import host_facts
 from siliconbench.worker.platform.nvidia import DeviceMeter, Nvml
-from siliconbench.worker.serving.server import kill_live_groups
+from siliconbench.worker.serving.process import kill_live_groups
 from siliconbench.worker.workloads.common import Context, engine_for, footprint_peak_bytes, rss_peak_bytes
 
 _scratch: list[Path] = []  # this process's workload folder, for remove_scratch

@@ -19,7 +19,8 @@ import threading
 
 from siliconbench.worker.measure.memory import TreeWindow
 from siliconbench.worker.serving.client import StreamResult, completion_body, request_facts, stream_completion
-from siliconbench.worker.serving.server import Server, batching, command, free_port, server_facts
+from siliconbench.worker.serving.process import Server, free_port
+from siliconbench.worker.serving.servers import batching, command, server_facts
 from siliconbench.worker.workloads.common import (
     Context,
     Outcome,

@@ -18,7 +18,8 @@ import time
 from siliconbench.contract.errors import WorkloadError
 
 from siliconbench.worker.serving.client import completion_body, request_facts, stream_completion
-from siliconbench.worker.serving.server import Server, command, free_port, server_facts
+from siliconbench.worker.serving.process import Server, free_port
+from siliconbench.worker.serving.servers import command, server_facts
 from siliconbench.worker.workloads.common import (
     Context,
     Outcome,

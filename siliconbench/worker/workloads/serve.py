@@ -16,7 +16,8 @@ from siliconbench.contract.workloads.prompt_files import single_request, turns
 from siliconbench.worker.measure.memory import TreeWindow
 from siliconbench.worker.serving.client import chat_body, completion_body, request_facts, stream_request
 from siliconbench.worker.serving.load import arrivals, drive, figures
-from siliconbench.worker.serving.server import Server, ServerError, batching, command, free_port, server_facts
+from siliconbench.worker.serving.process import Server, ServerError, free_port
+from siliconbench.worker.serving.servers import batching, command, server_facts
 from siliconbench.worker.workloads.common import (
     Context,
     Outcome,
