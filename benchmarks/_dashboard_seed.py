@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import random
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from siliconbench.contract.jobs import JobSpec, digest
 from siliconbench.contract.results import Environment
@@ -33,7 +33,7 @@ METRICS = {
 }
 CHIPS = ["Apple M1", "Apple M2 Pro", "Apple M2 Ultra", "Apple M3 Max", "Apple M4", "Apple M4 Pro"]
 PROMPTS, DEPTHS, REPS, WARMUP = (128, 512, 2048), (0, 2048), 5, 1
-T0 = datetime(2026, 6, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 6, 1, tzinfo=UTC)
 
 
 def environment(host: int, engine: str, new: bool) -> Environment:
@@ -223,7 +223,7 @@ def seed(url: str, n_samples: int) -> dict:
                         json.dumps([{"name": "llama.cpp", "version": "0.3.36"}, {"name": "mlx", "version": "0.32.2"}]),
                         json.dumps([{"name": m, "artifacts": []} for m in MODELS]),
                         h % 4 != 0,
-                        datetime.now(timezone.utc) - timedelta(seconds=h),
+                        datetime.now(UTC) - timedelta(seconds=h),
                         None,
                     )
                 )

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import psutil
 

@@ -101,7 +101,7 @@ def main(
         ours, theirs = samples["binding"][m], samples["llama-bench"][tool[m]]
         if not ours or not theirs:
             continue
-        ratio, lo, hi = ratio_ci(list(zip(ours, theirs)))
+        ratio, lo, hi = ratio_ci(list(zip(ours, theirs, strict=True)))
         med = lambda procs: statistics.median(v for p in procs for v in p)  # noqa: E731
         t.add_row(
             m,

@@ -183,7 +183,7 @@ def main(
                 a, b = first(), second()
                 tool, ours = (a, b) if rnd % 2 == 0 else (b, a)
                 options[(model, job.engine)] = ours.pop("_options")
-                for s, (metric, _, key, _) in zip(by_engine[job.engine], PAIRS[job.engine]):
+                for s, (metric, _, key, _) in zip(by_engine[job.engine], PAIRS[job.engine], strict=False):
                     if ours.get(metric):
                         s.rounds.append((ours[metric], tool[key]))
                 console.print(f"[dim]{model} round {rnd + 1}/{rounds} {job.engine} {job.quant}: done[/dim]")

@@ -221,8 +221,8 @@ def evaluate(data: dict, processes: int, console: Console) -> dict:
     figures: dict = {"processes": processes, "metrics": {}}
     for metric in HEADLINE:
         reg = Verdict.regression  # B is slower: for TTFT (lower is better) that is a regression just the same
-        before_aa = sum(pooled_verdict(a[metric], b[metric], metric) == reg for a, b in zip(A, A2))
-        before_ab = sum(pooled_verdict(a[metric], b[metric], metric) == reg for a, b in zip(A + A2, B + B))
+        before_aa = sum(pooled_verdict(a[metric], b[metric], metric) == reg for a, b in zip(A, A2, strict=True))
+        before_ab = sum(pooled_verdict(a[metric], b[metric], metric) == reg for a, b in zip(A + A2, B + B, strict=True))
         blocks = [slice(s, s + processes) for s in range(0, n - processes + 1, processes)]
         blk_aa = sum(verdict(A[s], A2[s], metric) == reg for s in blocks)
         blk_ab = sum(verdict(X[s], B[s], metric) == reg for s in blocks for X in (A, A2))

@@ -99,7 +99,9 @@ async def _client_run(port: int, path: str, bodies: list[dict], schedule: list[f
     url = f"http://127.0.0.1:{port}{path}"
     async with httpx.AsyncClient(timeout=600.0, limits=httpx.Limits(max_connections=None)) as client:
         start = time.perf_counter()
-        return await asyncio.gather(*[_request(client, url, b, start, at) for b, at in zip(bodies, schedule)])
+        return await asyncio.gather(
+            *[_request(client, url, b, start, at) for b, at in zip(bodies, schedule, strict=True)]
+        )
 
 
 def client_medians(outs: list[dict]) -> dict:
@@ -226,7 +228,7 @@ def main(
             server.stop(10.0)
         server_name = p.get("server") or "mlx_lm.server"
         for m, (a, b) in per.items():
-            g, lo, hi = ratio_ci([x / y for x, y in zip(a, b)])
+            g, lo, hi = ratio_ci([x / y for x, y in zip(a, b, strict=True)])
             medians = statistics.median(a) / statistics.median(b)
             table.add_row(
                 f"{job.engine} / {server_name}",

@@ -91,7 +91,7 @@ class WorkerProc(CliProc):
         self.spool_dir = Path(env["SILICONBENCH_SPOOL_DIR"])
         super().__init__(name, args, env, log_dir, log_name=f"worker-{name}")
 
-    def wait_ready(self, timeout_s: float = 60) -> "WorkerProc":
+    def wait_ready(self, timeout_s: float = 60) -> WorkerProc:
         wait_for(
             lambda: b" ready." in self.log_path.read_bytes() or self.proc.poll() is not None,
             timeout_s,
@@ -109,7 +109,7 @@ class RedisServer:
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "RedisServer":
+    def start(self) -> RedisServer:
         exe = shutil.which("redis-server")
         assert exe, "redis-server is not installed"
         self.proc = subprocess.Popen(

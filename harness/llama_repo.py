@@ -126,5 +126,5 @@ def shas(repo: Path = REPO) -> list[str]:
 
 if __name__ == "__main__":
     print(make_repo())
-    for s, subject in zip(shas(), SUBJECTS):
+    for s, subject in zip(shas(), SUBJECTS, strict=False):
         print(s[:12], subject)

@@ -7,7 +7,7 @@ one failed job with an error and stderr tail; two workers in the hosts table.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from siliconbench.contract.jobs import JobSpec, digest
 from siliconbench.contract.results import Environment, JobResult, JobStatus, Sample
@@ -17,7 +17,7 @@ from siliconbench.storage import result_store, sweep_store
 from siliconbench.storage.database import session_scope
 from siliconbench.storage.tables import Host
 
-T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 MODEL = "tiny-llama-5m"
 HOSTS = {"studio": ("mac-studio-01.local", "Apple M2 Ultra", 192), "mbp": ("mbp-m4.local", "Apple M4 Pro", 48)}
 LLAMA_VERSION = {"studio": "0.3.36", "mbp": "0.3.35"}
@@ -121,7 +121,7 @@ def seed(url: str) -> dict:
         with session_scope(url) as s:
             sweep_store.refresh_sweep_status(s, sid)
         sweeps.append(sid)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     with session_scope(url) as s:
         s.add(
             Host(

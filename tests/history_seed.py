@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 import socket
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from siliconbench.contract.jobs import JobSpec, digest
@@ -20,7 +20,7 @@ from siliconbench.storage import result_store, sweep_store
 from siliconbench.storage.database import session_scope
 from tests.envs_support import OTHER_MLX_LM
 
-T0 = datetime(2026, 11, 1, 8, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
 MLX_OPTIONS = {"threads": None, **MlxOptions().model_dump()}  # what a sweep's MLX job records
 
 
@@ -129,7 +129,7 @@ def seed_results(
             run_jobs.append(job)
         with session_scope(url) as s:
             sweep_store.create_sweep(s, sid, spec, run_jobs)
-            for job, res in zip(run_jobs, results):
+            for job, res in zip(run_jobs, results, strict=True):
                 result_store.save_result(s, job, res, host=host, worker="seed")
         jobs += run_jobs
     return jobs

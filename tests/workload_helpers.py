@@ -32,7 +32,7 @@ def assert_no_process_left(events: list[dict]) -> None:
     pids = [p for e in events if e["event"] == "processes" for p in e["pids"]]
     pids += [e["pid"] for e in events if e["event"] == "started"]
     deadline = time.monotonic() + 5
-    for pgid, created in groups:
+    for pgid, _created in groups:
         while True:
             try:
                 os.killpg(pgid, 0)

@@ -6,9 +6,8 @@ import contextlib
 import functools
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable
 
 import typer
 from rich.console import Console

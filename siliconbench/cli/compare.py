@@ -3,7 +3,7 @@ their own modules)."""
 
 from __future__ import annotations
 
-from datetime import timezone
+from datetime import UTC
 from pathlib import Path
 
 import typer
@@ -180,7 +180,7 @@ def _verdicts_since(since: str, fmt: str) -> None:
     from siliconbench.coordinator.watch.messages import parse_since, since as verdicts_since  # verb-local
 
     check_format(fmt)
-    when = parse_since(since).astimezone(timezone.utc)
+    when = parse_since(since).astimezone(UTC)
     with session_scope(database(settings())) as s:
         rows = verdicts_since(s, when)
     if fmt == "json":

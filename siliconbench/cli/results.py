@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import subprocess
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 import typer
@@ -17,7 +17,7 @@ from siliconbench.storage.database import session_scope
 from .common import console, database, print_json, settings, user_errors
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     table = "table"
     csv = "csv"
     json = "json"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import secrets
-from enum import Enum
+from enum import StrEnum
 
 from .errors import UserError
 from .settings import Settings
@@ -26,7 +26,7 @@ REQUIRED = {
 CALLBACK_PATH = "/oauth2callback"  # Streamlit's route; it ignores a redirect URI that ends otherwise
 
 
-class Writes(str, Enum):
+class Writes(StrEnum):
     OPEN = "open"  # loopback, no login configured: whoever runs it is the machine's user
     LOGIN = "login"  # a user logged in through the OpenID provider
     READ_ONLY = "read_only"  # nobody

@@ -222,7 +222,7 @@ def expand(
         for (mi, name), (qi, quant) in itertools.product(enumerate(spec.models), enumerate(spec.quantizations))
         for resolved in resolutions(spec, manifests[name], qi, quant, full)
     ]
-    for mi, name, qi, resolved in pairs:
+    for mi, name, _qi, resolved in pairs:
         for wi, w in enumerate(spec.workloads):
             jobs += _workload_jobs(
                 spec, catalog, sweep_id, mi, manifests[name], resolved, wi, w, start=len(jobs), full_dtype=full_dtype

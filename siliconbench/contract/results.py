@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from enum import Enum
+from datetime import UTC, datetime
+from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
@@ -14,7 +14,7 @@ from .metrics import METRICS
 from .workloads import COMMON_FACTS, FACTS
 
 
-class JobStatus(str, Enum):
+class JobStatus(StrEnum):
     queued = "queued"
     running = "running"
     ok = "ok"
@@ -79,7 +79,7 @@ class JobResult(BaseModel):
     error: str | None = None
     stderr_tail: str | None = None
     started_at: datetime | None = None
-    finished_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    finished_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     wall_s: float | None = Field(None, description="Child process wall time, start to exit")
     load_s: float | None = None
     peak_memory_bytes: int | None = None

@@ -18,8 +18,8 @@ may be; *equivalent* (5) or *improvement* (6) between the ends; *inconclusive* (
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from siliconbench.contract.errors import UserError
 from siliconbench.contract.manifest import ModelCatalog

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version as installed_version
 from pathlib import Path
 
@@ -96,7 +96,7 @@ def plan_confirm(
             f"digest {before.model_sha256[:12]} (the series' model).",
         )
     spec = confirm_spec(finding, before, rounds=rounds, repetitions=repetitions, base=base, cand=cand)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     sweep_id = f"confirm-{finding.id}-{stamp}"
     template = before.model_copy(
         update=dict(

@@ -7,8 +7,9 @@ child process; no engine is imported in this process), and the store's idempoten
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 import psutil
 

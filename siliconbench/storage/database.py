@@ -11,9 +11,9 @@ from __future__ import annotations
 import importlib.util
 import logging
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from alembic import command
 from alembic.config import Config

@@ -14,7 +14,7 @@ import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -254,7 +254,7 @@ def _unknown(job: JobSpec, exc: IntegrityError) -> UnknownJob:
 
 def _aware(t: datetime | None) -> datetime | None:
     """As tables.UTCDateTime binds it: a naive datetime is UTC already."""
-    return t.replace(tzinfo=timezone.utc) if t is not None and t.tzinfo is None else t
+    return t.replace(tzinfo=UTC) if t is not None and t.tzinfo is None else t
 
 
 def save_params(job: JobSpec, result: JobResult, host: str | None = None, worker: str | None = None) -> dict:

@@ -425,13 +425,16 @@ def test_fleet_mode_previews_placement_submits_and_cancels(url, models_dir, brok
     at.button(key="FormSubmitter:sweep_form-Preview").click().run()
     assert not at.error
     jobs = table(at, "preview_jobs")
-    assert sorted(zip(jobs["job"].str.split().str[0], jobs["host"])) == [
+    assert sorted(zip(jobs["job"].str.split().str[0], jobs["host"], strict=True)) == [
         ("llama.cpp", "mbp"),
         ("llama.cpp", "studio"),
         ("mlx", "studio"),
     ]
     hosts = table(at, "preview_hosts")
-    assert dict(zip(hosts["host / queue"], hosts["jobs"])) == {host_queue("mbp"): 1, host_queue("studio"): 2}
+    assert dict(zip(hosts["host / queue"], hosts["jobs"], strict=True)) == {
+        host_queue("mbp"): 1,
+        host_queue("studio"): 2,
+    }
 
     at.button(key="sw_submit").click().run()
     assert "submitted: 3 jobs" in at.success[0].value
@@ -453,7 +456,7 @@ def test_cli_dashboard_serves_on_loopback_headless():
 
     argv = streamlit_argv("127.0.0.1", 8501)
     assert argv[1:4] == ["-m", "streamlit", "run"] and argv[4].endswith("siliconbench/dashboard/serve.py")
-    opts = dict(zip(argv[5::2], argv[6::2]))
+    opts = dict(zip(argv[5::2], argv[6::2], strict=True))
     assert opts["--server.address"] == "127.0.0.1" and opts["--server.port"] == "8501"
     assert opts["--server.headless"] == "true" and opts["--browser.gatherUsageStats"] == "false"
 

@@ -7,7 +7,7 @@ workers, one slowed by a real busy-wait inside llama.cpp's timed calls (harness/
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
@@ -205,7 +205,7 @@ def rounds_history(
             for h in hosts:
                 v = 300.0 * (1 + s) * load * (1 - (slow or {}).get(h, 0.0)) * (1 + rng.normal(0, own_cv))
                 p = point(f"{h}-r{r}-s{s}", h, "0.3.36", list(v * (1 + rng.normal(0, own_cv / 3, 3))))
-                p.sweep_id, p.n_gen, p.when = f"round-{r}", 64 * (1 + s), datetime(2026, 12, 1, r, tzinfo=timezone.utc)
+                p.sweep_id, p.n_gen, p.when = f"round-{r}", 64 * (1 + s), datetime(2026, 12, 1, r, tzinfo=UTC)
                 out.append(p)
     return out
 
@@ -247,7 +247,7 @@ def point(job_id: str, host: str, version: str, values: list[float]) -> Point:
         {"threads": 1},
         {},
         {"llama-cpp-python": version},
-        datetime(2026, 12, 1, tzinfo=timezone.utc),
+        datetime(2026, 12, 1, tzinfo=UTC),
         {"decode_tps": values},
     )
 

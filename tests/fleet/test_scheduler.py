@@ -9,6 +9,7 @@ import os
 import signal
 import time
 from datetime import timedelta
+from itertools import pairwise
 from pathlib import Path
 
 import psutil
@@ -184,7 +185,7 @@ def test_two_schedulers_started_by_mistake_never_overlap(pg_url, private_broker,
             for p in procs:
                 p.stop()
     rows = checks(pg_url)
-    for before, after in zip(rows, rows[1:]):  # never two checks at once, by whichever scheduler
+    for before, after in pairwise(rows):  # never two checks at once, by whichever scheduler
         assert after.started_at >= before.finished_at, (
             before.checker,
             before.started_at,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from siliconbench.contract.aggregate import summarize
 from siliconbench.contract.jobs import JobSpec, digest, spec_digest
@@ -12,7 +12,7 @@ from siliconbench.contract.spec import SweepSpec
 from siliconbench.storage import watch_tables  # noqa: F401  (the watch's tables are on Base.metadata too)
 from siliconbench.storage.summaries import RESULT_METRICS
 
-T0 = datetime(2026, 12, 1, 9, 30, 0, 123456, tzinfo=timezone.utc)
+T0 = datetime(2026, 12, 1, 9, 30, 0, 123456, tzinfo=UTC)
 
 
 SPEC = SweepSpec(name="quickstart", models=["tiny-llama-5m"], engines=["llama.cpp", "mlx"], repetitions=3, warmup=1)

@@ -313,13 +313,13 @@ def test_export_record_contract(url):
         sweep_store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
     results = [make_result(JOBS[0], noisy=True), make_result(JOBS[1])]
     with db.session_scope(url) as s:
-        for j, r in zip(JOBS, results):
+        for j, r in zip(JOBS, results, strict=True):
             result_store.save_result(s, j, r, host="studio-01", worker=f"studio-01/{j.engine}")
     with db.session_scope(url) as s:
         records = load_records(s, sweep_id=SWEEP_ID)
         pairs = result_store.load_results(s, sweep_id=SWEEP_ID)
     assert [r["job_id"] for r in records] == [JOBS[0].job_id, JOBS[1].job_id]
-    for rec, (job, result) in zip(records, pairs):
+    for rec, (job, result) in zip(records, pairs, strict=True):
         assert list(rec) == list(RECORD_KEYS) and set(rec) == {
             "job_id",
             "sweep",

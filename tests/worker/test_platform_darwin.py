@@ -244,7 +244,7 @@ def test_rusage_info_v4_matches_the_header_field_by_field():
     ours = RusageInfoV4._fields_
     assert [name for name, _ in ours] == [name for name, _, _ in fields]
     offsets, size = header_layout()
-    for (name, ctype, n), (our_name, our_type) in zip(fields, ours):
+    for (name, ctype, n), (_our_name, our_type) in zip(fields, ours, strict=False):
         if n > 1:
             assert (our_type._type_, our_type._length_) == (C_TYPES[ctype], n), name
         else:

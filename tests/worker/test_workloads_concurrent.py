@@ -44,13 +44,15 @@ def test_concurrent(models_dir, engine, server):
         gaps = len(values(res, "request_itl_ms"))
         assert gaps == 2 * n * 5 if server == "llama_cpp.server" else 0 < gaps <= 2 * n * 5
         assert values(res, "request_errors") == [0.0, 0.0]
-        assert all(e >= t > 0 for t, e in zip(values(res, "request_ttft_ms"), values(res, "request_e2e_ms")))
+        assert all(
+            e >= t > 0 for t, e in zip(values(res, "request_ttft_ms"), values(res, "request_e2e_ms"), strict=True)
+        )
         assert all(v > 0 for v in values(res, "aggregate_output_tps"))
         peaks = values(res, "server_peak_rss_bytes")
         assert len(peaks) == 2 and all(p > 20 * 2**20 for p in peaks)
         if sys.platform.startswith("linux") and res.extra["hwm_supported"]:
             # the kernel's exact high-water mark: sampling every 10 ms caught the peak within a few percent
-            for sampled, exact in zip(peaks, values(res, "server_hwm_rss_bytes")):
+            for sampled, exact in zip(peaks, values(res, "server_hwm_rss_bytes"), strict=True):
                 assert 0.95 * exact <= sampled <= 1.02 * exact
         # identical bodies: no seed, greedy, penalties off; counts from the server, not from chunks
         req = res.extra["request"]

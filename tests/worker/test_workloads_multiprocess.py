@@ -22,7 +22,7 @@ def test_multiprocess(models_dir, engine):
     assert len(per_process) == 4 and len(agg) == 2 and all(v > 0 for v in per_process + agg)
     # the aggregate spans from the first start to the last end: never above the sum of the processes' rates
     assert agg[0] <= sum(per_process[:2]) * 1.001
-    for rss, pss in zip(values(res, "mp_total_rss_bytes"), values(res, "mp_total_pss_bytes")):
+    for rss, pss in zip(values(res, "mp_total_rss_bytes"), values(res, "mp_total_pss_bytes"), strict=True):
         assert rss >= pss > 0
     assert len(res.extra["load_s_per_process"]) == 2
     json.dumps(result_record(job, res))

@@ -36,10 +36,10 @@ def test_restart(models_dir, engine):
     assert sum(e["event"] == "spawned" for e in events) == 3  # warmup + 2 restarts, each its own group
     assert_no_process_left(events)
     ready, first = values(res, "restart_ready_s"), values(res, "restart_first_token_s")
-    assert len(ready) == len(first) == 2 and all(0 < r <= f for r, f in zip(ready, first))
+    assert len(ready) == len(first) == 2 and all(0 < r <= f for r, f in zip(ready, first, strict=True))
     assert all(v > 0 for v in values(res, "restart_stop_s") + values(res, "restart_warm_ttft_ms"))
     sent, failed = values(res, "restart_requests"), values(res, "restart_failed_requests")
-    assert len(sent) == 2 and all(0 <= f <= s for f, s in zip(failed, sent))
+    assert len(sent) == 2 and all(0 <= f <= s for f, s in zip(failed, sent, strict=True))
     assert sum(failed) >= 1  # the client kept sending while no server listened: those are counted
     assert res.peak_memory_bytes is None
     if engine == "mlx":

@@ -78,7 +78,7 @@ def test_chat_prompts_at_two_rates_on_both_servers(models_dir, tmp_path):
         assert_no_process_left(events)
         ttft, tpot, e2el = (values(res, m) for m in ("serve_ttft_ms", "serve_tpot_ms", "serve_e2el_ms"))
         assert len(ttft) == len(e2el) == 8 and len(tpot) == 8
-        assert all(0 < t < e for t, e in zip(ttft, e2el))
+        assert all(0 < t < e for t, e in zip(ttft, e2el, strict=True))
         # every request generated exactly max_tokens (EOS banned), as the server counted them
         assert values(res, "serve_output_tokens") == [12.0] * 8
         prompts = values(res, "serve_prompt_tokens")

@@ -5,7 +5,7 @@ Run by siliconbench/worker/workloads/serve.py; the prompt file is read by prompt
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
@@ -29,7 +29,7 @@ FACTS = SERVER_FACTS | {
     "chat_template",
 }
 
-Rate = Union[PositiveFloat, Literal["inf"]]
+Rate = PositiveFloat | Literal["inf"]
 
 
 class Objectives(Strict):
@@ -40,7 +40,7 @@ class Objectives(Strict):
     e2el_ms: PositiveFloat | None = Field(None, description="End-to-end latency at most this")
 
     @model_validator(mode="after")
-    def _some(self) -> "Objectives":
+    def _some(self) -> Objectives:
         if self.ttft_ms is None and self.tpot_ms is None and self.e2el_ms is None:
             raise ValueError("name at least one objective: ttft_ms, tpot_ms or e2el_ms")
         return self

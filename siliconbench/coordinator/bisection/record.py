@@ -7,7 +7,7 @@ sweep, and the record the CLI, the notification and the Regressions page show.""
 from __future__ import annotations
 
 import copy
-from typing import Sequence
+from collections.abc import Sequence
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session

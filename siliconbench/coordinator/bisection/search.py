@@ -28,8 +28,8 @@ hands every process of the step so far to ``observe``; a commit that does not bu
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
 
 from siliconbench.coordinator.stats.sequential import LOOKS, Decision, decide, look_alphas
 from siliconbench.coordinator.stats.significance import (

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Callable
+from collections.abc import Callable
 
 from sqlalchemy import select
 

@@ -159,11 +159,11 @@ def round_log_ratios(host: tuple, peers: list[tuple]) -> list[float]:
     """log(host's process / the peers' median process) for each of the host's rounds that a peer also ran."""
     by_round: dict = {}
     for procs, _, rounds in peers:
-        for raw, r in zip(procs, rounds):
+        for raw, r in zip(procs, rounds, strict=True):
             if (s := summarize(list(raw))) is not None and s.median > 0:
                 by_round.setdefault(r, []).append(s.median)
     out = []
-    for raw, r in zip(host[0], host[2]):
+    for raw, r in zip(host[0], host[2], strict=True):
         if r in by_round and (s := summarize(list(raw))) is not None and s.median > 0:
             out.append(math.log(s.median) - math.log(statistics.median(by_round[r])))
     return out
@@ -209,7 +209,7 @@ def suspect_hosts(
     for t in peer_tests(data, skus, metric, **kw):
         by_host.setdefault(t.host, []).append(t)
     out = []
-    for h, ts in sorted(by_host.items()):
+    for _host, ts in sorted(by_host.items()):
         q = series_level(len(ts), alpha / max(t.hosts_tested for t in ts))
         for t in ts:
             t.alpha = q

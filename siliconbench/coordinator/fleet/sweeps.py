@@ -145,8 +145,8 @@ def progress(session: Session, sweep_id: str | None = None) -> dict[str, dict[st
     if sweep_id:
         q = q.where(Job.sweep_id == sweep_id)
     out: dict[str, dict[str, int]] = defaultdict(dict)
-    for host, status, n in session.execute(q.group_by(host, Job.status)):
-        out[host][status] = n
+    for name, status, n in session.execute(q.group_by(host, Job.status)):
+        out[name][status] = n
     return dict(out)
 
 

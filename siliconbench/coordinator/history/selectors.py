@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 from siliconbench.contract.errors import UserError
 
@@ -50,7 +50,7 @@ def _day(v: str, field: str) -> datetime:
         d = datetime.fromisoformat(v)
     except ValueError:
         raise UserError(field, f"{v!r} is not a date (YYYY-MM-DD or an ISO date-time).") from None
-    return d.replace(tzinfo=timezone.utc) if d.tzinfo is None else d
+    return d.replace(tzinfo=UTC) if d.tzinfo is None else d
 
 
 def _is_date_only(v: str) -> bool:

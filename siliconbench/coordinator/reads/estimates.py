@@ -37,14 +37,14 @@ def _durations(session: Session, keys: tuple[str, ...], jobs) -> dict[tuple, flo
         )
 
     if session.get_bind().dialect.name == "postgresql":  # one short statement: LATERAL over the plan's keys
-        k = values(*(column(name, c.type) for name, c in zip(keys, cols)), name="k").data(wanted)
-        x = newest([c == k.c[name] for name, c in zip(keys, cols)]).lateral("x")
+        k = values(*(column(name, c.type) for name, c in zip(keys, cols, strict=True)), name="k").data(wanted)
+        x = newest([c == k.c[name] for name, c in zip(keys, cols, strict=True)]).lateral("x")
         q = select(*k.c, func.avg(x.c.s)).select_from(k).join(x, true()).group_by(*k.c)
         return {tuple(r[:-1]): r[-1] for r in session.execute(q)}
     parts = [
-        select(*(literal(v).label(name) for name, v in zip(keys, key)), n.c.s)
+        select(*(literal(v).label(name) for name, v in zip(keys, key, strict=True)), n.c.s)
         for i, key in enumerate(wanted)
-        for n in [newest([c == v for c, v in zip(cols, key)]).subquery(f"k{i}")]
+        for n in [newest([c == v for c, v in zip(cols, key, strict=True)]).subquery(f"k{i}")]
     ]
     sums: dict[tuple, list[float]] = {}
     for r in session.execute(union_all(*parts)) if parts else ():

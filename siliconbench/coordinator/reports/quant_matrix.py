@@ -86,7 +86,7 @@ def matrix_rows(records: list[dict]) -> dict[str, list[MatrixRow]]:
         rows.values(), key=lambda x: (x.model, _level_rank(x.level), -(x.bits_per_weight or 0), x.engine)
     ):
         out.setdefault(row.model, []).append(row)
-    for model, model_rows in out.items():
+    for model_rows in out.values():
         mark_frontier(model_rows, reference_engine(model_rows))
     return out
 

@@ -6,7 +6,7 @@ KV cache memory", "Format | Perplexity | File size"); the others show the operat
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from rich.table import Table
 

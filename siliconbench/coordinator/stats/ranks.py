@@ -10,8 +10,8 @@ Why not scipy's own: every verdict runs it several times a look, and the error b
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence
 
 
 @lru_cache(maxsize=256)

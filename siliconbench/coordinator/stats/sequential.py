@@ -36,9 +36,9 @@ TOST's 90% (one level for every verdict, fixed design and sequential alike).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
 
 import numpy as np
 from scipy.optimize import brentq
@@ -145,7 +145,7 @@ def decide(
     look needs, ``decided`` is False: run more."""
     n = min(len(baseline), len(candidate))
     last: Comparison | None = None
-    for i, (size, a) in enumerate(zip(looks, look_alphas(looks, alpha)), start=1):
+    for i, (size, a) in enumerate(zip(looks, look_alphas(looks, alpha), strict=True), start=1):
         if size > n:
             return Decision(Verdict.inconclusive, n, i - 1, False, last)
         last = compare_processes(baseline[:size], candidate[:size], metric, alpha=a, min_effect=min_effect)

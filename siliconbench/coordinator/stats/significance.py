@@ -30,10 +30,10 @@ samples), and on those per-process values:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from enum import Enum
+from enum import StrEnum
 from statistics import NormalDist
-from typing import Sequence
 
 from siliconbench.contract.aggregate import median_of, summarize
 from siliconbench.contract.metrics import get as get_metric
@@ -47,7 +47,7 @@ EQUIVALENCE_LEVEL = 0.90  # TOST at 0.05 a side: the interval an *equivalent* ve
 MAX_NEEDED = 10_000  # processes a side beyond which "needed" is only "more than this"
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     """The four answers a comparison can give; nothing else is printed as a verdict."""
 
     regression = "regression"

@@ -9,7 +9,7 @@ Payload keys: ``siliconbench.coordinator.watch.notify``'s docstring.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -108,7 +108,7 @@ def parse_since(text: str, now: datetime | None = None, field: str = "--since") 
             f"{text!r} is neither a duration (30m, 24h, 7d, 2w) nor an ISO date or date-time "
             "(2026-12-01, 2026-12-01T08:00, 2026-12-01T08:00+01:00).",
         ) from None
-    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t  # a bare date is its midnight
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t  # a bare date is its midnight
 
 
 def delivery(n: Notification) -> str:

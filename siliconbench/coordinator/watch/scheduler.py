@@ -21,7 +21,7 @@ import fcntl
 import hashlib
 import logging
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 from sqlalchemy import text
 

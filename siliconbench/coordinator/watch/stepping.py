@@ -9,7 +9,7 @@ refuses ends the row instead.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session

@@ -3,7 +3,7 @@ hosts whose series disagree with their SKU peers' (siliconbench.coordinator.flee
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pandas as pd
 import streamlit as st
@@ -22,7 +22,7 @@ with data.user_errors():
 def ago(t: datetime | None) -> str:
     if t is None:
         return "never"
-    s = (datetime.now(timezone.utc) - t).total_seconds()
+    s = (datetime.now(UTC) - t).total_seconds()
     return f"{s:.0f} s ago" if s < 120 else f"{s / 60:.0f} min ago" if s < 7200 else f"{s / 3600:.1f} h ago"
 
 

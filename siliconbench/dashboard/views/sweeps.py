@@ -129,7 +129,7 @@ if access.may_write():  # no form, preview or submit button to a session that ma
             error_at("quantizations")
         c1, c2, c3, c4, c5, c6 = st.columns(6)
         lengths = (("prompt_tokens", "Prompt lengths"), ("gen_tokens", "Generated tokens"), ("depth", "Depths"))
-        for col, (name, label) in zip((c1, c2, c3), lengths):
+        for col, (name, label) in zip((c1, c2, c3), lengths, strict=False):
             with col:
                 st.text_input(label, key=f"sw_{name}", help="Comma-separated token counts")
                 error_at(name)

@@ -26,11 +26,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Iterator
 
 from siliconbench.contract.errors import UserError
 from siliconbench.contract.settings import env_setting
@@ -280,7 +280,7 @@ def build(
             compiler=compiler_of(bdir),
             tools=[t for t in tools if (out / "bin" / t).exists()],
             path=str(out),
-            built_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            built_at=datetime.now(UTC).isoformat(timespec="seconds"),
             build_s=round(time.perf_counter() - t0, 1),
             incremental=incremental,
             changed_files=changed,

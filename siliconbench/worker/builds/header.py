@@ -135,7 +135,7 @@ def compare(build_header: str, binding_header: str, binding_source: str, binding
 
 def divergence(build: str, binding: str, context: int = 70) -> str:
     """Where two normalized declarations part: the text of each from a little before that point."""
-    i = next((n for n, (a, b) in enumerate(zip(build, binding)) if a != b), min(len(build), len(binding)))
+    i = next((n for n, (a, b) in enumerate(zip(build, binding, strict=False)) if a != b), min(len(build), len(binding)))
     start = max(0, i - 20)
     return f"the build declares ...{build[start : i + context]!r}..., the binding expects ...{binding[start : i + context]!r}..."
 

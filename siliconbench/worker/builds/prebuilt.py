@@ -22,7 +22,7 @@ import tarfile
 import tempfile
 import zipfile
 from dataclasses import asdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from siliconbench.contract.errors import UserError
@@ -135,7 +135,7 @@ def add_prebuilt(path: Path | str, progress=None) -> Build:
         compiler="",
         tools=sorted(p.name for p in (staging / "bin").glob("llama-*")),
         path=str(out),
-        built_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        built_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
     (staging / "build.json").write_text(json.dumps(asdict(build), indent=2) + "\n")
     shutil.rmtree(out, ignore_errors=True)

@@ -117,5 +117,5 @@ class Engine(ABC):
         result's extra beside the measured peaks; {} where it says nothing."""
         return {}
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 -- a default no-op, not abstract: an engine with nothing to free keeps it
         """Free the model (the child process exits right after; this keeps the order explicit)."""

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import platform
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from siliconbench.contract.errors import UserError
 
@@ -112,7 +112,7 @@ def _record(built: compiler.Build, name: str, requirements: list[str], root, say
         requirements=requirements,
         packages={"llama-cpp-python": compat["binding"]} if compat["compatible"] else {},
         python_version=platform.python_version(),
-        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         build={**asdict(built), "compatibility": compat},
     )
     with _locked(base):

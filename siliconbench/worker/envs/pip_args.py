@@ -8,9 +8,9 @@ grow (find-links folders, a package index) without the registry's module growing
 from __future__ import annotations
 
 import platform
+from collections.abc import Iterable
 from importlib.metadata import PackageNotFoundError, version as installed_version
 from pathlib import Path
-from typing import Iterable
 
 from siliconbench.contract.settings import env_setting
 

@@ -23,12 +23,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version as installed_version
 from pathlib import Path
-from typing import Callable, Iterator
 
 from siliconbench.contract.engines import ENGINE_PACKAGE, ENGINES
 from siliconbench.contract.errors import UserError
@@ -242,7 +242,7 @@ def add(
             requirements=[f"{package}=={ver}", *extra],
             packages={k: versions[k] for k in RECORDED if k in versions},
             python_version=platform.python_version(),
-            created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         )
         envs[name] = env
         _write(base, envs)

@@ -15,9 +15,10 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO
 
 import psutil
 
@@ -88,7 +89,7 @@ def run_in_child(
         return failed(
             job.job_id,
             str(exc),
-            started_at=datetime.now(timezone.utc),
+            started_at=datetime.now(UTC),
             extra={"thermal": {"mode": job.thermal, "refused": True}},
         )
     try:
@@ -97,7 +98,7 @@ def run_in_child(
         return failed(
             job.job_id,
             str(exc),
-            started_at=datetime.now(timezone.utc),
+            started_at=datetime.now(UTC),
             extra={"busy": {"mode": job.busy, "refused": True}},
         )
     if job.workload == "generate":
@@ -119,7 +120,7 @@ def _spawn_child(
     on_event: Callable[[dict], None] | None,
 ) -> JobResult:
     timeout_s = timeout_s or job.timeout_s
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     try:
         env = child_env(job, models_dir)
     except FileNotFoundError as exc:

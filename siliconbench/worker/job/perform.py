@@ -10,8 +10,8 @@ PostgreSQL for the fleet, the sweep's own rows for an embedded run).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from siliconbench.contract.jobs import JobSpec
 from siliconbench.contract.manifest import inside

@@ -24,8 +24,8 @@ from __future__ import annotations
 import os
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import psutil
 

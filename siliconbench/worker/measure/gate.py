@@ -11,7 +11,8 @@ verdict to its record (``throttled``, ``contended``); a result with either verdi
 from __future__ import annotations
 
 import time
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from siliconbench.contract.jobs import JobSpec
 

@@ -98,7 +98,7 @@ class PeakSampler:
             next_t += self.interval_s
             self._stop.wait(max(0.0, next_t - time.perf_counter()))
 
-    def __enter__(self) -> "PeakSampler":
+    def __enter__(self) -> PeakSampler:
         self._thread.start()
         return self
 
@@ -125,7 +125,7 @@ class TreeWindow:
         self.hwm_ok = hwm_ok
         self.hwm: int | None = None
 
-    def __enter__(self) -> "TreeWindow":
+    def __enter__(self) -> TreeWindow:
         self.hwm_ok = reset_hwm(self.pids) and self.hwm_ok
         self.sampler.__enter__()
         return self

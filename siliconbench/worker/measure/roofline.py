@@ -27,6 +27,7 @@ import json
 import os
 import threading
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -74,7 +75,7 @@ def measure_gbs(threads: int | None = None, repeats: int = PROBE_REPEATS) -> flo
     n = threads or performance_cores()
     buf = np.ones(PROBE_BYTES, dtype=np.uint8)
     bounds = np.linspace(0, buf.size, n + 1, dtype=np.int64)
-    slices = [buf[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    slices = [buf[a:b] for a, b in pairwise(bounds)]
     best = float("inf")
     for _ in range(repeats):
         workers = [threading.Thread(target=np.max, args=(part,)) for part in slices]

@@ -16,7 +16,7 @@ throttled: such results are marked, and the dashboard leaves them out unless ask
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from siliconbench.contract.jobs import JobSpec
 

@@ -52,7 +52,7 @@ def fetch_for_job(models_dir: Path, payload: dict, progress: ByteProgress | None
     final = models_dir / facts.name
     if origin.kind == "url":
         stage = models_dir / FETCHING / art.sha256[:16]
-        for sf, url in zip(art.files, file_urls(origin, [f.path for f in art.files], directory)):
+        for sf, url in zip(art.files, file_urls(origin, [f.path for f in art.files], directory), strict=True):
             fetch_file(url, stage / sf.path, sha256=sf.sha256, size=sf.size_bytes, progress=progress)
         _check_digest(art, art.files, directory)
         (final / folder).mkdir(parents=True, exist_ok=True)
@@ -65,7 +65,7 @@ def fetch_for_job(models_dir: Path, payload: dict, progress: ByteProgress | None
         snapshot = resolve_hf(f"hf:{origin.location}", revision=origin.revision, files=in_repo).path
         base = snapshot / origin.subfolder if origin.subfolder else snapshot
         got = DigestCache(models_dir).files(base, [f.path for f in art.files], progress)
-        for want, have in zip(sorted(art.files, key=lambda f: f.path), got):
+        for want, have in zip(sorted(art.files, key=lambda f: f.path), got, strict=False):
             if want.sha256 != have.sha256:
                 raise DigestMismatch(f"{origin.describe()} {want.path}", want.sha256, have.sha256)
         for sf in art.files:

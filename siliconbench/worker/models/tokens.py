@@ -72,7 +72,7 @@ def difference(a: tuple[list[int], dict], b: tuple[list[int], dict], a_name: str
     """None where two tokenizations are the same ids (and BOS/EOS); else one sentence saying where not."""
     (a, ainfo), (b, binfo) = a, b
     if a != b:
-        i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        i = next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
         def show(ids: list[int], info: dict) -> str:
             return ", ".join(f"{t} {info['pieces'].get(t, '')!r}" for t in ids[i : i + 3]) or "end"

@@ -50,7 +50,7 @@ def load(key: BaseKey, models_dir: Path) -> list[BaseRows] | None:
     if not path.exists():
         return None
     with np.load(path) as z:
-        return [BaseRows(s, m, q) for s, m, q in zip(z["scale"], z["min_log_prob"], z["q"])]
+        return [BaseRows(s, m, q) for s, m, q in zip(z["scale"], z["min_log_prob"], z["q"], strict=True)]
 
 
 def save(key: BaseKey, models_dir: Path, windows: list[BaseRows]) -> Path:

@@ -10,9 +10,9 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
@@ -50,8 +50,8 @@ class WorkerContext:
     hostname: str = ""
     requeue: Callable[[str], None] | None = None  # sends a fresh message for a job id (crash retry)
     current_job: str | None = None  # what the heartbeat reports as running now (and the lease keeper renews)
-    lease_keeper: "LeaseKeeper | None" = None  # started with the first job
-    held: "HeldConnection | None" = None  # the connection of the claim and result writes
+    lease_keeper: LeaseKeeper | None = None  # started with the first job
+    held: HeldConnection | None = None  # the connection of the claim and result writes
     # A result waits for its WAL flush (fsync: 3.5 ms on this project's VM, pg_test_fsync) before the ack only if
     # its job ran at least this long (SILICONBENCH_DURABLE_AFTER_S). A shorter job's result commits without
     # waiting, like every claim: a database crash in the next few hundred ms (wal_writer_delay) may then lose it,

@@ -15,9 +15,9 @@ import platform
 import shutil
 import signal
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterator
 
 log = logging.getLogger(__name__)
 WHO = "siliconbench"

@@ -20,6 +20,7 @@ import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 HOST = "127.0.0.1"
 
@@ -74,7 +75,7 @@ class StreamResult:
 
     def gaps_s(self) -> list[float]:
         t = self.token_times
-        return [b - a for a, b in zip(t, t[1:])]
+        return [b - a for a, b in pairwise(t)]
 
 
 def completion_body(prompt: str, max_tokens: int, banned: set[int]) -> dict:
@@ -220,7 +221,7 @@ class ServedRequest:
 
     def itls_s(self) -> list[float]:
         t = self.chunk_times
-        return [b - a for a, b in zip(t, t[1:])]
+        return [b - a for a, b in pairwise(t)]
 
 
 def _chunk_text(choice: dict) -> str:

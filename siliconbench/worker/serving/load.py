@@ -7,8 +7,8 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from siliconbench.worker.serving.client import ServedRequest
 
@@ -73,7 +73,7 @@ def drive(
 
     threads = []
     run.t0 = time.perf_counter()
-    for at, bodies in zip(schedule, units):
+    for at, bodies in zip(schedule, units, strict=True):
         wait = run.t0 + at - time.perf_counter()
         if wait > 0:
             time.sleep(wait)

@@ -19,8 +19,8 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import psutil
 
@@ -32,7 +32,7 @@ READY_PROBE = "POST /v1/completions (1 token, non-streaming) answered with HTTP 
 POLL_S = 0.02  # readiness poll while the port refuses: fine enough for start times of ~1 s
 HOST = "127.0.0.1"
 LOG_TAIL_CHARS = 1500
-_LIVE: dict[int, "Server"] = {}  # pgid -> server not yet stopped, for last-resort cleanup
+_LIVE: dict[int, Server] = {}  # pgid -> server not yet stopped, for last-resort cleanup
 
 
 class ServerError(WorkloadError):
@@ -152,7 +152,7 @@ class Server:
         self.proc = None
         return time.perf_counter() - t0, clean
 
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Server:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -6,10 +6,10 @@ how it serves concurrent requests. Adding a server is one entry here; starting a
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
-from typing import Callable
 
 from siliconbench.contract.engines import describe
 from siliconbench.contract.settings import llama_tools_dir

@@ -9,9 +9,9 @@ import shutil
 import signal
 import sys
 import tempfile
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from siliconbench.contract.errors import WorkloadError
 from siliconbench.contract.jobs import JobSpec
@@ -51,7 +51,7 @@ def run_workload(job: JobSpec, models_dir: Path, emit: Callable[..., None]) -> J
     if getattr(module, "SIGTERM_UNWINDS", True):
         # SIGTERM (a cancelled or stopped worker) must still run the finally blocks that stop servers.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     nvml = Nvml.open()  # a CUDA host: the job's device memory and the GPU's energy (None elsewhere)
     meter = DeviceMeter(nvml).start() if nvml else None
     with tempfile.TemporaryDirectory(prefix=f"sb-{job.workload}-") as tmp:

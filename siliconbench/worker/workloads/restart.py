@@ -118,7 +118,7 @@ def run(ctx: Context) -> Outcome:
         if traffic:
             traffic.stop()
     if traffic:  # the requests of each window are known only once every one of them was answered
-        for s, (t0, t1) in zip(log.samples, windows):
+        for s, (t0, t1) in zip(log.samples, windows, strict=False):
             n, failed = traffic.in_window(t0, t1)
             s.values.update({"restart_requests": float(n), "restart_failed_requests": float(failed)})
     extra = {

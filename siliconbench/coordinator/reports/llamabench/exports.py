@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import timezone
+from datetime import UTC
 
 from siliconbench.contract.aggregate import summarize
 from siliconbench.contract.jobs import JobSpec
@@ -56,7 +56,7 @@ def _record(job: JobSpec, result: JobResult, *, n_prompt: int, n_gen: int, n_dep
         "n_prompt": n_prompt,
         "n_gen": n_gen,
         "n_depth": n_depth,
-        "test_time": when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if when else "",
+        "test_time": when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if when else "",
         "avg_ns": round(s_ns.mean) if s_ns else 0,
         "stddev_ns": round(s_ns.stddev) if s_ns else 0,
         "avg_ts": s_ts.mean if s_ts else 0.0,

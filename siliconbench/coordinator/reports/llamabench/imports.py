@@ -3,7 +3,7 @@ options, build and host as llama-bench recorded them."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlalchemy.orm import Session
@@ -146,7 +146,7 @@ def to_results(
             job_id=job.job_id,
             status=JobStatus.ok,
             started_at=when,
-            finished_at=when or datetime.now(timezone.utc),
+            finished_at=when or datetime.now(UTC),
             samples=[Sample(repetition=k, values={metric: v}) for k, v in enumerate(ts)],
             environment=env,
             extra={"source": "llama-bench", "llama_bench": {"reported": reported, "record": r}},

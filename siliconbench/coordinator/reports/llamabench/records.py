@@ -8,7 +8,7 @@ import io
 import json
 import re
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from siliconbench.contract.errors import UserError
 from siliconbench.contract.manifest import level_of, weight_dtype
@@ -131,4 +131,4 @@ def as_time(v) -> datetime | None:
         t = datetime.fromisoformat(str(v).replace("Z", "+00:00"))
     except ValueError:
         return None
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+    return t if t.tzinfo else t.replace(tzinfo=UTC)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     ok = "ok"
     info = "info"  # not a problem, worth knowing (no Metal on Linux, no broker configured)
     fail = "FAIL"
