@@ -21,9 +21,9 @@ from .workloads import KINDS, GenerateWorkload
 
 DEFAULT_MAX_JOBS = 10_000
 # Fresh processes per configuration when a sweep compares engine versions and sets no `processes`.
-# benchmarks/regression_power.py: processes, not repetitions inside one, are the independent unit. On the
-# 2-core VM (between-process CV 3.9-5.0%), a 5% slowdown was caught 91-95% of the time with 10 a side,
-# 92-98.5% with 12, 97.7-100% with 15, A/A false regressions at most 0.9%: 15 is the least that met both.
+# Processes, not repetitions inside one, are the independent unit; 15 a side is the least with which
+# benchmarks/regression_power.py caught a 5% slowdown >= 95% of the time and kept A/A false regressions under 1%
+# (docs/evidence/house-fifth-floor-2026-12-06/figures-moved-from-code.md).
 COMPARE_PROCESSES = 15
 
 

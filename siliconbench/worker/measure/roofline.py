@@ -17,8 +17,9 @@ kernel here) of a buffer far larger than the last-level cache, split over the th
 several. It is cached for a day only when the machine was quiet while it ran (other processes used under
 BUSY_CPU_PCT of the CPU); a figure that a decode exceeds is "bound exceeded" in the result (the weights fit a
 cache, or the probe is wrong) and the cache is dropped, so the next job probes again. A probe that found the machine
-busy is not tried again for BUSY_RETRY_S: its figure is never used, and on a machine that stays busy it cost every
-job's parent 0.3-1.6 s and a 512 MiB sweep of memory bandwidth beside the other processes (measured here).
+busy is not tried again for BUSY_RETRY_S: its figure is never used, and on a machine that stays busy every job's
+parent would pay seconds and a sweep of memory bandwidth beside the other processes
+(docs/evidence/house-fifth-floor-2026-12-06/figures-moved-from-code.md).
 """
 
 from __future__ import annotations

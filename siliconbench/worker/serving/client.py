@@ -81,17 +81,16 @@ class StreamResult:
 def completion_body(prompt: str, max_tokens: int, banned: set[int]) -> dict:
     """The one request body both servers get, byte for byte: greedy, exactly max_tokens, no penalties.
 
-    - No ``seed``: mlx_lm.server batches only requests without one (with it, three clients were served one
-      at a time: first tokens 256 / 2,249 / 3,352 ms, against 718 / 724 / 718 ms without). Determinism comes
-      from temperature 0, i.e. greedy decoding, on both servers.
+    - No ``seed``: mlx_lm.server batches only requests without one (with it, concurrent clients are served one
+      at a time). Determinism comes from temperature 0, i.e. greedy decoding, on both servers.
     - Sampling parameters all explicit and off (``SAMPLING``): each server reads its own keys and ignores
       the other's, so one body serves both.
     - EOS and the other special tokens banned by logit bias, as the in-process runs ignore EOS, so that
       exactly max_tokens come out. Neither server has a native ignore-EOS: llama_cpp.server's ``min_tokens``
       bans only ``token_eos()`` and is applied in Python per token too, and mlx_lm.server has no such key.
       mlx_lm.server applies logit_bias as an MLX op; llama_cpp.server in Python per token (a copy of the
-      logits and a custom sampler): measured here at +0.1–0.24 ms per token (2–8 % of its ~3–4 ms ITL) on
-      the tiny model's 4,096-token vocabulary, more with a larger one. That cost is part of its figures.
+      logits and a custom sampler), a cost that grows with the vocabulary and is part of its figures.
+    Both costs, measured: docs/evidence/house-fifth-floor-2026-12-06/figures-moved-from-code.md.
     - Token counts from the usage report (``stream_options.include_usage``) where the server sends one.
     """
     return {
