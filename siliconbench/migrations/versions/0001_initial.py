@@ -9,16 +9,16 @@ types, so a downgrade leaves nothing behind); datetimes are timezone-aware; ever
 (siliconbench.storage.tables.NAMING) so later batch migrations on SQLite can find them.
 """
 
-from collections.abc import Sequence
+from typing import Sequence, Union
 
 import sqlalchemy as sa
 from alembic import op
 
 # revision identifiers, used by Alembic.
 revision: str = "0001"
-down_revision: str | Sequence[str] | None = None
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
+down_revision: Union[str, Sequence[str], None] = None
+branch_labels: Union[str, Sequence[str], None] = None
+depends_on: Union[str, Sequence[str], None] = None
 
 
 def _ts(name: str, nullable: bool = True, now: bool = False) -> sa.Column:

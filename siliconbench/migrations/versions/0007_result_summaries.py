@@ -14,16 +14,16 @@ Revises: 0006
 
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
 from itertools import groupby
+from typing import Sequence, Union
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0007"
-down_revision: str | Sequence[str] | None = "0006"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
+down_revision: Union[str, Sequence[str], None] = "0006"
+branch_labels: Union[str, Sequence[str], None] = None
+depends_on: Union[str, Sequence[str], None] = None
 
 WORKER, COORDINATOR = "siliconbench_worker", "siliconbench_coordinator"
 HOLDS = "EXISTS (SELECT 1 FROM jobs j WHERE j.id = job_id AND j.worker = siliconbench_worker_host())"  # as 0006

@@ -8,15 +8,15 @@ Revision ID: 0008
 Revises: 0007
 """
 
-from collections.abc import Sequence
+from typing import Sequence, Union
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0008"
-down_revision: str | Sequence[str] | None = "0007"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
+down_revision: Union[str, Sequence[str], None] = "0007"
+branch_labels: Union[str, Sequence[str], None] = None
+depends_on: Union[str, Sequence[str], None] = None
 
 WORKER, COORDINATOR = "siliconbench_worker", "siliconbench_coordinator"
 ME = "siliconbench_worker_host()"  # as 0006

@@ -14,14 +14,14 @@ Revision ID: 0009
 Revises: 0008
 """
 
-from collections.abc import Sequence
+from typing import Sequence, Union
 
 from alembic import op
 
 revision: str = "0009"
-down_revision: str | Sequence[str] | None = "0008"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
+down_revision: Union[str, Sequence[str], None] = "0008"
+branch_labels: Union[str, Sequence[str], None] = None
+depends_on: Union[str, Sequence[str], None] = None
 
 PLPGSQL = (
     "CREATE OR REPLACE FUNCTION siliconbench_worker_host() RETURNS text LANGUAGE plpgsql STABLE AS $$ "

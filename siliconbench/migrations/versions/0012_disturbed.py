@@ -9,14 +9,14 @@ Revision ID: 0012
 Revises: 0011
 """
 
-from collections.abc import Sequence
+from typing import Sequence, Union
 
 from alembic import op
 
 revision: str = "0012"
-down_revision: str | Sequence[str] | None = "0011"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
+down_revision: Union[str, Sequence[str], None] = "0011"
+branch_labels: Union[str, Sequence[str], None] = None
+depends_on: Union[str, Sequence[str], None] = None
 
 
 def _rename_key(old: str, new: str) -> None:

@@ -6,15 +6,15 @@ Revision ID: 0014
 Revises: 0013
 """
 
-from collections.abc import Sequence
+from typing import Sequence, Union
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0014"
-down_revision: str | Sequence[str] | None = "0013"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
+down_revision: Union[str, Sequence[str], None] = "0013"
+branch_labels: Union[str, Sequence[str], None] = None
+depends_on: Union[str, Sequence[str], None] = None
 
 NOW = sa.text("(CURRENT_TIMESTAMP)")
 KINDS_BEFORE = ("finding", "suspect_host", "campaign_failed")

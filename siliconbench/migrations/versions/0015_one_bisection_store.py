@@ -11,15 +11,15 @@ Revision ID: 0015
 Revises: 0014
 """
 
-from collections.abc import Sequence
+from typing import Sequence, Union
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0015"
-down_revision: str | Sequence[str] | None = "0014"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
+down_revision: Union[str, Sequence[str], None] = "0014"
+branch_labels: Union[str, Sequence[str], None] = None
+depends_on: Union[str, Sequence[str], None] = None
 
 ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 STATUSES_BEFORE = ("open", "confirming", "confirmed", "not_confirmed", "dismissed")
