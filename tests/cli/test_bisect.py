@@ -59,13 +59,21 @@ def test_the_readme_journey_env_add_compare_then_bisect_names_the_planted_commit
     # The bisection is stopped hard once its first step is kept (kill -9 of the process group this test started),
     # then resumed: it goes on from its store, not from the start.
     url = f"sqlite:///{env['default_db']}"
-    run = subprocess.Popen(
-        [sys.executable, "-m", "siliconbench.cli.main", "regressions", "bisect", str(_sweep(tmp_path)), "--source", str(repo),
-         "--good", good, "--bad", bad, "--format", "json"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+    log = tmp_path / "bisect.log"
+    with open(log, "wb") as out:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "siliconbench.cli.main", "regressions", "bisect", str(_sweep(tmp_path)), "--source",
+             str(repo), "--good", good, "--bad", bad, "--format", "json"],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+
+    def kept_or_ended():  # a bisection that died before its first step fails here, with its words, at once
+        kept = _kept_steps(url)
+        assert kept or run.poll() is None, f"the bisection exited ({run.returncode}): {log.read_text()[-3000:]}"
+        return kept
+
     try:
-        bid = wait_for(lambda: _kept_steps(url), 1200, every_s=1, what="the bisection's first kept step")
+        bid = wait_for(kept_or_ended, 1200, every_s=1, what="the bisection's first kept step")
     finally:
         os.killpg(run.pid, signal.SIGKILL)
         run.wait()

@@ -119,7 +119,7 @@ def test_the_install_runs_from_outside_the_checkout(installed, tmp_path, models_
     status = {parts[1]: parts[0] for parts in (line.split() for line in doctor.stdout.splitlines()) if len(parts) > 2}
     # The engine it holds imports in a fresh interpreter started in the package's import root.
     assert status.get("llama.cpp") == "ok", doctor.stdout
-    assert status.get("mlx") == "FAIL" and doctor.returncode == 1, doctor.stdout  # not installed here: said
+    assert "mlx" not in status and doctor.returncode == 0, doctor.stdout  # an engine not installed is no problem
 
     upgraded = run(sb, "db", "upgrade")  # the frozen migrations, located inside the installed package
     assert upgraded.returncode == 0, upgraded.stderr[-2000:]

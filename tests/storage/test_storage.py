@@ -313,7 +313,7 @@ def test_export_record_contract(url):
         sweep_store.create_sweep(s, SWEEP_ID, SPEC, JOBS)
     results = [make_result(JOBS[0], noisy=True), make_result(JOBS[1])]
     with db.session_scope(url) as s:
-        for j, r in zip(JOBS, results, strict=True):
+        for j, r in zip(JOBS, results, strict=False):  # the first two of the four jobs
             result_store.save_result(s, j, r, host="studio-01", worker=f"studio-01/{j.engine}")
     with db.session_scope(url) as s:
         records = load_records(s, sweep_id=SWEEP_ID)

@@ -77,8 +77,15 @@ def test_a_killed_job_leaves_no_server_and_no_file(models_dir, tmp_path, monkeyp
     scratch.mkdir()
     monkeypatch.setenv("TMPDIR", str(scratch))  # the job's process
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # the runner, this process
+    # A second between restarts: the timeout, not the prompts, ends it on any machine (a fast one reached a
+    # prompt at repetition 45 whose 8 greedy tokens stream no text from the tiny model).
     (job,) = jobs_for(
-        models_dir, {"kind": "restart", "client_interval_ms": None}, engines=["llama.cpp"], repetitions=500, timeout_s=4
+        models_dir,
+        {"kind": "restart", "client_interval_ms": None},
+        engines=["llama.cpp"],
+        repetitions=500,
+        timeout_s=4,
+        delay_s=1.0,
     )
     res, events = run(job, models_dir)
     assert res.status == "failed" and res.error.startswith("timeout")

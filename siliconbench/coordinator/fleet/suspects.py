@@ -159,11 +159,11 @@ def round_log_ratios(host: tuple, peers: list[tuple]) -> list[float]:
     """log(host's process / the peers' median process) for each of the host's rounds that a peer also ran."""
     by_round: dict = {}
     for procs, _, rounds in peers:
-        for raw, r in zip(procs, rounds, strict=True):
+        for raw, r in zip(procs, rounds, strict=False):  # rounds: [] where none were recorded
             if (s := summarize(list(raw))) is not None and s.median > 0:
                 by_round.setdefault(r, []).append(s.median)
     out = []
-    for raw, r in zip(host[0], host[2], strict=True):
+    for raw, r in zip(host[0], host[2], strict=False):  # host[2]: [] where no rounds were recorded
         if r in by_round and (s := summarize(list(raw))) is not None and s.median > 0:
             out.append(math.log(s.median) - math.log(statistics.median(by_round[r])))
     return out

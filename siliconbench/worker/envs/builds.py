@@ -65,10 +65,25 @@ def add_build(
     built = compiler.build(rev, extra_flags=cmake_flags, tools=tools, progress=say)
     if not named:  # the build is recorded already (`env add --name lc-A`): that record, not a second name for it
         for env in list_envs(root):
-            if env.build and env.build.get("path") == built.path and env.ok():
+            if env.build and _serves(env.build, built, tools) and env.ok():
                 say(f"{rev.label}: recorded already as {env.name}")
                 return env
     return _record(built, name, [f"{rev.source}@{rev.sha}"] + list(cmake_flags or []), root, say)
+
+
+def _serves(recorded: dict, built: compiler.Build, tools: tuple[str, ...]) -> bool:
+    """Whether a recorded build answers a request that found ``built``: the same folder, or another build of the
+    same commit, backend and flags with every tool asked for (the kept builds may hold both a build with fewer tools
+    and one with more; a record of either is that commit's engine version)."""
+    if recorded.get("path") == built.path:
+        return True
+    has = set(recorded.get("tools") or []) | set(recorded.get("missing_targets") or [])
+    return (
+        (recorded.get("revision") or {}).get("sha") == built.revision.get("sha")
+        and recorded.get("backend") == built.backend
+        and recorded.get("cmake_flags") == built.cmake_flags
+        and set(tools) <= has
+    )
 
 
 def add_prebuilt_env(
