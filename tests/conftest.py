@@ -52,23 +52,9 @@ AREA_ORDER = (
 )
 
 
-# The longest files of all, started before any area (measured warm, 2026-12-06: the bisection journey 309 s, the
-# other bisection tests ~120 s, the fault campaign ~55 s): a file runs on one process (--dist loadfile), so one of
-# these started late would run on alone at the end while the other processes sit idle.
-LONGEST_FIRST = ("tests/cli/test_bisect_journey.py", "tests/cli/test_bisect.py", "tests/fleet/test_faults.py")
-
-
 def pytest_collection_modifyitems(config, items):
     rank = {a: i for i, a in enumerate(AREA_ORDER)}
-    first = {f: i for i, f in enumerate(LONGEST_FIRST)}
-
-    def order(item):
-        path = item.nodeid.split("::")[0]
-        if path in first:
-            return (0, first[path])
-        return (1, rank.get(item.nodeid.split("/")[1] if item.nodeid.count("/") > 1 else "", len(rank)))
-
-    items.sort(key=order)
+    items.sort(key=lambda item: rank.get(item.nodeid.split("/")[1] if item.nodeid.count("/") > 1 else "", len(rank)))
 
 
 @pytest.fixture(scope="session")
