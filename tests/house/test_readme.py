@@ -99,3 +99,10 @@ def test_every_doc_is_on_the_readmes_map():
     text = (ROOT / "README.md").read_text()
     unlisted = [p.name for p in sorted((ROOT / "docs").glob("*.md")) if f"(docs/{p.name})" not in text]
     assert not unlisted, f"docs/ files the README's map does not list: {unlisted}"
+
+
+def test_every_code_block_of_the_readme_and_docs_is_closed():
+    """An unclosed ``` turns the rest of a page into code (it once swallowed the README's journeys)."""
+    for md in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        fences = [line for line in md.read_text().splitlines() if line.lstrip().startswith("```")]
+        assert len(fences) % 2 == 0, f"{md.relative_to(ROOT)}: {len(fences)} fences"
