@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+MIN_WINDOWS = 4  # measured with llama-perplexity of llama.cpp 0.3.36's tree: 3 windows print no summary
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -80,12 +81,15 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     if not args:
         sys.exit(__doc__)
+    windows = int(args[2]) if len(args) > 2 else 4
+    if windows < MIN_WINDOWS:  # below it llama-perplexity prints the chunks but not the summary we compare with
+        sys.exit(f"error in WINDOWS: {windows}; llama-perplexity --kl-divergence summarizes {MIN_WINDOWS} or more")
     found = rows(
         load_settings().resolved_models_dir,
         args[0],
         _tools.llama_tools_bin(),
         window=int(args[1]) if len(args) > 1 else 512,
-        windows=int(args[2]) if len(args) > 2 else 4,
+        windows=windows,
         quants=args[3].split(",") if len(args) > 3 else None,
     )
     print_rows(Console(width=220), found)

@@ -82,6 +82,10 @@ def test_kld(models_env):
         "kld.py", SMALL, 64, 4, "Q8_0", env=models_env
     )  # under 4 windows llama-perplexity prints no summary
     assert re.search(r"Q8_0 \(llama.cpp\) .* (yes|NO) ", out), out
+    few = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "kld.py"), SMALL, "64", "2"], capture_output=True, text=True
+    )
+    assert few.returncode != 0 and "error in WINDOWS" in few.stderr, few.stderr  # refused before any tool runs
 
 
 def test_regression_power(models_dir, tmp_path):
