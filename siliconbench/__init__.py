@@ -9,8 +9,12 @@ fleet of Macs. The one installed name; what is inside:
     embedded      worker and coordinator composed on one machine (SQLite, no broker)
     cli, dashboard  the compositions users meet
 
-This module imports nothing: every part of the house imports it first.
+This module imports only the standard library: every part of the house imports it first.
 """
+
+import hashlib
+import os
+from pathlib import Path
 
 __version__ = "0.1.0"
 
@@ -20,10 +24,6 @@ def import_root() -> str:
     import this siliconbench and nothing else of this interpreter's: the checkout when running from one, else a
     folder holding only a link to the installed package (site-packages itself would shadow the environment's own
     numpy and engine)."""
-    import hashlib
-    import os
-    from pathlib import Path
-
     package = Path(__file__).resolve().parent
     if (package.parent / "pyproject.toml").is_file():
         return str(package.parent)

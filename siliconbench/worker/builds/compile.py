@@ -212,13 +212,25 @@ def find(rev: Revision, backend: str, flags: list[str], tools: tuple[str, ...] =
     records += sorted((builds_root() / "out").glob(f"{rev.short}-*/build.json"))
     for record in records:
         try:
-            b = Build(**json.loads(record.read_text()))
+            data = json.loads(record.read_text())
+            b = Build(**data)
         except (OSError, ValueError, TypeError):
             continue  # a half-written record of an interrupted build: not a build
-        same = b.revision.get("sha") == rev.sha and b.backend == backend and b.cmake_flags == flags
-        if same and set(tools) <= set(b.tools) | set(b.missing_targets):
+        if serves(data, rev.sha, backend, flags, tools):
             return b
     return None
+
+
+def serves(record: dict, sha: str, backend: str, flags: list[str], tools: tuple[str, ...]) -> bool:
+    """Whether a build's record (``build.json``, or the one an engine environment keeps) is of this commit,
+    backend and flags with every tool asked for: a build with more tools serves a request for fewer."""
+    has = set(record.get("tools") or []) | set(record.get("missing_targets") or [])
+    return (
+        (record.get("revision") or {}).get("sha") == sha
+        and record.get("backend") == backend
+        and record.get("cmake_flags") == flags
+        and set(tools) <= has
+    )
 
 
 def build(

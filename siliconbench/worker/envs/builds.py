@@ -73,16 +73,9 @@ def add_build(
 
 def _serves(recorded: dict, built: compiler.Build, tools: tuple[str, ...]) -> bool:
     """Whether a recorded build answers a request that found ``built``: the same folder, or another build of the
-    same commit, backend and flags with every tool asked for (the kept builds may hold both a build with fewer tools
-    and one with more; a record of either is that commit's engine version)."""
-    if recorded.get("path") == built.path:
-        return True
-    has = set(recorded.get("tools") or []) | set(recorded.get("missing_targets") or [])
-    return (
-        (recorded.get("revision") or {}).get("sha") == built.revision.get("sha")
-        and recorded.get("backend") == built.backend
-        and recorded.get("cmake_flags") == built.cmake_flags
-        and set(tools) <= has
+    same commit, backend and flags with every tool asked for (the kept builds may hold both)."""
+    return recorded.get("path") == built.path or compiler.serves(
+        recorded, built.revision.get("sha"), built.backend, built.cmake_flags, tools
     )
 
 
