@@ -20,6 +20,7 @@ Target: every ratio within +-2%, perplexity within 0.5%, siliconbench's CV no wo
 
 from __future__ import annotations
 
+import json
 import math
 import signal
 import statistics
@@ -72,7 +73,9 @@ class Series:
         r, lo, hi = ratio_ci(self.rounds)
         cv_a = statistics.fmean(cv(a) for a, _ in self.rounds)
         cv_b = statistics.fmean(cv(b) for _, b in self.rounds)
-        ok = "yes" if abs(r - 1) <= TARGET else "NO"
+        # the interval decides: "yes" only where all of it is within the target; "point" where the ratio is but
+        # the interval still reaches past it (more rounds would say); "NO" where the ratio itself is outside
+        ok = "yes" if within(lo) and within(hi) else "point" if within(r) else "NO"
         return [
             self.model,
             self.engine,
@@ -87,12 +90,20 @@ class Series:
         ]
 
 
+def within(x: float) -> bool:
+    return not math.isnan(x) and abs(x - 1) <= TARGET
+
+
+ENERGY = ("prefill_j_per_token", "decode_j_per_token", "prefill_gpu_watts", "decode_gpu_watts")
+
+
 def _ours(job: JobSpec, mdir: Path) -> dict[str, list[float]]:
     res = run_in_child(job, mdir)
     if res.status != "ok":
         raise RuntimeError(f"{job.label()}: {res.error}\n{res.stderr_tail or ''}")
     out = {m: res.measured(m) for m in ("prefill_tps", "decode_tps", "engine_prefill_tps", "engine_decode_tps")}
     out["prompt_tps"] = [job.n_prompt / (t / 1000.0) for t in res.measured("ttft_ms")]
+    out.update({f"_{m}": res.measured(m) for m in ENERGY})  # a GPU's energy windows, where the host has one
     out["_options"] = res.environment.engine_options if res.environment else {}
     return out
 
@@ -116,6 +127,41 @@ def _tool(job: JobSpec, mdir: Path, bin_dir: Path, reps: int, threads: int | Non
         )
         return {"pp": pp, "tg": tg}
     return _tools.mlx_benchmark(path, n_prompt=job.n_prompt, n_gen=job.n_gen, reps=reps, env=child_env(job, mdir))
+
+
+COLUMNS = (
+    "model",
+    "engine",
+    "siliconbench",
+    "tool",
+    "ours (median)",
+    "tool (median)",
+    "ratio [95% CI]",
+    "CV ours",
+    "CV tool",
+    "within ±2%",
+)
+
+
+def _energy_table(console: Console, energy: dict[tuple, dict[str, list[float]]]) -> None:
+    """Our jobs' GPU energy windows (siliconbench.contract.metrics: prefill_j_per_token ...), medians over rounds."""
+    rows = [(k, v) for k, v in energy.items() if v.get("decode_j_per_token")]
+    if not rows:
+        return
+    t = Table(title="GPU energy of our jobs (NVML, windows of >= 1 s), median over rounds", title_justify="left")
+    for c in ("model", "engine", "prefill J/token", "decode J/token", "prefill W", "decode W"):
+        t.add_column(c, justify="left" if c in ("model", "engine") else "right")
+    for (model, engine), v in rows:
+        med = {m: statistics.median(v[m]) if v.get(m) else math.nan for m in ENERGY}
+        t.add_row(
+            model,
+            engine,
+            f"{med['prefill_j_per_token']:.5f}",
+            f"{med['decode_j_per_token']:.4f}",
+            f"{med['prefill_gpu_watts']:.0f}",
+            f"{med['decode_gpu_watts']:.0f}",
+        )
+    console.print(t)
 
 
 PAIRS = {  # engine -> (our metric, its label, tool key, tool label)
@@ -145,6 +191,7 @@ def main(
     ppl_window_tokens: int = 512,
     models_dir: Path = typer.Option(None),
     engines: str = "llama.cpp,mlx",
+    json_out: Path = typer.Option(None, help="also write the table's rows and the energy figures here as JSON"),
 ) -> None:
     # A SIGTERM (a CI timeout, `kill`) becomes an exception, so the tool running now (subprocess.run) is killed
     # with us instead of running on unobserved; our own jobs' children watch for their parent themselves.
@@ -154,6 +201,7 @@ def main(
     bin_dir = _tools.llama_tools_bin()
     series: list[Series] = []
     options: dict[tuple, dict] = {}
+    energy: dict[tuple, dict[str, list[float]]] = {}
     for model in models.split(","):
         spec = parse_sweep(
             {
@@ -183,6 +231,10 @@ def main(
                 a, b = first(), second()
                 tool, ours = (a, b) if rnd % 2 == 0 else (b, a)
                 options[(model, job.engine)] = ours.pop("_options")
+                for m in ENERGY:
+                    energy.setdefault((model, f"{job.engine} {job.quant}"), {}).setdefault(m, []).extend(
+                        ours.pop(f"_{m}")
+                    )
                 for s, (metric, _, key, _) in zip(by_engine[job.engine], PAIRS[job.engine], strict=False):
                     if ours.get(metric):
                         s.rounds.append((ours[metric], tool[key]))
@@ -193,18 +245,7 @@ def main(
         f"× {reps} repetitions (one fresh process a side per round)",
         title_justify="left",
     )
-    for c in (
-        "model",
-        "engine",
-        "siliconbench",
-        "tool",
-        "ours (median)",
-        "tool (median)",
-        "ratio [95% CI]",
-        "CV ours",
-        "CV tool",
-        "within ±2%",
-    ):
+    for c in COLUMNS:
         t.add_column(c, justify="left" if c in ("model", "engine", "siliconbench", "tool", "within ±2%") else "right")
     for s in series:
         if s.rounds:
@@ -228,6 +269,10 @@ def main(
             if k in opts
         }
         console.print(f"[dim]{model} {engine} effective options: {shown}[/dim]")
+    _energy_table(console, energy)
+    if json_out:
+        rows = [dict(zip(COLUMNS, s.row(), strict=True)) for s in series if s.rounds]
+        json_out.write_text(json.dumps({"rows": rows, "energy": {" ".join(k): v for k, v in energy.items()}}, indent=1))
 
     if perplexity:
         rows = []

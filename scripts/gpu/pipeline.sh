@@ -8,7 +8,8 @@ REPO=$(cd "$(dirname "$0")/../.." && pwd)
 G=/tmp/gpu
 mkdir -p "$G/done" "$G/failed" "$G/out"
 LOG=$G/out/pipeline.log
-export PYTHONPATH="$G/llama:$REPO" LLAMA_CPP_LIB_PATH="$G/llama/build/bin" SILICONBENCH_LLAMA_TOOLS_DIR="$G/llama/build/bin"
+export PYTHONPATH="$G/llama:$REPO" LLAMA_CPP_LIB_PATH="$G/tools/llama.cpp-0.3.36/bin"
+export SILICONBENCH_TOOLS_CACHE="$G/tools" SILICONBENCH_BUILDS_DIR="$G/builds" SILICONBENCH_ENVS_DIR="$G/envs"
 export XDG_DATA_HOME="$G/xdg" SILICONBENCH_MODELS_DIR="$G/models" PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 SB="python3 -m siliconbench.cli.main"
@@ -32,11 +33,32 @@ llama_src() {
   printf 'Metadata-Version: 2.1\nName: llama-cpp-python\nVersion: 0.3.36\n' > "$G/llama/llama_cpp_python-0.3.36.dist-info/METADATA"
 }
 
-build() {  # one CUDA build with shared libraries: the engine (LLAMA_CPP_LIB_PATH) and the tools alike
-  cmake -S "$G/llama/vendor/llama.cpp" -B "$G/llama/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=ON \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-  && cmake --build "$G/llama/build" -j16 --target llama llama-bench llama-perplexity llama-quantize llama-imatrix
+repo() {  # harness/llama_repo.py's history over the vendored tree: its first commit is the engine's own llama.cpp
+  mkdir -p "$G/tools/llama.cpp-0.3.36"
+  ln -sfn "$G/llama/vendor/llama.cpp" "$G/tools/llama.cpp-0.3.36/src"
+  python3 harness/llama_repo.py
+}
+
+build() {  # the CUDA build by commit, as a user makes one: `env add llama.cpp --source` of the history's first
+  # commit (backend recorded). Its bin/ is the engine's library (LLAMA_CPP_LIB_PATH) and the tools'; llama-quantize
+  # is built after it in the same incremental tree. Without the history (no git here), the tree built directly.
+  local bin="$G/tools/llama.cpp-0.3.36/bin" repo out tree
+  mkdir -p "$bin"
+  if [ -f "$G/done/repo" ]; then
+    repo=$(python3 -c "from harness.llama_repo import REPO; print(REPO)")
+    $SB env add llama.cpp --source "$repo" --ref b1 --name cuda-b1 || return 1
+    out=$(ls -d "$SILICONBENCH_BUILDS_DIR"/out/*/ | head -1); tree=$(ls -d "$SILICONBENCH_BUILDS_DIR"/trees/*/ | head -1)
+    cat "$out/build.json"
+    cmake --build "$tree/build" -j16 --target llama-quantize llama-imatrix || return 1
+    cp -a "$out"/bin/. "$tree"/build/bin/llama-quantize "$tree"/build/bin/llama-imatrix "$bin/"
+  else
+    echo "no llama.cpp history: building the vendored tree directly (no build by commit, no bisection)"
+    cmake -S "$G/llama/vendor/llama.cpp" -B "$G/llama/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+      -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=ON \
+      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON \
+    && cmake --build "$G/llama/build" -j16 --target llama llama-bench llama-perplexity llama-quantize llama-imatrix \
+      llama-server && cp -a "$G/llama/build/bin"/. "$bin/"
+  fi
 }
 
 mlx() {
@@ -62,22 +84,32 @@ wait_build() {
   python3 -c "import llama_cpp; print('llama.cpp', llama_cpp.__version__, 'gpu offload', llama_cpp.llama_supports_gpu_offload())"
 }
 
-gpu_tests() {
-  python3 -m pytest -m gpu tests/worker/test_gpu.py -p no:cacheprovider -q -o addopts="" -m gpu \
-    --junitxml="$G/out/gpu-tests.xml" 2>&1 | tee "$G/out/gpu-tests.log"
+fidelity() {  # fidelity QUANT ENGINES ROUNDS: ours / llama-bench and / mlx_lm.benchmark, interleaved, 1B and 8B shapes
+  local name="fidelity-$1-${2//./}"
+  python3 benchmarks/fidelity.py --models synthetic-llama-3.2-1b,synthetic-llama-3-8b --quant "$1" --engines "$2" \
+    --rounds "$3" --reps 5 --prompt 512 --gen 128 --no-perplexity --json-out "$G/out/$name.json" 2>&1 | tee "$G/out/$name.log"
   return "${PIPESTATUS[0]}"
 }
 
-fidelity() {  # fidelity QUANT ENGINES: ours / llama-bench and / mlx_lm.benchmark, interleaved, on the 1B shape
-  python3 benchmarks/fidelity.py --models synthetic-llama-3.2-1b --quant "$1" --engines "$2" --rounds 3 --reps 5 \
-    --prompt 512 --gen 128 --no-perplexity 2>&1 | tee "$G/out/fidelity-$1-${2//./}.log"
-  return "${PIPESTATUS[0]}"
+overhead() {  # per-token time outside the engine, before and after, on the GPU's fastest configuration
+  for q in Q4_K_M F16; do
+    python3 benchmarks/decode_overhead.py "$G/models/synthetic-llama-3.2-1b/gguf/synthetic-llama-3.2-1b-$q.gguf" \
+      --rounds 9 --gen 512 || return 1
+  done 2>&1 | tee "$G/out/decode-overhead.log"
 }
 
-diagnose() {  # why a llama.cpp job's child crashed on CUDA (kept whatever it finds)
-  python3 scripts/gpu/diagnose.py "$G/models/synthetic-llama-3.2-1b/gguf/synthetic-llama-3.2-1b-F16.gguf" "$G/out"
-  bash scripts/gpu/backtrace.sh "$G/out/backtrace.txt"
-  return 0
+mlx_prompt() {  # why n_prompt / ttft and mlx_lm's prompt_tps differ, region by region
+  for d in "$G"/models/synthetic-llama-3.2-1b/mlx-*/; do
+    python3 benchmarks/mlx_prompt_time.py "$d" --rounds 9 --prompt 512 || return 1
+  done 2>&1 | tee "$G/out/mlx-prompt-time.log"
+}
+
+bisect() {  # a bisection on CUDA over the planted slowdown: each commit built incrementally in the same tree
+  local repo; repo=$(python3 -c "from harness.llama_repo import REPO; print(REPO)")
+  $SB regressions bisect examples/gpu-bisect.yaml --source "$repo" --good b1 --bad b4 2>&1 | tee "$G/out/bisect.log"
+  $SB regressions bisections --format json > "$G/out/bisect.json"
+  $SB env list --format json > "$G/out/envs.json"
+  return "${PIPESTATUS[0]}"
 }
 
 sweep() {  # sweep FILE: run embedded (SQLite), keep the printed tables and every record as JSON
@@ -85,29 +117,25 @@ sweep() {  # sweep FILE: run embedded (SQLite), keep the printed tables and ever
   $SB run "$1" 2>&1 | tee "$G/out/$name.log" && $SB results --format json > "$G/out/$name.json"
 }
 
-shape_32b() {  # expected to be refused (disk): the refusal is the record
-  $SB models make-synthetic --shape qwen2.5-32b 2>&1 | tee "$G/out/shape-32b.log"; return 0
-}
-
 step llama_src llama_src
-( step build build ) & echo $! > "$G/build.pid"   # ~4 min on 16 cores, beside what follows
 step wheels wheels
+step repo repo
+( step build build ) & echo $! > "$G/build.pid"   # ~5 min on 16 cores, beside what follows
 step mlx mlx
 step nvml python3 scripts/gpu/record_nvml.py "$G/out/nvml.json"
 # the models' files and MLX forms while llama.cpp builds (unmeasured work); their GGUF quantizations after it
 step model_1b $SB models make-synthetic --shape llama-3.2-1b --n-ctx 40960 --gguf ""
 step model_8b $SB models make-synthetic --shape llama-3-8b --n-ctx 40960 --gguf ""
-step shape_32b shape_32b
 step wait_build wait_build
-step diagnose diagnose
 step q4_1b $SB models quantize synthetic-llama-3.2-1b --gguf Q4_K_M
+step overhead overhead
+step mlx_prompt mlx_prompt
 step q4_8b $SB models quantize synthetic-llama-3-8b --gguf Q4_K_M
-step sizes sweep examples/gpu-sizes.yaml
-step gpu_tests gpu_tests
-step fidelity_q4_mlx fidelity q4 mlx
-step fidelity_q4_llama fidelity q4 llama.cpp
-step long_context sweep examples/gpu-long-context.yaml
-step fidelity_full_mlx fidelity full mlx
-step fidelity_full_llama fidelity full llama.cpp
+step fidelity_q4_llama fidelity q4 llama.cpp 6
+step fidelity_full_llama fidelity full llama.cpp 6
+step serve sweep examples/gpu-serve.yaml
+step bisect bisect
+step fidelity_q4_mlx fidelity q4 mlx 5
+step fidelity_full_mlx fidelity full mlx 5
 touch "$G/done/ALL"
 echo "== $(date +%T) pipeline finished" >> "$LOG"

@@ -135,7 +135,7 @@ def spec_digest(spec: SweepSpec) -> str:
 
 
 # Engine options added after jobs were first stored: in a job only when set, so jobs keep the ids they had.
-LATER_OPTIONS = {"driver": "auto"}
+LATER_OPTIONS = {"driver": "auto", "sampling": "auto"}
 
 
 def recorded_options(options: BaseModel) -> dict:

@@ -368,6 +368,26 @@ WORKLOAD_DEFS = [
     # ---- serve: requests from a prompt source at a request rate, vLLM `bench serve`'s metrics and arithmetic
     # (vllm/benchmarks/serve.py calculate_metrics). One run per repetition: per-request samples and one run sample.
     Metric(
+        "serve_steady_j_per_token",
+        "J/token",
+        "lower",
+        "repetition",
+        "GPU energy per output token in a serving run's steady state, ML.ENERGY's window: from the first moment as "
+        "many requests are in flight as the server runs at once (its batch: llama-server's slots, mlx_lm.server's "
+        "decode_concurrency, within max_concurrency and num_requests) until, after the last request was sent, fewer "
+        "are; ramp-up and drain left out. The board's energy counter (NVML) is sampled every 20 ms through the run "
+        "and read at the window's edges by interpolation; tokens are the text chunks that arrived inside the window, "
+        "each worth its request's output tokens / its chunks. Only on a GPU host, and only where the window lasts "
+        "0.5 s or more (a low rate never fills the server: no value).",
+    ),
+    Metric(
+        "serve_steady_gpu_watts",
+        "W",
+        "lower",
+        "repetition",
+        "The GPU board's mean power over the serve_steady_j_per_token window.",
+    ),
+    Metric(
         "serve_ttft_ms",
         "ms",
         "lower",
@@ -524,21 +544,39 @@ WORKLOAD_DEFS = [
         "prefill_j_per_token",
         "J/token",
         "lower",
-        "repetition",
+        "job",
         "GPU energy per prompt token: the GPU's cumulative energy counter (nvmlDeviceGetTotalEnergyConsumption, "
-        "the whole board) read before the prefill region and after the first token is chosen, / n_prompt. Only "
-        "where that region lasts 0.25 s or more: the counter moves in steps, so a shorter region is not stored. "
-        "Includes whatever else the GPU did meanwhile (the busy gate checks the CPU, not the GPU).",
+        "the whole board) read at the edges of one window of at least 1 s in which the job's last prefill (its "
+        "prompt after its depth) is repeated back to back, the cache rewound to the depth before each; the window's "
+        "joules / (repeats x n_prompt). A window, not the timed region: the counter moves in steps of ~10-100 ms "
+        "and a p512 prefill lasts ~12 ms on an H100. Run after the timed repetitions, so no timed region holds a "
+        "counter read. Includes whatever else the GPU did meanwhile (the busy gate checks the CPU, not the GPU). "
+        "No engine's own tool reports it.",
     ),
     Metric(
         "decode_j_per_token",
         "J/token",
         "lower",
-        "repetition",
-        "GPU energy per generated token over the decode region (read right after the first token and right after "
-        "the last step), / n_gen; regions of 0.25 s or more only. No engine's own tool reports it.",
+        "job",
+        "GPU energy per generated token: as prefill_j_per_token, over one window of at least 1 s in which the job's "
+        "n_gen decode steps are repeated from the same position (the cache rewound to depth + prompt before each); "
+        "the window's joules / (repeats x n_gen).",
     ),
-    Metric("decode_tokens_per_j", "tokens/J", "higher", "repetition", "1 / decode_j_per_token: tokens per joule."),
+    Metric("decode_tokens_per_j", "tokens/J", "higher", "job", "1 / decode_j_per_token: tokens per joule."),
+    Metric(
+        "prefill_gpu_watts",
+        "W",
+        "lower",
+        "job",
+        "The GPU board's mean power over the prefill_j_per_token window: its joules / its seconds.",
+    ),
+    Metric(
+        "decode_gpu_watts",
+        "W",
+        "lower",
+        "job",
+        "The GPU board's mean power over the decode_j_per_token window: its joules / its seconds.",
+    ),
     # ---- perplexity: params.windows non-overlapping windows of params.window_tokens tokens of the shipped text.
     Metric(
         "window_nll",

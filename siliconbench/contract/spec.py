@@ -55,6 +55,13 @@ class LlamaCppOptions(Strict):
     )
     type_k: KvCacheType = Field("f16", description="KV-cache type of K (llama-bench -ctk)")
     type_v: KvCacheType = Field("f16", description="KV-cache type of V (llama-bench -ctv)")
+    sampling: Literal["auto", "backend", "host"] = Field(
+        "auto",
+        description="Where each decode step's greedy choice of the next token runs: 'backend' in the step's own "
+        "graph (llama.cpp's greedy sampler attached with llama_set_sampler, as llama-server --backend-sampling: "
+        "only the id comes back, as MLX's mx.argmax on the device); 'host' numpy's argmax over the logits copied "
+        "back (llama-bench copies them and samples nothing); 'auto' backend where the build can. Recorded as run.",
+    )
     driver: Literal["auto", "binding", "llama-bench"] = Field(
         "auto",
         description="On a llama.cpp build (engine_versions naming one): 'auto' drives its library through "

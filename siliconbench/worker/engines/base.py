@@ -58,6 +58,14 @@ class Engine(ABC):
     def decode(self, token: int, n: int) -> int:
         """n single-token forward passes starting from ``token``, greedy, EOS ignored; last token id."""
 
+    def can_rewind(self) -> bool:
+        """Whether ``rewind`` works here (the energy windows repeat a region from the same position with it)."""
+        return False
+
+    def rewind(self, n_tokens: int) -> None:
+        """Keep the KV cache's first ``n_tokens`` positions and drop the rest (n_tokens 0: empty it)."""
+        raise NotImplementedError(f"{self.name} cannot rewind its cache")
+
     def counters(self) -> dict[str, float]:
         """The engine's own timing counters for the last repetition, in registry metric names."""
         return {}

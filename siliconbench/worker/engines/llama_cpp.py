@@ -29,6 +29,7 @@ KV_TYPES = {
     "q5_0": (6, 22 / 32),
     "q5_1": (7, 24 / 32),
 }
+SAMPLING = ("auto", "backend", "host")  # engine_options.sampling: where the greedy choice of the next token runs
 FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}  # LLAMA_FLASH_ATTN_TYPE_AUTO / DISABLED / ENABLED
 OFFLOADED = re.compile(r"offloaded (\d+/\d+) layers to GPU")
 BUFFER = re.compile(r"(\S+) (model|KV|compute) buffer size =\s*([\d.]+) MiB")
@@ -204,8 +205,36 @@ class LlamaCppEngine(Engine):
         self._one.n_seq_id[0] = 1
         self._one.seq_id[0][0] = 0
         self._one.logits[0] = 1
+        self.sampling = self._attach_sampler(str(options.get("sampling", "auto")), bool(options.get("logits_all")))
+        self.options["sampling"] = self.sampling
         self._vocab_facts()
         self._dtypes = self._read_dtypes()  # now: describe() may come after close()
+
+    def _attach_sampler(self, asked: str, logits_all: bool) -> str:
+        """'backend': llama.cpp's greedy sampler attached to the context (llama_set_sampler), so the argmax runs in
+        the model's graph on its backend and only the token id comes back, as llama-server --backend-sampling and as
+        MLX's mx.argmax on the device: no logits copied, no host work per token. 'host': numpy's argmax over the
+        logits buffer llama.cpp copies back. 'auto' (the default) is 'backend' where the build has
+        llama_set_sampler, else 'host'; a job that needs every position's logits (logits_all) stays on the host."""
+        if asked not in SAMPLING:
+            raise EngineError(f"engine_options.sampling {asked!r}: one of {', '.join(SAMPLING)}")
+        lib = self.lib
+        self._sampler = None
+        if asked == "host" or logits_all or not hasattr(lib, "llama_set_sampler"):
+            if asked == "backend":
+                raise EngineError(
+                    "engine_options.sampling 'backend': this build (or a logits_all job) cannot sample there"
+                )
+            return "host"
+        chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
+        lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_greedy())
+        if not lib.llama_set_sampler(self.ctx, 0, chain):
+            lib.llama_sampler_free(chain)
+            if asked == "backend":
+                raise EngineError("engine_options.sampling 'backend': llama_set_sampler refused the greedy sampler")
+            return "host"
+        self._sampler = chain
+        return "backend"
 
     def _vocab_facts(self) -> None:
         lib = self.lib
@@ -290,6 +319,13 @@ class LlamaCppEngine(Engine):
                 raise RuntimeError(f"llama_decode failed on a batch of {len(chunk)} tokens")
         lib.llama_synchronize(self.ctx)
 
+    def can_rewind(self) -> bool:
+        return True
+
+    def rewind(self, n_tokens: int) -> None:
+        lib = self.lib
+        lib.llama_memory_seq_rm(lib.llama_get_memory(self.ctx), 0, n_tokens, -1)
+
     def fill(self, tokens: list[int]) -> None:
         if tokens:
             self._decode_batches(tokens)
@@ -297,26 +333,52 @@ class LlamaCppEngine(Engine):
 
     def prefill(self, tokens: list[int]):
         self._decode_batches(tokens)
-        return self.lib.llama_get_logits_ith(self.ctx, -1)
+        # sampling on the backend copies no logits back: the step's graph chose the token (first_token reads it)
+        return None if self._sampler is not None else self.lib.llama_get_logits_ith(self.ctx, -1)
 
     def first_token(self, logits) -> int:
+        if self._sampler is not None:
+            return int(self.lib.llama_get_sampled_token_ith(self.ctx, -1))
         return int(np.ctypeslib.as_array(logits, shape=(self.n_vocab,)).argmax())
 
     def decode(self, token: int, n: int) -> int:
         """n steps of llama-bench's test_gen loop (the preallocated one-token batch, llama_decode,
-        llama_synchronize), plus what llama-bench skips: a greedy argmax over the step's logits on the host
-        (numpy over llama.cpp's own logits buffer, no copy) to choose the next token."""
+        llama_synchronize), each choosing the next token greedily: on the backend, in the step's own graph
+        (sampling 'backend': only the id is read back), or by numpy's argmax over the logits llama.cpp copied back
+        (sampling 'host': one view of the buffer, made again only if llama.cpp moves it)."""
         lib, one, ctx = self.lib, self._one, self.ctx
-        as_array, n_vocab = np.ctypeslib.as_array, self.n_vocab
+        decode, synchronize = lib.llama_decode, lib.llama_synchronize
+        tokens, positions = one.token, one.pos
         pos = lib.llama_memory_seq_pos_max(lib.llama_get_memory(ctx), 0) + 1
+        if self._sampler is not None:
+            sampled = lib.llama_get_sampled_token_ith
+            for _ in range(n):
+                tokens[0], positions[0] = token, pos
+                if decode(ctx, one) != 0:
+                    raise RuntimeError(f"llama_decode failed at position {pos}")
+                synchronize(ctx)
+                token = sampled(ctx, -1)
+                pos += 1
+            return int(token)
+        logits_at, view, at = self._logits_address(), None, None
         for _ in range(n):
-            one.token[0], one.pos[0] = token, pos
-            if lib.llama_decode(ctx, one) != 0:
+            tokens[0], positions[0] = token, pos
+            if decode(ctx, one) != 0:
                 raise RuntimeError(f"llama_decode failed at position {pos}")
-            lib.llama_synchronize(ctx)
-            token = int(as_array(lib.llama_get_logits_ith(ctx, -1), shape=(n_vocab,)).argmax())
+            synchronize(ctx)
+            addr = logits_at(ctx, -1)
+            if addr != at:
+                view, at = np.frombuffer((ctypes.c_float * self.n_vocab).from_address(addr), dtype=np.float32), addr
+            token = int(view.argmax())
             pos += 1
         return token
+
+    def _logits_address(self):
+        """llama_get_logits_ith returning the address as an int: a function object of its own, since the binding's
+        shared one must keep its POINTER(c_float) result type."""
+        fn = self.lib.llama_cpp._lib["llama_get_logits_ith"]
+        fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_int32], ctypes.c_void_p
+        return fn
 
     def counters(self) -> dict[str, float]:
         d = self.lib.llama_perf_context(self.ctx)
@@ -368,6 +430,10 @@ class LlamaCppEngine(Engine):
         return {"weights": parts[2] if len(parts) == 3 else "?", "activations": "f32", "kv_cache": kv}
 
     def close(self) -> None:
+        if getattr(self, "_sampler", None) is not None:
+            self.lib.llama_set_sampler(self.ctx, 0, None)
+            self.lib.llama_sampler_free(self._sampler)
+            self._sampler = None
         if getattr(self, "pools", None) is not None:
             self.pools.close()
         if getattr(self, "_one", None) is not None:

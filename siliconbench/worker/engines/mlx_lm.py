@@ -93,6 +93,18 @@ class MlxEngine(Engine):
                 mx.eval([c.state for c in self.cache])
                 mx.clear_cache()
 
+    def can_rewind(self) -> bool:
+        from mlx_lm.models.cache import can_trim_prompt_cache  # the engine: optional, imported by the job that runs it
+
+        return self.cache is not None and can_trim_prompt_cache(self.cache)
+
+    def rewind(self, n_tokens: int) -> None:
+        from mlx_lm.models.cache import trim_prompt_cache  # the engine: optional, imported by the job that runs it
+
+        held = max((getattr(c, "offset", 0) for c in self.cache), default=0)
+        if held > n_tokens:
+            trim_prompt_cache(self.cache, held - n_tokens)
+
     def fill(self, tokens: list[int]) -> None:
         if tokens:
             self._feed(tokens)

@@ -33,7 +33,13 @@ from siliconbench.worker.workloads.common import (
     repetitions,
     rss_now_bytes,
 )
-from siliconbench.worker.workloads.timing import depth_ids, prompt_ids, rep_seed, timed_generation
+from siliconbench.worker.workloads.timing import (
+    depth_ids,
+    energy_windows,
+    prompt_ids,
+    rep_seed,
+    timed_generation,
+)
 
 # A cancelled job's native decode must die at once, as SIGTERM's default does: it starts no server to stop.
 SIGTERM_UNWINDS = False
@@ -75,10 +81,14 @@ def run(ctx: Context) -> Outcome:
         engine.fill(depth)
         log.add(timed_generation(engine, prompt, job.n_gen, ctx.meter), warmup=warm)
         done(ctx, r, warm)
+    if ctx.meter is not None:  # a GPU's joules per token: one sample of its own, after the timed repetitions
+        log.add(energy_windows(engine, prompt, job.n_gen, len(depth), ctx.meter))
 
     ceiling = _roofline(ctx, engine)
     measured = []
     for s in log.samples:
+        if "decode_tps" not in s.values:
+            continue  # the energy windows' sample
         if (pct := roofline.bandwidth_pct(s.values["decode_tps"], ceiling)) is not None:
             s.values["decode_bandwidth_pct"] = pct
         if not s.warmup:

@@ -22,7 +22,7 @@ from siliconbench.worker.workloads.common import (
     repetitions,
     rss_now_bytes,
 )
-from siliconbench.worker.workloads.timing import prompt_ids, rep_seed, timed_generation
+from siliconbench.worker.workloads.timing import energy_windows, prompt_ids, rep_seed, timed_generation
 
 
 def model_shape(ctx: Context) -> dict:
@@ -53,6 +53,8 @@ def run(ctx: Context) -> Outcome:
         computed = 2 * shape["n_layers"] * shape["n_kv_heads"] * shape["head_dim"] * (depth + n_gen) * kv["dtype_bytes"]
         log.add({**values, "kv_cache_bytes": kv["bytes"], "kv_cache_computed_bytes": computed}, warmup=warm)
         done(ctx, r, warm)
+    if ctx.meter is not None:  # a GPU's joules per token: one sample of its own, after the timed repetitions
+        log.add(energy_windows(engine, prompt, n_gen, 0, ctx.meter))
     source = engine.kv_source
     extra = {
         "depth": depth,

@@ -10,11 +10,14 @@ each run, so one run's cached prompts do not serve the next. A server that dies 
 
 from __future__ import annotations
 
+import contextlib
+
 from siliconbench.contract.errors import WorkloadError
 from siliconbench.contract.workloads.prompt_files import single_request, turns
 
 from siliconbench.worker.measure.memory import TreeWindow
 from siliconbench.worker.serving.client import chat_body, completion_body, request_facts, stream_request
+from siliconbench.worker.serving.energy import EnergyTrace, steady_energy
 from siliconbench.worker.serving.load import arrivals, drive, figures
 from siliconbench.worker.serving.process import Server, ServerError, free_port
 from siliconbench.worker.serving.servers import batching, command, server_facts
@@ -100,6 +103,8 @@ def run(ctx: Context) -> Outcome:
     cmd = command(job, ctx.artifact, port, p["context_tokens"], slots=slots)
     server = Server(job.engine, cmd, port, ctx.workdir / "server.log", on_spawn=ctx.spawned)
     log, runs, hwm_ok = SampleLog(), [], True
+    # as many requests as the server runs at once: its batch, within the client's own limit and the run's size
+    capacity = min(batching(job, slots).get("max_batch") or 1, p["max_concurrency"] or n, n)
 
     def send(body: dict):
         return stream_request(port, path, body, p["request_timeout_s"])
@@ -113,7 +118,8 @@ def run(ctx: Context) -> Outcome:
             picked = [units[(r * n + i) % len(units)] for i in range(n)]
             bodies = [[body_of(m, endpoint, job.n_gen, banned) for m in unit] for unit in picked]
             schedule = arrivals(n, p["request_rate"], seed=job.seed * 1_000_003 + r)
-            with TreeWindow(server.proc.pid, p["memory_interval_ms"] / 1000.0, hwm_ok) as memory:
+            energy = EnergyTrace(ctx.meter) if ctx.meter is not None else contextlib.nullcontext()
+            with TreeWindow(server.proc.pid, p["memory_interval_ms"] / 1000.0, hwm_ok) as memory, energy as trace:
                 result = drive(schedule, bodies, send, p["max_concurrency"])
             hwm_ok = memory.hwm_ok
             if server.proc.poll() is not None:
@@ -122,6 +128,8 @@ def run(ctx: Context) -> Outcome:
                     server.log_tail(),
                 )
             run_figures, per_request, gaps = figures(result, p["slo"], p["request_rate"])
+            if trace is not None:  # a GPU's steady-state joules per token (ML.ENERGY's window)
+                run_figures.update(steady_energy(result.requests, capacity, trace))
             for values in per_request:
                 log.add(values, warmup=warm)
             for gap in gaps:
