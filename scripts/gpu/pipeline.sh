@@ -84,9 +84,9 @@ wait_build() {
   python3 -c "import llama_cpp; print('llama.cpp', llama_cpp.__version__, 'gpu offload', llama_cpp.llama_supports_gpu_offload())"
 }
 
-fidelity() {  # fidelity QUANT ENGINES ROUNDS: ours / llama-bench and / mlx_lm.benchmark, interleaved, 1B and 8B shapes
+fidelity() {  # fidelity QUANT ENGINES ROUNDS [MODELS]: ours / llama-bench and / mlx_lm.benchmark, interleaved
   local name="fidelity-$1-${2//./}"
-  python3 benchmarks/fidelity.py --models synthetic-llama-3.2-1b,synthetic-llama-3-8b --quant "$1" --engines "$2" \
+  python3 benchmarks/fidelity.py --models "${4:-synthetic-llama-3.2-1b,synthetic-llama-3-8b}" --quant "$1" --engines "$2" \
     --rounds "$3" --reps 5 --prompt 512 --gen 128 --no-perplexity --json-out "$G/out/$name.json" 2>&1 | tee "$G/out/$name.log"
   return "${PIPESTATUS[0]}"
 }
@@ -94,13 +94,13 @@ fidelity() {  # fidelity QUANT ENGINES ROUNDS: ours / llama-bench and / mlx_lm.b
 overhead() {  # per-token time outside the engine, before and after, on the GPU's fastest configuration
   for q in Q4_K_M F16; do
     python3 benchmarks/decode_overhead.py "$G/models/synthetic-llama-3.2-1b/gguf/synthetic-llama-3.2-1b-$q.gguf" \
-      --rounds 9 --gen 512 || return 1
+      --rounds 7 --gen 256 || return 1
   done 2>&1 | tee "$G/out/decode-overhead.log"
 }
 
 mlx_prompt() {  # why n_prompt / ttft and mlx_lm's prompt_tps differ, region by region
   for d in "$G"/models/synthetic-llama-3.2-1b/mlx-*/; do
-    python3 benchmarks/mlx_prompt_time.py "$d" --rounds 9 --prompt 512 || return 1
+    python3 benchmarks/mlx_prompt_time.py "$d" --rounds 7 --prompt 512 || return 1
   done 2>&1 | tee "$G/out/mlx-prompt-time.log"
 }
 
@@ -134,8 +134,8 @@ step q4_8b $SB models quantize synthetic-llama-3-8b --gguf Q4_K_M
 step fidelity_q4_llama fidelity q4 llama.cpp 6
 step fidelity_full_llama fidelity full llama.cpp 6
 step serve sweep examples/gpu-serve.yaml
-step bisect bisect
 step fidelity_q4_mlx fidelity q4 mlx 5
-step fidelity_full_mlx fidelity full mlx 5
+step bisect bisect
+step fidelity_full_mlx fidelity full mlx 5 synthetic-llama-3.2-1b
 touch "$G/done/ALL"
 echo "== $(date +%T) pipeline finished" >> "$LOG"

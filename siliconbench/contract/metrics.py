@@ -52,9 +52,14 @@ _DEFS = [
         "n_gen / decode time. Decode time covers n_gen single-token forward passes after the first token, each "
         "followed by a greedy argmax choosing the next token id; EOS is ignored, so exactly n_gen tokens are decoded; "
         "no detokenization. llama.cpp: llama-bench's test_gen loop (llama_decode of a preallocated one-token batch + "
-        "llama_synchronize) plus a numpy argmax over llama.cpp's logits buffer on the host, which llama-bench "
-        "skips (it feeds random tokens): decode_tps at pN gM dD = llama-bench tgM @ d(D+N), less the argmax "
-        "(engine_decode_tps, beside it, is llama.cpp's own count of the same steps). MLX: mlx_lm's generate_step "
+        "llama_synchronize), each step choosing its token as engine_options.sampling (recorded) says: 'backend' (the "
+        "default where the build can) — llama.cpp's greedy sampler attached to the context (llama_set_sampler), "
+        "so the argmax runs in the step's own graph and only the id comes back, no logits copied (as MLX's argmax on "
+        "the device, and llama-server --backend-sampling); 'host' — numpy's argmax over the logits llama.cpp "
+        "copies back. llama-bench copies the logits and samples nothing (random tokens), so decode_tps at pN gM dD "
+        "= llama-bench tgM @ d(D+N) less the argmax, plus the logits copy that backend sampling skips "
+        "(benchmarks/decode_overhead.py measures the time outside the engine; engine_decode_tps, beside it, is "
+        "llama.cpp's own count of the same steps). MLX: mlx_lm's generate_step "
         "pipelining (step i+1 queued with mx.async_eval before step i is read), mx.argmax on the device; "
         "mlx_lm.benchmark's generation_tps divides G tokens by G - 1 decode steps, so decode_tps = generation_tps "
         "x (G-1)/G. A llama.cpp build measured through its own llama-bench (engine_options.driver 'llama-bench') "
@@ -87,7 +92,8 @@ _DEFS = [
         "lower",
         "repetition",
         "Time to first token: from handing the engine the prompt's token ids until the first generated token id is "
-        "on the host (prefill time + one greedy argmax). Tokenization is excluded (none exists). n_prompt / ttft is "
+        "on the host (prefill time + one greedy choice: llama.cpp's, in the prefill's graph, where it samples on the "
+        "backend; numpy's argmax over the copied logits where on the host). Tokenization is excluded (none exists). n_prompt / ttft is "
         "mlx_lm's prompt_tps less one thing: mlx_lm's generate_step queues the second decode step before it hands "
         "out the first token, and on an in-order stream (the CPU build) that step is computed inside its prompt "
         "time; ours ends at the first token, so n_prompt / ttft reads ~1 decode step faster (3-4% at p512 here).",
@@ -106,7 +112,8 @@ _DEFS = [
         "higher",
         "repetition",
         "llama.cpp's own perf counters for the same decode steps: n_eval / t_eval_ms (synchronized, reset per "
-        "repetition). It times llama_decode alone, without the host argmax that decode_tps includes.",
+        "repetition). It times llama_decode to llama_synchronize (the backend sampler's argmax included, where it "
+        "samples there), not the validation before it nor the loop between steps that decode_tps includes.",
     ),
     Metric(
         "mlx_peak_memory_bytes",

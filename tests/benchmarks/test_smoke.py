@@ -147,3 +147,18 @@ def test_benchmarks_readme_lists_every_script():
     missing = [p.name for p in sorted((ROOT / "benchmarks").glob("*.py")) if not p.stem.startswith("_")]
     missing = [name for name in missing if f"`{name}`" not in text]
     assert not missing, missing
+
+
+def test_decode_overhead(smol):
+    gguf = next((smol[0] / "smollm2-135m").rglob("*F16.gguf"))
+    out = run_benchmark("decode_overhead.py", gguf, "--rounds", 2, "--gen", 16)
+    for loop in ("llama-bench", "numpy argmax", "greedy sampler", "siliconbench, host", "siliconbench, backend"):
+        assert loop in out, out
+    assert "beyond llama-bench's loop" in out and re.search(r"(PASS|FAIL)", out), out
+
+
+def test_mlx_prompt_time(models_dir, models_env):
+    folder = next(p.parent for p in (models_dir / SMALL).rglob("config.json") if "f32" in p.parent.name)
+    out = run_benchmark("mlx_prompt_time.py", folder, "--rounds", 2, "--prompt", 16, env=models_env)
+    for region in ("siliconbench ttft", "+ next step queued", "mlx_lm generate_step", "one decode step"):
+        assert region in out, out
