@@ -132,10 +132,11 @@ step overhead overhead
 step mlx_prompt mlx_prompt
 step q4_8b $SB models quantize synthetic-llama-3-8b --gguf Q4_K_M
 step fidelity_q4_llama fidelity q4 llama.cpp 6
-step fidelity_full_llama fidelity full llama.cpp 6
+step fidelity_q4_mlx fidelity q4 mlx 5 synthetic-llama-3.2-1b
 step serve sweep examples/gpu-serve.yaml
-step fidelity_q4_mlx fidelity q4 mlx 5
-step bisect bisect
+step fidelity_full_llama fidelity full llama.cpp 6
 step fidelity_full_mlx fidelity full mlx 5 synthetic-llama-3.2-1b
+step bisect bisect
+step fidelity_q4_mlx_8b fidelity q4 mlx 5 synthetic-llama-3-8b
 touch "$G/done/ALL"
 echo "== $(date +%T) pipeline finished" >> "$LOG"
