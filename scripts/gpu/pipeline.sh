@@ -85,7 +85,7 @@ wait_build() {
 }
 
 fidelity() {  # fidelity QUANT ENGINES ROUNDS [MODELS]: ours / llama-bench and / mlx_lm.benchmark, interleaved
-  local name="fidelity-$1-${2//./}"
+  local name="fidelity-$1-${2//./}${4:+-${4#synthetic-}}"
   python3 benchmarks/fidelity.py --models "${4:-synthetic-llama-3.2-1b,synthetic-llama-3-8b}" --quant "$1" --engines "$2" \
     --rounds "$3" --reps 5 --prompt 512 --gen 128 --no-perplexity --json-out "$G/out/$name.json" 2>&1 | tee "$G/out/$name.log"
   return "${PIPESTATUS[0]}"
