@@ -46,7 +46,7 @@ build() {  # the CUDA build by commit, as a user makes one: `env add llama.cpp -
   mkdir -p "$bin"
   if [ -f "$G/done/repo" ]; then
     repo=$(python3 -c "from harness.llama_repo import REPO; print(REPO)")
-    $SB env add llama.cpp --source "$repo" --ref b1 --name cuda-b1 || return 1
+    $SB env add llama.cpp --source "$repo" --ref b1 --name cuda-b1 --tools llama-bench,llama-server || return 1
     out=$(ls -d "$SILICONBENCH_BUILDS_DIR"/out/*/ | head -1); tree=$(ls -d "$SILICONBENCH_BUILDS_DIR"/trees/*/ | head -1)
     cat "$out/build.json"
     cmake --build "$tree/build" -j16 --target llama-quantize llama-imatrix || return 1
