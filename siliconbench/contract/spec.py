@@ -60,7 +60,8 @@ class LlamaCppOptions(Strict):
         description="Where each decode step's greedy choice of the next token runs: 'backend' in the step's own "
         "graph (llama.cpp's greedy sampler attached with llama_set_sampler, as llama-server --backend-sampling: "
         "only the id comes back, as MLX's mx.argmax on the device); 'host' numpy's argmax over the logits copied "
-        "back (llama-bench copies them and samples nothing); 'auto' backend where the build can. Recorded as run.",
+        "back (llama-bench copies them and samples nothing); 'auto' backend where the build can and the layers run "
+        "on a GPU, host on a CPU. Recorded as run.",
     )
     driver: Literal["auto", "binding", "llama-bench"] = Field(
         "auto",
