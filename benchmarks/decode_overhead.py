@@ -20,7 +20,6 @@ Per loop: wall µs/token, engine µs/token, their difference (ours, outside the 
 from __future__ import annotations
 
 import ctypes
-import math
 import statistics
 import sys
 import time
@@ -30,13 +29,13 @@ import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
-from scipy import stats
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from siliconbench.contract.settings import load_settings  # noqa: E402
 
+from benchmarks._interval import interval  # noqa: E402
 from siliconbench.worker.engines.llama_cpp import LlamaCppEngine  # noqa: E402
 
 TARGET_US = 10.0  # 1 % of a token at 1,000 tok/s
@@ -135,15 +134,6 @@ def one_run(engine: LlamaCppEngine, loop, n_gen: int, seed: int) -> tuple[float,
     return wall / n_gen * 1e6, perf.t_eval_ms * 1000.0 / n_gen
 
 
-def interval(xs: list[float]) -> tuple[float, float, float]:
-    med = statistics.median(xs)
-    if len(xs) < 2:
-        return med, math.nan, math.nan
-    half = stats.t.ppf(0.975, len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs))
-    mean = statistics.fmean(xs)
-    return med, mean - half, mean + half
-
-
 def resolve(model: str) -> Path:
     path = Path(model)
     if path.is_file():
@@ -152,7 +142,7 @@ def resolve(model: str) -> Path:
     found = sorted(folder.rglob("*.gguf"), key=lambda p: ("F16" not in p.name.upper(), p.name))
     if not found:
         raise typer.BadParameter(
-            f"no GGUF file under {folder} (make it: siliconbench models make-tiny)", param_hint="--model"
+            f"no GGUF file under {folder} (add it: siliconbench models add-smollm2)", param_hint="--model"
         )
     return found[0]
 
@@ -167,7 +157,7 @@ def main(
     threads: int = typer.Option(1, help="llama.cpp threads: 1 makes the tiny model's step shortest here"),
 ) -> None:
     path = resolve(gguf or model)
-    # the host loops need the logits copied back: an engine sampling on the host; ours at its default
+    # the host loops need the logits copied back: an engine sampling on the host; beside it one sampling on the backend
     host, ours = LlamaCppEngine(), LlamaCppEngine()
     host.load(path, {"threads": threads, "sampling": "host"}, n_ctx=PROMPT + gen + 8)
     ours.load(path, {"threads": threads, "sampling": "backend"}, n_ctx=PROMPT + gen + 8)

@@ -18,7 +18,6 @@ launching it) and, on an in-order stream, its compute.
 
 from __future__ import annotations
 
-import math
 import os
 import statistics
 import sys
@@ -28,13 +27,13 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.table import Table
-from scipy import stats
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from siliconbench.contract.settings import load_settings  # noqa: E402
 
+from benchmarks._interval import interval  # noqa: E402
 from siliconbench.worker.engines.mlx_lm import MlxEngine  # noqa: E402
 from siliconbench.worker.envs.blas import child_blas_env  # noqa: E402
 from siliconbench.worker.workloads.timing import synthetic_tokens  # noqa: E402
@@ -93,12 +92,6 @@ REGIONS = {
     "mlx_lm generate_step": mlx_lm_generate_step,
     "one decode step": one_step,
 }
-
-
-def interval(xs: list[float]) -> tuple[float, float, float]:
-    mean = statistics.fmean(xs)
-    half = stats.t.ppf(0.975, len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs))
-    return statistics.median(xs), mean - half, mean + half
 
 
 def resolve(model: str) -> Path:
