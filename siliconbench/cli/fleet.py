@@ -16,6 +16,7 @@ from rich.table import Table
 from siliconbench.contract.errors import UserError
 from siliconbench.contract.queues import MAX_JOB_TIMEOUT_S
 from siliconbench.contract.spec import load_sweep
+from siliconbench.contract.workloads import notices
 
 from siliconbench.storage.database import require_current, session_scope, wait_until_current
 from siliconbench.storage.outages import run_forever
@@ -187,6 +188,8 @@ def submit(
     s, broker = _fleet_settings()
     spec = load_sweep(sweep)
     sid, placement = submit_sweep(spec, database_url=s.database_url, broker_url=broker, sweep_id=sweep_id)
+    for text in notices(placement.jobs):
+        console.print(f"[yellow]note:[/] {text}")
     t = Table(title=f"sweep {sid}: {len(placement.jobs)} jobs enqueued", title_justify="left")
     t.add_column("queue")
     t.add_column("jobs", justify="right")

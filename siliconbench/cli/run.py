@@ -8,6 +8,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from siliconbench.contract.spec import load_sweep
+from siliconbench.contract.workloads import notices
 
 from .common import EXIT_FAILED_JOBS, console, database, settings, user_errors
 
@@ -44,6 +45,8 @@ def run(
     spec = load_sweep(sweep)
     sid = sweep_id or f"{spec.name}-{time.strftime('%Y%m%dT%H%M%S')}"
     jobs = plan(spec, s.resolved_models_dir, sweep_id=sid)
+    for text in notices(jobs):
+        console.print(f"[yellow]note:[/] {text}")
     if dry_run:
         for j in jobs:
             console.print(f"{j.index:>4}  {j.job_id}  {j.label()}")

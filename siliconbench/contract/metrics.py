@@ -503,9 +503,55 @@ WORKLOAD_DEFS = [
         "requests/s",
         "higher",
         "repetition",
-        "One run: requests sent / time from the run's start to the last send: the rate achieved beside the rate asked "
-        "(params.request_rate). Below it where max_concurrency or the client held requests back; a server that "
-        "cannot keep up shows instead as serve_request_throughput below the rate and TTFT growing.",
+        "One run: units sent / time from the run's start to the last unit's first request, a unit being what "
+        "params.request_rate counts — a request, or with multi_turn a conversation: the rate achieved beside the rate "
+        "asked. Below it where max_concurrency or the client held units back (serve_send_delay_ms tells the client's "
+        "own lag); a server that cannot keep up shows instead as serve_request_throughput below the rate and TTFT "
+        "growing. Not with rate 'inf'.",
+    ),
+    Metric(
+        "serve_sent_turn_rate",
+        "requests/s",
+        "higher",
+        "repetition",
+        "multi_turn only. One run: requests (turns) sent / time from the run's start to the last one sent; each "
+        "conversation's turns follow one another, so this exceeds serve_sent_rate (conversations/s) by about the "
+        "turns per conversation.",
+    ),
+    Metric(
+        "serve_conversation_throughput",
+        "conversations/s",
+        "higher",
+        "repetition",
+        "multi_turn only. One run: conversations whose every turn succeeded / duration (as "
+        "serve_request_throughput, which counts each turn).",
+    ),
+    Metric(
+        "serve_send_delay_ms",
+        "ms",
+        "lower",
+        "request",
+        "How late the client began one unit (a request, or a conversation) against its scheduled arrival: the "
+        "client's own lag (thread start, a sleep that overshot, a busy host), before any max_concurrency wait, as "
+        "GuideLLM's scheduler metrics. A run whose p99 exceeds 10 % of the mean gap between arrivals (at least "
+        "10 ms) is flagged extra.runs[].client_behind: its latencies are then partly the client's.",
+    ),
+    Metric(
+        "serve_server_prompt_ms",
+        "ms",
+        "lower",
+        "request",
+        "The server's own prompt-processing time for one successful request (llama-server's timings.prompt_ms: its "
+        "uncached prompt tokens through the model, queueing excluded), beside the client's serve_ttft_ms. Absent "
+        "where the server gives none (mlx_lm.server, llama_cpp.server).",
+    ),
+    Metric(
+        "serve_server_decode_ms",
+        "ms",
+        "lower",
+        "request",
+        "The server's own generation time for one successful request (llama-server's timings.predicted_ms), beside "
+        "the client's serve_e2el_ms - serve_ttft_ms. Absent where the server gives none.",
     ),
     Metric(
         "serve_failed_requests",
@@ -513,7 +559,8 @@ WORKLOAD_DEFS = [
         "lower",
         "repetition",
         "One run: requests that failed (connection error, not HTTP 200 — the server's message kept in "
-        "extra.runs — no text streamed, or a stream that ended without [DONE]). vLLM: Failed requests.",
+        "extra.runs — no text streamed, a stream that ended without [DONE], or anything else raised while sending "
+        "or reading it). A run whose every request failed fails the job. vLLM: Failed requests.",
         kind="count",
     ),
     # ---- long_context: a prompt of params.depth tokens, prefilled whole (full prompt reprocessing).

@@ -152,6 +152,12 @@ class Settings(BaseSettings):
         "tree per source and build options, and each commit's libraries and tools. Unset: "
         "~/.cache/siliconbench/llama-builds.",
     )
+    llama_source: Path | None = Field(
+        None,
+        description="This worker's llama.cpp git checkout: a tags watch's builds and bisection steps sent to it are "
+        "made from here instead of the path the watch names (a Mac whose clone lives elsewhere). Unset: the "
+        "watch's path, `~` expanded on this machine.",
+    )
     llama_build: Path | None = Field(
         None,
         description="Set by the worker in a job's child, not by hand: the llama.cpp build (its folder under "

@@ -46,7 +46,9 @@ class LlamaCppTags(Strict):
     source: str | None = Field(
         None,
         description="A llama.cpp git checkout, at this path on the coordinator and on every target host (a shared "
-        "mount, or a clone at the same path): its b<N> tags are the versions; each is built on the hosts",
+        "mount, or a clone at the same path; `~/…` is each machine's own home, and a worker with "
+        "SILICONBENCH_LLAMA_SOURCE set builds from that checkout instead): its b<N> tags are the versions; each is "
+        "built on the hosts",
     )
     archives: str | None = Field(
         None, description="A folder of llama.cpp release archives (llama-b<N>-bin-<platform>.zip or .tar.gz)"
@@ -295,8 +297,11 @@ def _llama_cpp(tags: LlamaCppTags, base: Path, check_folders: bool) -> LlamaCppT
             "llama_cpp", "give one of source (a llama.cpp git checkout) or archives (a folder of releases)."
         )
     key = "source" if tags.source is not None else "archives"
-    folder = Path(getattr(tags, key)).expanduser()
+    given = getattr(tags, key)
+    folder = Path(given).expanduser()
     folder = folder if folder.is_absolute() else base / folder
+    # `~/…` stays as written: each machine (the coordinator, every worker) expands it to its own home
+    kept = given if given.startswith("~") else str(folder)
     if check_folders:
         if not folder.is_dir():
             raise UserError(f"llama_cpp.{key}", f"no folder {folder}.")
@@ -306,7 +311,7 @@ def _llama_cpp(tags: LlamaCppTags, base: Path, check_folders: bool) -> LlamaCppT
             )
     if key == "archives" and tags.bisect and "bisect" in tags.model_fields_set:
         raise UserError("llama_cpp.bisect", "a bisection needs the commits between two tags: follow a source checkout.")
-    return tags.model_copy(update={key: str(folder), "bisect": tags.bisect and key == "source"})
+    return tags.model_copy(update={key: kept, "bisect": tags.bisect and key == "source"})
 
 
 def parse_watch(data: object, *, base_dir: Path | str | None = None, check_folders: bool = True) -> WatchSpec:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from siliconbench.coordinator.reports.serving import ServePoint
+from siliconbench.coordinator.reports.serving import ServePoint, pareto_front
 
 PANELS = (("ttft_p99_ms", "TTFT p99 (ms)", "ttft_ms"), ("tpot_p99_ms", "TPOT p99 (ms)", "tpot_ms"))
 
@@ -55,3 +55,35 @@ def latency_curves(points: list[ServePoint], slo: dict) -> alt.HConcatChart:
             layer = layer + rule
         panels.append(layer.properties(width=420, height=320, title=title))
     return alt.hconcat(*panels)
+
+
+def pareto_chart(points: list[ServePoint], latency: str, title: str) -> alt.LayerChart:
+    """A concurrency sweep's Pareto view: output tokens/s against a p99 latency, every job a point labelled by its
+    concurrency, and each series' frontier (the points nothing beats on both) joined by a line."""
+    frame = pd.DataFrame(
+        [
+            {
+                "series": p.series,
+                "concurrency": p.max_concurrency or 0,
+                "label": f"≤{p.max_concurrency}" if p.max_concurrency else "∞",
+                "latency": getattr(p, latency),
+                "output tok/s": p.output_tps,
+                "job": p.job_id,
+            }
+            for p in points
+            if getattr(p, latency) is not None
+        ]
+    )
+    front = {p.job_id for p in pareto_front(points, latency)}
+    frame["frontier"] = frame["job"].isin(front)
+    color = alt.Color("series:N", scale=alt.Scale(scheme="tableau10"), legend=alt.Legend(orient="bottom", columns=1))
+    base = alt.Chart(frame).encode(
+        x=alt.X("latency:Q", title=f"{title} (ms), log scale", scale=alt.Scale(type="log")),
+        y=alt.Y("output tok/s:Q", title="output tokens/s"),
+        color=color,
+        tooltip=["series", "concurrency", "latency", "output tok/s", "frontier", "job"],
+    )
+    dots = base.mark_point(size=80, filled=True)
+    labels = base.mark_text(dx=10, dy=-8, align="left").encode(text="label:N")
+    line = base.transform_filter(alt.datum.frontier).mark_line().encode(order="latency:Q")
+    return (line + dots + labels).properties(width=420, height=320, title=f"output tok/s against {title}")

@@ -11,13 +11,17 @@ from pathlib import Path
 
 import pytest
 
+from siliconbench.contract.aggregate import summarize, tail_certified
 from siliconbench.contract.errors import UserError
 from siliconbench.contract.jobs import expand
 from siliconbench.contract.manifest import ModelCatalog, write_manifest
 from siliconbench.contract.spec import load_sweep, parse_sweep
+from siliconbench.contract.workloads import notices
 
+from siliconbench.coordinator.reports.serving import ServePoint, pareto_front
+from siliconbench.coordinator.reports.workload_tables import pct
 from siliconbench.worker.serving.client import ServedRequest
-from siliconbench.worker.serving.load import Run, arrivals, figures
+from siliconbench.worker.serving.load import Run, arrivals, client_lag, drive, figures
 from tests.contract.manifests import _manifest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,13 +41,14 @@ def catalog(tmp_path) -> ModelCatalog:
     return ModelCatalog(tmp_path / "models")
 
 
-def serve_jobs(catalog, **workload):
+def serve_jobs(catalog, sweep: dict | None = None, **workload):
     spec = parse_sweep(
         {
             "name": "s",
             "models": ["tiny-llama-30m"],
             "engines": ["llama.cpp", "mlx"],
             "workloads": [{"kind": "serve", **workload}],
+            **(sweep or {}),
         }
     )
     return expand(spec, catalog)
@@ -96,7 +101,7 @@ def test_formats_sharegpt_array_sharegpt_jsonl_and_text(catalog, tmp_path):
         }
     ]
     (tmp_path / "s.json").write_text(json.dumps(share))
-    jobs = serve_jobs(catalog, prompts=str(tmp_path / "s.json"), multi_turn=True)
+    jobs = serve_jobs(catalog, {"repetitions": 1}, prompts=str(tmp_path / "s.json"), multi_turn=True, num_requests=1)
     assert jobs[0].params["prompt_format"] == "sharegpt"
     assert jobs[0].params["prompts_body"] == [
         [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]
@@ -179,8 +184,10 @@ def test_a_run_longer_than_the_jobs_timeout_is_refused_before_anything_is_stored
 def test_the_example_sweep_finds_its_prompts_beside_it(catalog):
     spec = load_sweep(ROOT / "examples/serve.yaml")
     jobs = expand(spec, catalog)
-    assert {j.engine for j in jobs} == {"llama.cpp", "mlx"} and len(jobs) == 4
+    assert {j.engine for j in jobs} == {"llama.cpp", "mlx"} and len(jobs) == 4 + 6  # two rates, three concurrencies
     assert all(len(j.params["prompts_body"]) == 8 for j in jobs)
+    assert sorted({j.params["max_concurrency"] or 0 for j in jobs}) == [0, 1, 2, 4]
+    assert notices(jobs) == []  # 8 prompts, 8 requests a job: nothing repeats
 
 
 def test_arrivals_are_seeded_poisson_scaled_to_n_over_rate():
@@ -212,7 +219,7 @@ def test_figures_follow_vllms_arithmetic():
         req(1.0, [1.2], 1, cached=0),  # one token: no TPOT, 0 for goodput
         req(2.0, [], 0, ok=False),
     ]
-    run.sends = [r.t_sent for r in run.requests]
+    run.sends = run.unit_sends = [r.t_sent for r in run.requests]  # single-turn: each request is its unit
     out, per, gaps = figures(run, {"ttft_ms": 300, "tpot_ms": 200}, 1.5)
     assert out["serve_request_throughput"] == 2 / 4.0 and out["serve_failed_requests"] == 1
     assert out["serve_output_throughput"] == 5 / 4.0 and out["serve_total_token_throughput"] == 25 / 4.0
@@ -222,3 +229,99 @@ def test_figures_follow_vllms_arithmetic():
     assert per[1]["serve_tpot_ms"] is None and per[0]["serve_e2el_ms"] == pytest.approx(900)
     assert gaps == pytest.approx([100, 100, 200])
     assert figures(run, None, "inf")[0]["serve_sent_rate"] is None
+
+
+def test_a_concurrency_list_is_one_job_each_and_zero_is_refused(catalog):
+    jobs = serve_jobs(catalog, max_concurrency=[1, 2, 4, 8])
+    assert sorted((j.engine, j.params["max_concurrency"]) for j in jobs) == [
+        (e, c) for e in ("llama.cpp", "mlx") for c in (1, 2, 4, 8)
+    ]
+    assert len({j.job_id for j in jobs}) == 8 and all(j.params["request_rate"] == "inf" for j in jobs)
+    assert "max_concurrency=4" in next(j for j in jobs if j.params["max_concurrency"] == 4).label()
+    # one number stays one job, of the key it had before lists existed (its history goes on)
+    one = serve_jobs(catalog, max_concurrency=4)
+    assert [j.key() for j in one] == [j.key() for j in jobs if j.params["max_concurrency"] == 4]
+    for bad in ([1, 0, 4], [], 0):
+        with pytest.raises(UserError) as e:
+            parse_sweep({"name": "s", "models": ["m1"], "workloads": [{"kind": "serve", "max_concurrency": bad}]})
+        assert "max_concurrency" in str(e.value), (bad, str(e.value))
+
+
+def test_what_cannot_work_is_refused_at_expansion_naming_the_field(catalog, tmp_path):
+    # llama_cpp.server streams no usage: an answer ending on EOS could not be counted
+    msg = refused(catalog, server="llama_cpp.server", ignore_eos=False)
+    assert "workloads[0].ignore_eos" in msg and "llama_cpp.server" in msg
+    assert serve_jobs(catalog, server="llama-server", ignore_eos=False)  # llama-server reports usage: fine
+    # a multi-turn run that would resend a conversation replays it from the server's cache
+    two = write(tmp_path, "two.jsonl", [{"messages": CHAT}, {"messages": CHAT}])
+    with pytest.raises(UserError) as e:
+        serve_jobs(catalog, {"repetitions": 2}, prompts=two, multi_turn=True, num_requests=2)
+    assert e.value.field == "workloads[0].num_requests" and "holds 2 conversations" in e.value.message
+    assert serve_jobs(catalog, {"repetitions": 1}, prompts=two, multi_turn=True, num_requests=2)
+
+
+def test_a_prompt_file_the_runs_repeat_is_noticed_before_anything_runs(catalog, tmp_path):
+    two = write(tmp_path, "two.jsonl", [{"messages": CHAT[:1]}, {"messages": CHAT}])
+    jobs = serve_jobs(catalog, {"repetitions": 3}, prompts=two, num_requests=4)
+    said = notices(jobs)
+    assert len(said) == 1 and "holds 2 prompts and the runs send 12" in said[0] and "10 are repeats" in said[0]
+    assert notices(serve_jobs(catalog, {"repetitions": 1}, prompts=two, num_requests=2)) == []
+    assert notices(serve_jobs(catalog, num_requests=64)) == []  # the corpus makes as many prompts as the runs send
+
+
+def test_multi_turn_counts_conversations_and_turns_apart():
+    def req(t0, chunks, out=3):
+        return ServedRequest(
+            t_sent=t0, ok=True, chunk_times=chunks, t_last=chunks[-1], prompt_tokens=5, output_tokens=out
+        )
+
+    run = Run(t0=0.0, t_end=4.0)
+    # two conversations of two turns, the second of the second failed
+    run.requests = [req(0.0, [0.2, 0.4]), req(1.0, [1.2, 1.5]), req(0.5, [0.7, 0.8]), ServedRequest(t_sent=1.5)]
+    run.sends = [r.t_sent for r in run.requests]
+    run.unit_sends, run.units_done, run.send_delays_s = [0.0, 0.5], 1, [0.001, 0.002]
+    out, per, _gaps = figures(run, None, 1.0, multi_turn=True)
+    assert out["serve_sent_rate"] == 2 / 0.5  # conversations: what request_rate counts
+    assert out["serve_sent_turn_rate"] == 4 / 1.5  # every request
+    assert out["serve_conversation_throughput"] == 1 / 4.0 and out["serve_request_throughput"] == 3 / 4.0
+    assert [p["serve_send_delay_ms"] for p in per if "serve_send_delay_ms" in p] == pytest.approx([1.0, 2.0])
+    single, _, _ = figures(run, None, 1.0)
+    assert single["serve_sent_turn_rate"] is None and single["serve_conversation_throughput"] is None
+
+
+def test_a_client_that_falls_behind_its_schedule_is_flagged():
+    on_time = Run(send_delays_s=[0.001] * 99 + [0.004])
+    assert client_lag(on_time, 4.0)["client_behind"] is False  # 4 ms late against a 250 ms mean gap
+    late = Run(send_delays_s=[0.001] * 90 + [0.2] * 10)
+    lag = client_lag(late, 4.0)
+    assert lag["client_behind"] is True and lag["send_delay_p99_ms"] == pytest.approx(200.0)
+    assert lag["behind_limit_ms"] == pytest.approx(25.0)  # 10 % of 1 / 4 req/s
+    assert client_lag(Run(send_delays_s=[0.02]), "inf")["client_behind"] is True  # all at once: 10 ms floor
+
+
+def test_any_exception_while_sending_is_a_failed_request_never_a_lost_one():
+    """A send that raises (a malformed answer, a bug in a parser) is counted failed, with what it raised."""
+    calls = []
+
+    def send(body):
+        calls.append(body)
+        if body["n"] == 1:
+            raise KeyError("choices")
+        return ServedRequest(t_sent=0.0, ok=True, chunk_times=[0.1], t_last=0.1, output_tokens=1)
+
+    run = drive([0.0, 0.0, 0.0], [[{"n": 0}], [{"n": 1}, {"n": 9}], [{"n": 2}]], send, None)
+    assert len(run.requests) == 3 and sum(not r.ok for r in run.requests) == 1  # the turn after it never sent
+    assert "KeyError" in next(r.error for r in run.requests if not r.ok)
+    assert run.units_done == 2 and len(run.send_delays_s) == 3
+
+
+def test_tails_too_few_requests_back_are_marked_and_the_pareto_front_is_what_nothing_beats():
+    assert not tail_certified(99, 661) and tail_certified(99, 662) and tail_certified(90, 64)
+    few = {"metrics": {"serve_ttft_ms": summarize([float(x) for x in range(100)]).as_dict()}}
+    assert pct("serve_ttft_ms")(few) == "50 / 89 / (98)"  # 100 requests certify p90, not p99
+
+    def point(job, tps, ttft):
+        return ServePoint("s", "llama.cpp", None, 1.0, None, ttft, ttft, None, None, tps, None, 0, job)
+
+    pts = [point("c1", 100, 50), point("c2", 180, 60), point("c4", 250, 120), point("c8", 240, 400)]
+    assert [p.job_id for p in pareto_front(pts)] == ["c1", "c2", "c4"]  # c8 is beaten by c4 on both

@@ -20,7 +20,7 @@ from siliconbench.coordinator.watch.campaigns.state import advance
 from siliconbench.storage.database import session_scope
 from siliconbench.storage.tables import Host, utcnow
 from siliconbench.storage.watch_tables import Campaign, WatchCheck, WatchVersion
-from siliconbench.worker.runtime.prepare_env import check_payload
+from siliconbench.worker.runtime.prepare_env import check_payload, checkout_of
 from tests.conftest import new_pg_database
 from tests.fleet.support import prepare_tasks as sent
 
@@ -178,3 +178,24 @@ def test_a_malformed_build_request_is_the_campaigns_error_by_field(payload, why)
     cid, error = check_payload(payload)
     assert cid == 3 and why in error
     assert check_payload({"campaign_id": 3, "llama_cpp": {"archive": "/srv/llama-b4-bin-macos-arm64.zip"}}) == (3, None)
+
+
+def test_a_tilde_source_is_each_machines_home_and_a_worker_may_declare_its_own(history, tmp_path, monkeypatch):
+    """`source: ~/src/llama.cpp` is sent as written (a Mac's home is not the coordinator's) and read on each machine
+    in its own home; a worker whose clone lives elsewhere declares it (SILICONBENCH_LLAMA_SOURCE)."""
+    home = tmp_path / "home"
+    git("clone", "--quiet", str(history), str(home / "src" / "llama.cpp"))
+    monkeypatch.setenv("HOME", str(home))
+    spec = parse_watch(
+        {"name": "tags", "every": "1h", "llama_cpp": {"source": "~/src/llama.cpp"}, "suite": SUITE}, base_dir=tmp_path
+    )
+    assert spec.llama_cpp.source == "~/src/llama.cpp"  # not /…/home/src/llama.cpp: that path is this machine's
+    # the coordinator reads the tags through the same `~`, expanded where git runs
+    assert llama_tags.sha_of(spec.llama_cpp.source, "b1") == git(
+        "-C", str(home / "src" / "llama.cpp"), "rev-parse", "b1^{commit}"
+    )
+    build = {"source": spec.llama_cpp.source, "ref": "b1"}
+    assert checkout_of(build) == str(home / "src" / "llama.cpp")
+    own = tmp_path / "elsewhere" / "llama.cpp"
+    monkeypatch.setenv("SILICONBENCH_LLAMA_SOURCE", str(own))
+    assert checkout_of(build) == str(own)

@@ -12,6 +12,7 @@ import shutil
 import signal
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -21,7 +22,7 @@ from siliconbench.contract.spec import parse_sweep
 
 from siliconbench.coordinator.reports.export import result_record
 from siliconbench.coordinator.reports.workload_tables import workload_table
-from siliconbench.worker.serving.client import answers_completion
+from siliconbench.worker.serving.client import answers_completion, stream_request
 from siliconbench.worker.serving.process import free_port
 from tests.workload_helpers import assert_no_process_left, jobs_for, run, values
 
@@ -96,11 +97,19 @@ def test_chat_prompts_at_two_rates_on_both_servers(models_dir, tmp_path):
         assert res.extra["endpoint"] == "/v1/chat/completions" and res.extra["chat_template"] is True
         assert res.extra["runs"][0]["failed"] == 0 and res.extra["prompts"]["format"] == "chat"
         assert "messages" not in res.extra["request"] and res.extra["request"]["temperature"] == 0.0
+        # the client's lag against its schedule, per unit, and each run's verdict on it
+        assert len(values(res, "serve_send_delay_ms")) == 8 and "client_behind" in res.extra["runs"][0]
+        assert res.extra["prompts"]["repeated"] is False and res.extra["prompts"]["units_sent"] == 8
         if job.engine == "llama.cpp":
             assert res.extra["server"] == "llama-server" and res.extra["slots"] == 4
             assert "--parallel" in res.extra["server_args"]
+            # llama-server's own account of each request beside the client's
+            assert len(values(res, "serve_server_prompt_ms")) == 8 and len(values(res, "serve_server_decode_ms")) == 8
         else:
-            assert res.extra["server"] == "mlx_lm.server"
+            # mlx_lm.server batches: no slots, its batch as configured (its decode_concurrency, within the client's 8)
+            assert res.extra["server"] == "mlx_lm.server" and "slots" not in res.extra
+            assert res.extra["batching"]["batches"] is True and res.extra["batching"]["max_batch"] > 1
+            assert values(res, "serve_server_prompt_ms") == []
         rec = result_record(job, res)
         assert "prompts_body" not in rec["params"] and rec["params"]["prompts"].startswith("sha256:")
         records.append(rec)
@@ -254,3 +263,66 @@ def test_a_rate_the_server_cannot_sustain_is_reported_not_hidden(models_dir, rat
     assert served < sent / 2  # one slot served far fewer: shown as it is
     ttft = values(res, "serve_ttft_ms")
     assert max(ttft) > 3 * min(ttft)  # the queue grew
+
+
+def test_a_failing_warm_up_or_a_run_of_only_failures_fails_the_job_with_the_first_error(models_dir):
+    """A real server that cannot answer within the request timeout (1 ms): the warm-up's failure stops the job before
+    any run (as vLLM's test prompt does); without warm-up, a run whose every request failed fails the job instead of
+    being stored ok with zero throughput."""
+    base = {"kind": "serve", "num_requests": 3, "prompt_tokens": 16, "max_tokens": 16, "request_timeout_s": 0.001}
+    for warmup, said in ((1, "warm-up request 0 failed"), (0, "every request of run 0 failed (3)")):
+        job = jobs_for(
+            models_dir,
+            {**base, "warmup_requests": warmup},
+            engines=["llama.cpp"],
+            quantizations=["full"],
+            repetitions=1,
+        )[0]
+        res, events = run(job, models_dir)
+        assert res.status == "failed" and said in res.error, res.error
+        assert "timed out" in res.error or "TimeoutError" in res.error  # the request's own error, kept
+        assert_no_process_left(events)
+
+
+def test_a_malformed_answer_is_that_requests_failure(tmp_path):
+    """A server whose stream holds a chunk no client expects: the request fails with what was wrong, never raises."""
+
+    class Odd(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            self.wfile.write(b"data: [1, 2]\n\ndata: [DONE]\n\n")
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Odd)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        r = stream_request(server.server_address[1], "/v1/completions", {"prompt": "x", "max_tokens": 2}, 5.0)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not r.ok and r.error.startswith("AttributeError")
+
+
+def test_a_concurrency_sweep_runs_one_closed_loop_job_per_concurrency(models_dir):
+    jobs = jobs_for(
+        models_dir,
+        {"kind": "serve", "max_concurrency": [1, 3], "num_requests": 6, "prompt_tokens": 16, "max_tokens": 8},
+        engines=["llama.cpp"],
+        quantizations=["full"],
+        repetitions=1,
+    )
+    assert [j.params["max_concurrency"] for j in jobs] == [1, 3]
+    records = []
+    for job in jobs:
+        res, events = run(job, models_dir)
+        assert res.status == "ok", (res.error, res.stderr_tail)
+        assert_no_process_left(events)
+        assert values(res, "serve_output_tokens") == [8.0] * 6
+        records.append(result_record(job, res))
+    text = render(workload_table("serve", records))
+    assert "closed loop ≤1" in text and "closed loop ≤3" in text

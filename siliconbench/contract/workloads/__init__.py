@@ -59,6 +59,24 @@ def least_duration_s(job) -> tuple[float | None, str]:
     return own(job) if own else (None, "")
 
 
+def check_job(job, at: str) -> None:
+    """UserError naming ``at``'s field for a job its kind cannot run as asked (known only once the job is whole)."""
+    own = getattr(KIND_MODULES.get(job.workload), "check_job", None)
+    if own:
+        own(job, at)
+
+
+def notices(jobs) -> list[str]:
+    """What a user should read before the jobs run that is not an error (a prompt file the runs repeat), each once."""
+    out: list[str] = []
+    for job in jobs:
+        own = getattr(KIND_MODULES.get(job.workload), "notice", None)
+        text = own(job) if own else None
+        if text and text not in out:
+            out.append(text)
+    return out
+
+
 def engine_params(
     w,
     wi: int,
@@ -96,9 +114,11 @@ __all__ = [
     "ServeWorkload",
     "ServerSettings",
     "SwapWorkload",
+    "check_job",
     "configs",
     "engine_params",
     "kld_bases",
     "least_duration_s",
     "n_configs",
+    "notices",
 ]

@@ -14,7 +14,12 @@ from ..errors import UserError
 from .base import SERVER_FACTS, Config, ServerSettings, Strict, fits, server_engine_params, server_params
 from .prompt_files import PromptFormat, read_prompt_file, turns
 
-LABEL = ("request_rate", "server", "slots")  # the params a job's one-line label shows (JobSpec.label)
+LABEL = (
+    "request_rate",
+    "max_concurrency",
+    "server",
+    "slots",
+)  # the params a job's one-line label shows (JobSpec.label)
 FACTS = SERVER_FACTS | {
     "ready_s",
     "stop_s",
@@ -27,6 +32,7 @@ FACTS = SERVER_FACTS | {
     "runs",
     "context_check",
     "chat_template",
+    "client_behind",
 }
 
 Rate = PositiveFloat | Literal["inf"]
@@ -69,7 +75,12 @@ class ServeWorkload(ServerSettings):
         description="Requests per second, one job each: Poisson arrivals seeded by the sweep's seed (the gaps scaled "
         "so that num_requests take num_requests / rate seconds, as vLLM does); 'inf' sends all at once",
     )
-    max_concurrency: PositiveInt | None = Field(None, description="At most this many requests in flight (client side)")
+    max_concurrency: PositiveInt | Annotated[list[PositiveInt], Field(min_length=1)] | None = Field(
+        None,
+        description="At most this many requests in flight (client side); a list is a concurrency sweep, one job "
+        "each (with the default request_rate 'inf', a closed loop: each request sent as soon as one ends, GuideLLM's "
+        "concurrent mode), drawn by the Serving page as throughput against TTFT and TPOT p99",
+    )
     num_requests: PositiveInt = Field(32, description="Requests per run (multi_turn: conversations per run)")
     warmup_requests: Annotated[int, Field(ge=0)] = Field(2, description="Sent one by one before each job's runs")
     max_tokens: PositiveInt = Field(64, description="Output tokens asked of each request")
@@ -92,8 +103,13 @@ class ServeWorkload(ServerSettings):
     request_timeout_s: PositiveFloat = 300.0
 
 
+def concurrencies(w: ServeWorkload) -> list[int | None]:
+    c = w.max_concurrency
+    return c if isinstance(c, list) else [c]
+
+
 def n_configs(w: ServeWorkload) -> int:
-    return len(w.request_rate)
+    return len(w.request_rate) * len(concurrencies(w))
 
 
 def rate_param(rate: float | str) -> float | str:
@@ -109,7 +125,6 @@ def configs(w: ServeWorkload, at: str, m, catalog, engines: list[str]) -> list[C
         "prompt_format": "corpus",
         "endpoint": w.endpoint,
         "num_requests": w.num_requests,
-        "max_concurrency": w.max_concurrency,
         "warmup_requests": w.warmup_requests,
         "ignore_eos": w.ignore_eos,
         "multi_turn": w.multi_turn,
@@ -136,7 +151,11 @@ def configs(w: ServeWorkload, at: str, m, catalog, engines: list[str]) -> list[C
         _check_endpoint(w, fmt, convs, at)
         params.update(prompts=digest, prompt_format=fmt, prompts_body=convs)
         n_prompt = 0  # each request's prompt tokens are the server's count (usage.prompt_tokens)
-    return [Config(n_prompt, w.max_tokens, {**params, "request_rate": rate_param(r)}, warmup=0) for r in w.request_rate]
+    return [
+        Config(n_prompt, w.max_tokens, {**params, "max_concurrency": c, "request_rate": rate_param(r)}, warmup=0)
+        for r in w.request_rate
+        for c in concurrencies(w)
+    ]
 
 
 def least_duration_s(job) -> tuple[float | None, str]:
@@ -163,6 +182,46 @@ def _check_endpoint(w: ServeWorkload, fmt: str, convs: list, at: str) -> None:
 def engine_params(w: ServeWorkload, at: str, cfg: Config, engine: str, model: str, art, catalog, full=None, engines=()):
     """Which server runs; slots only where it is llama-server (the others have none, so they stay one job)."""
     params = server_engine_params(w, at, cfg, engine, model, art, catalog)
-    if (params.get("server") or describe(engine).unnamed_server) != "llama-server":
+    server = params.get("server") or describe(engine).unnamed_server
+    if server == "llama_cpp.server" and not w.ignore_eos:
+        # it streams no usage report: a count comes only from finish_reason "length", so every answer that ends on
+        # EOS would be a failed request
+        raise UserError(
+            f"{at}.ignore_eos",
+            "llama_cpp.server sends no token count in a stream, so an answer that ends on EOS cannot be counted: keep "
+            "ignore_eos true, or use server: llama-server.",
+        )
+    if server != "llama-server":
         params = {k: v for k, v in params.items() if k != "slots"}
     return params
+
+
+def units_needed(job) -> tuple[int, int] | None:
+    """(units the prompt file holds, units the job's runs send), or None for the corpus (never repeats)."""
+    convs = job.params.get("prompts_body")
+    if convs is None:
+        return None
+    return len(convs), job.params["num_requests"] * (job.repetitions + job.warmup)
+
+
+def check_job(job, at: str) -> None:
+    """A multi-turn run that would resend a conversation replays it from the server's cache: not the run asked."""
+    have = units_needed(job)
+    if job.params.get("multi_turn") and have and have[1] > have[0]:
+        raise UserError(
+            f"{at}.num_requests",
+            f"the prompt file holds {have[0]} conversations, but num_requests x repetitions = {have[1]}: a multi-turn "
+            "run would replay a conversation the server has cached. Give more conversations or ask for fewer.",
+        )
+
+
+def notice(job) -> str | None:
+    """A prompt file shorter than the runs: later runs resend earlier prompts, which a prompt cache may serve."""
+    have = units_needed(job)
+    if not have or have[1] <= have[0]:
+        return None
+    return (
+        f"serve {job.model} ({job.params['prompts'][:19]}…): the prompt file holds {have[0]} prompts and the runs "
+        f"send {have[1]}, so {have[1] - have[0]} are repeats a server's prompt cache may serve; the result shows how "
+        "much it reused (serve_prompt_reuse_pct, extra.prompts.repeated). Give more prompts to avoid it."
+    )

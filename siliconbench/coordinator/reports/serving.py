@@ -1,4 +1,4 @@
-"""A serve sweep as latency–throughput curves: one point per job (a request rate), one curve per series (model, engine,
+"""A serve sweep as latency–throughput curves: one point per job (a request rate, a concurrency), one curve per series (model, engine,
 quantization, server and its slots, engine version), from export records. Read by the dashboard's Serving page; the
 CLI prints the same jobs as the serve table (workload_tables)."""
 
@@ -25,6 +25,32 @@ class ServePoint:
     goodput_rps: float | None
     failed: int
     job_id: str
+    max_concurrency: int | None = None  # the client's limit: a concurrency sweep's axis
+    requests: int = 0  # successful requests behind the TTFT percentiles
+    client_behind: bool = False
+
+
+def pareto_front(points: list[ServePoint], latency: str = "ttft_p99_ms") -> list[ServePoint]:
+    """The points no other point of their series beats on both throughput (output tok/s, higher) and ``latency``
+    (lower): the configurations worth choosing between, GuideLLM's and vLLM's Pareto view of a concurrency sweep.
+    Ordered by series, then latency."""
+    front = []
+    for p in points:
+        mine = getattr(p, latency)
+        if mine is None:
+            continue
+        beaten = any(
+            q is not p
+            and q.series == p.series
+            and getattr(q, latency) is not None
+            and getattr(q, latency) <= mine
+            and q.output_tps >= p.output_tps
+            and (getattr(q, latency) < mine or q.output_tps > p.output_tps)
+            for q in points
+        )
+        if not beaten:
+            front.append(p)
+    return sorted(front, key=lambda p: (p.series, getattr(p, latency)))
 
 
 def series_of(r: dict) -> str:
@@ -43,7 +69,8 @@ def serve_points(records: list[dict]) -> list[ServePoint]:
     for r in records:
         if r.get("workload") != "serve" or r.get("status") != "ok":
             continue
-        rate = (r.get("params") or {}).get("request_rate")
+        params = r.get("params") or {}
+        rate = params.get("request_rate")
         out.append(
             ServePoint(
                 series=series_of(r),
@@ -59,9 +86,12 @@ def serve_points(records: list[dict]) -> list[ServePoint]:
                 goodput_rps=_stat(r, "serve_request_goodput", "mean"),
                 failed=int(_stat(r, "serve_failed_requests", "total") or 0),
                 job_id=r["job_id"],
+                max_concurrency=params.get("max_concurrency"),
+                requests=int(_stat(r, "serve_ttft_ms", "count") or 0),
+                client_behind=bool((r.get("extra") or {}).get("client_behind")),
             )
         )
-    return sorted(out, key=lambda p: (p.series, p.asked_rate is None, p.asked_rate or 0.0))
+    return sorted(out, key=lambda p: (p.series, p.asked_rate is None, p.asked_rate or 0.0, p.max_concurrency or 0))
 
 
 def objectives(records: list[dict]) -> dict:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from rich.table import Table
 
+from siliconbench.contract.aggregate import TAIL_SAMPLES, tail_certified
 from siliconbench.contract.manifest import QUANT_LEVELS
 
 Cell = Callable[[dict], str]
@@ -30,11 +31,17 @@ def pm(name: str, fmt: str = "{:,.1f}", scale: float = 1.0) -> Cell:
 
 
 def pct(name: str, fmt: str = "{:,.0f}") -> Cell:
-    """p50 / p90 / p99 of a metric."""
+    """p50 / p90 / p99 of a metric; a tail too few samples back (MLPerf's early-stopping bound) in parentheses."""
 
     def cell(r: dict) -> str:
         s = _m(r, name)
-        return " / ".join(fmt.format(s[k]) for k in ("median", "p90", "p99")) if s else "—"
+        if not s:
+            return "—"
+        parts = [fmt.format(s["median"])]
+        for q in (90, 99):
+            text = fmt.format(s[f"p{q}"])
+            parts.append(text if tail_certified(q, s["count"]) else f"({text})")
+        return " / ".join(parts)
 
     return cell
 
@@ -91,18 +98,36 @@ def streams_at_once(r: dict) -> str:
 
 
 def served_by(r: dict) -> str:
-    """The server, with llama-server's slots ("llama-server ×4")."""
-    server, slots = (r.get("extra") or {}).get("server") or "—", (r.get("params") or {}).get("slots")
-    return f"{server} ×{slots}" if slots and server == "llama-server" else server
+    """The server, with llama-server's slots ("llama-server ×4"), or a batching server's batch ("mlx_lm.server ≤8")."""
+    extra = r.get("extra") or {}
+    server, slots = extra.get("server") or "—", (r.get("params") or {}).get("slots")
+    if slots and server == "llama-server":
+        return f"{server} ×{slots}"
+    batch = extra.get("batching") or {}
+    return f"{server} ≤{batch['max_batch']}" if batch.get("batches") and batch.get("max_batch") else server
 
 
 def rate_cell(r: dict) -> str:
-    """Asked request rate and the rate the client achieved ("4 → 3.98"); 'inf' sends all at once."""
-    asked = (r.get("params") or {}).get("request_rate")
+    """Asked rate and the rate the client achieved ("4 → 3.98", conversations with multi_turn: "1 → 0.98 conv"), the
+    client's concurrency limit ("≤4"), and a flag where the client fell behind its schedule; 'inf' sends all at once."""
+    params, extra = r.get("params") or {}, r.get("extra") or {}
+    asked, limit = params.get("request_rate"), params.get("max_concurrency")
     sent = _m(r, "serve_sent_rate")
+    unit = " conv" if params.get("multi_turn") else ""
     if asked == "inf" or asked is None:
-        return "all at once"
-    return f"{asked:g} → {sent['mean']:.2f}" if sent else f"{asked:g}"
+        text = f"closed loop ≤{limit}" if limit else "all at once"
+    else:
+        text = (f"{asked:g} → {sent['mean']:.2f}" if sent else f"{asked:g}") + unit
+        text += f" ≤{limit}" if limit else ""
+    return text + (" [yellow](client behind)[/]" if extra.get("client_behind") else "")
+
+
+def reuse_cell(r: dict) -> str:
+    """The prompt cache's share of the prompt tokens, marked where the runs resent prompts of a short file."""
+    s = _m(r, "serve_prompt_reuse_pct")
+    repeated = ((r.get("extra") or {}).get("prompts") or {}).get("repeated")
+    text = f"{s['mean']:.0f} %" if s else "—"
+    return text + (" (prompts repeated)" if repeated else "")
 
 
 def goodput_cell(r: dict) -> str:
@@ -177,7 +202,8 @@ TABLES: dict[str, tuple[str, list[tuple[str, str, Cell]]]] = {
         ],
     ),
     "serve": (
-        "serving at request rates, vLLM's metrics (latencies p50 / p90 / p99 over every request of the runs)",
+        "serving at request rates, vLLM's metrics (latencies p50 / p90 / p99 over every request of the runs; a tail in "
+        f"(parentheses) has fewer samples than certify it: {TAIL_SAMPLES[90]} for p90, {TAIL_SAMPLES[99]} for p99)",
         KEY
         + [
             ("quant", "left", field("quant")),
@@ -191,7 +217,7 @@ TABLES: dict[str, tuple[str, list[tuple[str, str, Cell]]]] = {
             ("E2EL ms", "right", pct("serve_e2el_ms")),
             ("goodput req/s", "right", goodput_cell),
             ("failed", "right", stat("serve_failed_requests", "total")),
-            ("prompt reused", "right", stat("serve_prompt_reuse_pct", "mean", "{:.0f} %")),
+            ("prompt reused", "right", reuse_cell),
             ("server peak mem", "right", mib("server_peak_rss_bytes")),
         ],
     ),

@@ -3,12 +3,13 @@ achieved, the objectives drawn in) and the table of every run. Reads through sil
 
 from __future__ import annotations
 
+import altair as alt
 import pandas as pd
 import streamlit as st
 
 from siliconbench.coordinator.reports.serving import objectives, serve_points
 from siliconbench.dashboard import data
-from siliconbench.dashboard.serve_plot import latency_curves
+from siliconbench.dashboard.serve_plot import latency_curves, pareto_chart
 
 st.title("Serving")
 st.caption(
@@ -25,12 +26,24 @@ if not points:
     st.stop()
 slo = objectives(records)
 st.altair_chart(latency_curves(points, slo), key="serve_curves")
+if len({p.max_concurrency for p in points if p.max_concurrency}) > 1:
+    st.subheader("Concurrency sweep: throughput against tail latency")
+    st.caption(
+        "One point per client concurrency (max_concurrency: a list); the line joins each series' Pareto frontier, the "
+        "concurrencies no other beats on both throughput and latency. Past the frontier's knee, more in flight buys "
+        "latency, not tokens."
+    )
+    st.altair_chart(
+        alt.hconcat(pareto_chart(points, "ttft_p99_ms", "TTFT p99"), pareto_chart(points, "tpot_p99_ms", "TPOT p99")),
+        key="serve_pareto",
+    )
 st.dataframe(
     pd.DataFrame(
         [
             {
                 "series": p.series,
                 "rate asked": "all at once" if p.asked_rate is None else p.asked_rate,
+                "concurrency": p.max_concurrency,
                 "sent req/s": p.sent_rps,
                 "served req/s": p.achieved_rps,
                 "output tok/s": p.output_tps,
@@ -40,6 +53,8 @@ st.dataframe(
                 "TPOT p99 ms": p.tpot_p99_ms,
                 "goodput req/s": p.goodput_rps,
                 "failed": p.failed,
+                "requests": p.requests,
+                "client behind": p.client_behind,
             }
             for p in points
         ]

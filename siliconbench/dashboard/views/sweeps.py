@@ -8,6 +8,7 @@ import streamlit as st
 from siliconbench.contract.engines import ENGINE_NAMES
 from siliconbench.contract.errors import UserError
 from siliconbench.contract.spec import COMPARE_PROCESSES
+from siliconbench.contract.workloads import notices
 
 from siliconbench.dashboard import access, data, runner, sweep_form as sf
 
@@ -220,6 +221,8 @@ if access.may_write():  # no form, preview or submit button to a session that ma
         )
         for u in p["unplaceable"]:
             st.error(f"Fits nowhere: {u['job']} ({'; '.join(sorted(set(u['reasons'])))})")
+        for text in notices(p["jobs"]):
+            st.warning(text)
         if p["mode"] == "embedded" and (p["spec"].hosts != "all" or p["spec"].placement != "any"):
             st.warning("hosts and placement apply to the fleet only; this sweep runs on this machine.")
         verb = "Enqueue" if p["mode"] == "fleet" else "Run on this machine:"

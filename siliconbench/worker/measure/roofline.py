@@ -37,7 +37,13 @@ from siliconbench.contract.manifest import ModelManifest
 from siliconbench.contract.settings import data_dir
 
 from siliconbench.worker.measure.busy import CpuMark
-from siliconbench.worker.models.facts import read_gguf_header, safetensors_header, split_parts
+from siliconbench.worker.models.facts import (
+    EXPERT_COUNT_KEYS,
+    EXPERT_USED_KEYS,
+    read_gguf_header,
+    safetensors_header,
+    split_parts,
+)
 from siliconbench.worker.platform.threads import performance_cores
 
 # Apple's unified-memory bandwidth in GB/s (1e9 bytes/s), by chip and, where binned parts differ, GPU cores.
@@ -181,11 +187,6 @@ def is_routed_expert(name: str) -> bool:
     Face's ``experts.K.*`` (or gpt-oss's stacked ``experts.*``); never a shared expert (``shexp``,
     ``shared_expert(s)``) or the router (``ffn_gate_inp``, ``mlp.gate``), which every token reads."""
     return "_exps." in name or ".switch_mlp." in name or ".experts." in name
-
-
-# config.json keys of the expert counts, by the families that use them (Mixtral, Qwen-MoE, DeepSeek, gpt-oss ...)
-EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
-EXPERT_USED_KEYS = ("num_experts_per_tok", "num_experts_per_token", "moe_topk")
 
 
 def expert_counts(artifact: Path) -> tuple[int, int] | None:

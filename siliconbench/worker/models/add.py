@@ -27,7 +27,6 @@ from siliconbench.worker.models.facts import FormFacts, form_facts
 from siliconbench.worker.models.sources import Resolved, resolve
 
 Say = Callable[[str], None]
-SHAPE_FIELDS = ("architecture", "n_layers", "hidden_size", "n_heads", "n_kv_heads", "head_size", "vocab_size")
 
 
 def add_model(
@@ -91,7 +90,7 @@ def add_model(
         head = next((f for _r, f in forms if f.level == "full"), forms[0][1])
         manifest = ModelManifest(
             name=name,
-            family=head.shape()["architecture"],
+            family=head.family,
             params=existing.params if existing else head.params,
             n_ctx=head.n_ctx,
             hidden_size=head.hidden_size,
@@ -100,6 +99,9 @@ def add_model(
             n_kv_heads=head.n_kv_heads,
             head_dim=head.head_dim,
             vocab_size=head.vocab_size,
+            n_experts=head.n_experts,
+            n_experts_used=head.n_experts_used,
+            kv_lora_rank=head.kv_lora_rank,
             source=existing.source if existing else "models add " + " ".join(sources),
             artifacts=kept + new,
             tokenizer_mismatch=mismatch or (existing.tokenizer_mismatch if existing else None),
@@ -132,33 +134,40 @@ def _existing(final: Path, to_existing: bool, force: bool) -> ModelManifest | No
     return None
 
 
+def _manifest_shape(m: ModelManifest) -> dict:
+    """A recorded model's shape as FormFacts.shape gives a form's; what it predates (expert counts) is left out."""
+    shape = {
+        "n_layers": m.n_layers,
+        "hidden_size": m.hidden_size,
+        "n_heads": m.n_heads,
+        "n_kv_heads": m.n_kv_heads,
+        "head_size": m.head_size,
+        "vocab_size": m.vocab_size,
+        "n_experts": m.n_experts,
+        "n_experts_used": m.n_experts_used,
+    }
+    if m.kv_lora_rank:
+        del shape["n_kv_heads"], shape["head_size"]
+        shape["kv_lora_rank"] = m.kv_lora_rank
+    return {k: v for k, v in shape.items() if v is not None}
+
+
 def _check_same_model(forms: list[tuple[Resolved, FormFacts]], existing: ModelManifest | None) -> None:
-    """Every form has the first one's shape (SHAPE_FIELDS: architecture, layers, hidden size, heads, KV heads, head
-    size, vocabulary), and the model's where it exists."""
-    ref_name, ref = (
-        (
-            f"model {existing.name!r}",
-            {
-                "architecture": existing.family,
-                "n_layers": existing.n_layers,
-                "hidden_size": existing.hidden_size,
-                "n_heads": existing.n_heads,
-                "n_kv_heads": existing.n_kv_heads,
-                "head_size": existing.head_size,
-                "vocab_size": existing.vocab_size,
-            },
-        )
-        if existing
-        else (forms[0][0].source, forms[0][1].shape())
-    )
+    """Every form has the first one's shape (FormFacts.shape: layers, hidden size, heads, KV heads, head size,
+    vocabulary, expert counts), and the model's where it exists. The architecture's name is not compared: the same
+    network is `qwen3_moe` to mlx-lm and `qwen3moe` to llama.cpp (siliconbench/worker/models/architectures.py)."""
+    if existing:
+        ref_name, ref = f"model {existing.name!r}", _manifest_shape(existing)
+    else:
+        ref_name, ref = forms[0][0].source, forms[0][1].shape()
     for r, f in forms:
         shape = f.shape()
-        for key in SHAPE_FIELDS:
-            if shape[key] != ref[key]:
+        for key in [*ref, *(k for k in shape if k == "kv_lora_rank" and k not in ref)]:
+            if shape.get(key) != ref.get(key):
                 raise UserError(
                     key,
-                    f"{r.source} has {key} {shape[key]!r} but {ref_name} has {ref[key]!r}: not the "
-                    "same model. Add it under another name.",
+                    f"{r.source} ({f.architecture}) has {key} {shape.get(key)!r} but {ref_name} has {ref.get(key)!r}: "
+                    "not the same model. Add it under another name.",
                 )
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 from siliconbench.contract.errors import UserError
 from siliconbench.contract.manifest import level_of
 
+from siliconbench.worker.models.architectures import llama_cpp_arch
+
 SPLIT = re.compile(r"^(?P<stem>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 # The files mlx-lm's loader reads from a model folder (mlx_lm.utils: its snapshot_download allow-list).
 MLX_PATTERNS = (
@@ -30,8 +32,9 @@ MLX_PATTERNS = (
     "*.jsonl",
     "*.jinja",
 )
-# Architectures that are the same network under two names (HF model_type -> llama.cpp's architecture).
-SAME_ARCH = {"mistral": "llama"}
+# config.json keys of the expert counts, by the families that use them (Mixtral, Qwen-MoE, DeepSeek, gpt-oss ...)
+EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+EXPERT_USED_KEYS = ("num_experts_per_tok", "num_experts_per_token", "experts_per_token", "moe_topk")
 # safetensors dtype -> our weight dtype names
 ST_FLOAT = {"F32": "f32", "F16": "f16", "BF16": "bf16"}
 
@@ -55,21 +58,37 @@ class FormFacts:
     base: Path  # the folder the files are in (a GGUF's folder, or the model directory)
     details: dict = field(default_factory=dict)
     head_dim: int | None = None  # as declared (GGUF key_length, HF head_dim); None: the files declare none
+    n_experts: int = 0  # a mixture of experts' routed experts (0: dense)
+    n_experts_used: int = 0  # experts each token is routed to
+    kv_lora_rank: int | None = None  # multi-head latent attention (DeepSeek): the compressed KV's rank
 
     @property
     def head_size(self) -> int:
         return self.head_dim or (self.hidden_size // self.n_heads if self.n_heads else 0)
 
+    @property
+    def family(self) -> str:
+        """The architecture under llama.cpp's name (architectures.LLAMA_CPP_ARCH): informational, not identity."""
+        return llama_cpp_arch(self.architecture)
+
     def shape(self) -> dict:
-        return {
-            "architecture": SAME_ARCH.get(self.architecture, self.architecture),
+        """What identifies the network whichever engine's form it is in. Multi-head latent attention stores K and V
+        differently in the two forms (llama.cpp's MLA GGUFs: one KV head of kv_lora_rank + rope size), so there the
+        latent rank stands for the KV heads and head size."""
+        shape = {
             "n_layers": self.n_layers,
             "hidden_size": self.hidden_size,
             "n_heads": self.n_heads,
             "n_kv_heads": self.n_kv_heads,
             "head_size": self.head_size,
             "vocab_size": self.vocab_size,
+            "n_experts": self.n_experts,
+            "n_experts_used": self.n_experts_used,
         }
+        if self.kv_lora_rank:
+            del shape["n_kv_heads"], shape["head_size"]
+            shape["kv_lora_rank"] = self.kv_lora_rank
+        return shape
 
 
 def split_parts(first: Path) -> list[Path]:
@@ -207,6 +226,9 @@ def gguf_facts(first: Path) -> FormFacts:
         vocab_size=vocab,
         n_ctx=int(key(f"{arch}.context_length", 0)),
         head_dim=int(key(f"{arch}.attention.key_length")) if key(f"{arch}.attention.key_length") else None,
+        n_experts=int(key(f"{arch}.expert_count") or 0),
+        n_experts_used=int(key(f"{arch}.expert_used_count") or 0),
+        kv_lora_rank=int(key(f"{arch}.attention.kv_lora_rank") or 0) or None,
         quant=quant,
         level=level,
         files=[p.name for p in parts],
@@ -304,6 +326,9 @@ def hf_facts(folder: Path) -> FormFacts:
         vocab_size=int(get("vocab_size", 0)),
         n_ctx=int(get("max_position_embeddings", 0)),
         head_dim=int(get("head_dim")) if get("head_dim") else None,
+        n_experts=int(next((get(k) for k in EXPERT_COUNT_KEYS if get(k)), 0)),
+        n_experts_used=int(next((get(k) for k in EXPERT_USED_KEYS if get(k)), 0)),
+        kv_lora_rank=int(get("kv_lora_rank")) if get("kv_lora_rank") else None,
         quant=quant,
         level=level,
         files=files,

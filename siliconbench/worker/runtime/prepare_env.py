@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import logging
 import subprocess
+from pathlib import Path
 
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 
 from siliconbench.contract.errors import UserError
+from siliconbench.contract.settings import env_setting
 
 from siliconbench.storage.campaign_hosts import report_env
 from siliconbench.storage.database import session_scope
@@ -113,11 +115,17 @@ def _say(msg: str) -> None:
     log.info("prepare: %s", msg)
 
 
+def checkout_of(build: dict) -> str:
+    """The llama.cpp checkout this worker builds from: its own (SILICONBENCH_LLAMA_SOURCE) where it declares one, else
+    the path the watch names with `~` as this machine's home."""
+    return str(Path(env_setting("llama_source") or build["source"]).expanduser())
+
+
 def _build(build: dict) -> envs.EngineEnv:
     """llama.cpp at ``ref`` built here (fetched first when this checkout lacks it), or a release archive."""
     if build.get("archive"):
         return builds.add_prebuilt_env(build["archive"], progress=_say)
-    source = build["source"]
+    source = checkout_of(build)
     if build.get("fetch", True) and not sources.has_ref(source, build["ref"]):
         sources.fetch_tags(source)  # this Mac's checkout has not seen the tag yet
     return builds.add_build(

@@ -209,6 +209,9 @@ class ServedRequest:
     cached_tokens: int | None = None
     finish_reason: str | None = None
     token_source: str = "usage"
+    # the server's own account of the request, where it gives one (llama-server's `timings`: prompt_ms, predicted_ms)
+    server_prompt_ms: float | None = None
+    server_decode_ms: float | None = None
 
     @property
     def ttft_s(self) -> float | None:
@@ -255,7 +258,14 @@ def stream_request(port: int, path: str, body: dict, timeout_s: float) -> Served
                 res.prompt_tokens = usage.get("prompt_tokens")
                 res.output_tokens = usage.get("completion_tokens")
                 details = usage.get("prompt_tokens_details") or {}
-                res.cached_tokens = details.get("cached_tokens")
+                if details.get("cached_tokens") is not None:
+                    res.cached_tokens = details["cached_tokens"]
+            own = chunk.get("timings")
+            if isinstance(own, dict):
+                res.server_prompt_ms = own.get("prompt_ms")
+                res.server_decode_ms = own.get("predicted_ms")
+                if res.cached_tokens is None and own.get("cache_n") is not None:
+                    res.cached_tokens = own["cache_n"]
             for choice in chunk.get("choices") or []:
                 if _chunk_text(choice):
                     res.chunk_times.append(now)
@@ -273,8 +283,8 @@ def stream_request(port: int, path: str, body: dict, timeout_s: float) -> Served
             res.output_tokens, res.token_source, res.ok = body.get("max_tokens"), "finish_length", True
         else:
             res.error = "the server sent no usage report (stream_options.include_usage): no token count"
-    except (OSError, http.client.HTTPException, json.JSONDecodeError, ValueError) as exc:
-        res.error = f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # a malformed chunk as much as a dropped connection: this request failed, and says why
+        res.ok, res.error = False, f"{type(exc).__name__}: {exc}"
     finally:
         conn.close()
     return res

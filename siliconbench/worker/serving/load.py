@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from siliconbench.contract.aggregate import percentile
+
 from siliconbench.worker.serving.client import ServedRequest
 
 INF = "inf"
@@ -38,10 +40,21 @@ class Run:
     t0: float = 0.0
     t_end: float = 0.0
     sends: list[float] = field(default_factory=list)  # perf_counter of each request sent
+    # Per unit (a request, or a conversation): when its first request was sent (after any max_concurrency wait), how
+    # late its thread began against its scheduled arrival (the client's own lag, before that wait), and whether all
+    # of its requests succeeded.
+    unit_sends: list[float] = field(default_factory=list)
+    send_delays_s: list[float] = field(default_factory=list)
+    units_done: int = 0
 
     @property
     def duration_s(self) -> float:
         return self.t_end - self.t0
+
+
+def failed_request(exc: BaseException) -> ServedRequest:
+    """A request whose sending raised: failed, with the exception as its error, so no failure goes uncounted."""
+    return ServedRequest(t_sent=time.perf_counter(), error=f"{type(exc).__name__}: {exc}")
 
 
 def drive(
@@ -56,20 +69,29 @@ def drive(
     gate = threading.BoundedSemaphore(max_concurrency) if max_concurrency else None
     lock = threading.Lock()
 
-    def unit(bodies: list[dict]) -> None:
-        for body in bodies:
+    def unit(scheduled: float, bodies: list[dict]) -> None:
+        lag = max(0.0, time.perf_counter() - scheduled)
+        with lock:
+            run.send_delays_s.append(lag)
+        for turn, body in enumerate(bodies):
             if gate:
                 gate.acquire()
             try:
                 r = send(body)  # its t_sent is taken after the gate, as vLLM's request function takes it
+            except Exception as exc:  # any failure is a failed request, never a thread that dies uncounted
+                r = failed_request(exc)
             finally:
                 if gate:
                     gate.release()
             with lock:
                 run.requests.append(r)
                 run.sends.append(r.t_sent)
+                if turn == 0:
+                    run.unit_sends.append(r.t_sent)
             if not r.ok:
-                break  # a later turn without this answer would not be the conversation asked
+                return  # a later turn without this answer would not be the conversation asked
+        with lock:
+            run.units_done += 1
 
     threads = []
     run.t0 = time.perf_counter()
@@ -77,7 +99,7 @@ def drive(
         wait = run.t0 + at - time.perf_counter()
         if wait > 0:
             time.sleep(wait)
-        t = threading.Thread(target=unit, args=(bodies,), daemon=True)
+        t = threading.Thread(target=unit, args=(run.t0 + at, bodies), daemon=True)
         t.start()
         threads.append(t)
     for t in threads:
@@ -86,9 +108,35 @@ def drive(
     return run
 
 
-def figures(run: Run, slo: dict | None, rate: float | str) -> tuple[dict, list[dict], list[float]]:
-    """(the run's figures, each successful request's figures, every inter-token gap in ms), by vLLM's definitions
-    (siliconbench.contract.metrics serve_*)."""
+# The client fell behind when its p99 lateness against the schedule exceeds this share of the mean gap between
+# arrivals, or BEHIND_FLOOR_S where arrivals come all at once or closer than that: its figures then measure the client.
+BEHIND_SHARE = 0.10
+BEHIND_FLOOR_S = 0.010
+
+
+def client_lag(run: Run, rate: float | str) -> dict:
+    """How late the client started its units against their schedule (GuideLLM's scheduler metrics): p50 and p99 in
+    ms, and whether that lag is large enough to flag the run (then its latencies are partly the client's)."""
+    delays = run.send_delays_s
+    if not delays:
+        return {"send_delay_p50_ms": None, "send_delay_p99_ms": None, "client_behind": False}
+    p50, p99 = percentile(delays, 50), percentile(delays, 99)
+    gap = 1.0 / float(rate) if rate != INF else 0.0
+    limit = max(BEHIND_FLOOR_S, BEHIND_SHARE * gap)
+    return {
+        "send_delay_p50_ms": round(p50 * 1000.0, 3),
+        "send_delay_p99_ms": round(p99 * 1000.0, 3),
+        "client_behind": p99 > limit,
+        "behind_limit_ms": round(limit * 1000.0, 3),
+    }
+
+
+def figures(
+    run: Run, slo: dict | None, rate: float | str, multi_turn: bool = False
+) -> tuple[dict, list[dict], list[float]]:
+    """(the run's figures, per-request and per-unit figures, every inter-token gap in ms), by vLLM's definitions
+    (siliconbench.contract.metrics serve_*). With ``multi_turn`` a unit is a conversation: its rate and throughput
+    are given apart from the turns' (each turn is one request)."""
     good = [r for r in run.requests if r.ok]
     per_request, gaps = [], []
     met = 0
@@ -104,15 +152,21 @@ def figures(run: Run, slo: dict | None, rate: float | str) -> tuple[dict, list[d
                 "serve_prompt_tokens": r.prompt_tokens,
                 "serve_output_tokens": r.output_tokens,
                 "serve_cached_prompt_tokens": r.cached_tokens,
+                "serve_server_prompt_ms": r.server_prompt_ms,
+                "serve_server_decode_ms": r.server_decode_ms,
             }
         )
         gaps += [g * 1000.0 for g in r.itls_s()]
         if slo and meets(slo, ttft, tpot or 0.0, e2el):
             met += 1
+    per_request += [{"serve_send_delay_ms": d * 1000.0} for d in run.send_delays_s]
     dur = run.duration_s
     prompt = sum(r.prompt_tokens or 0 for r in good)
     output = sum(r.output_tokens for r in good)
     cached = [r.cached_tokens for r in good if r.cached_tokens is not None]
+    # rate 'inf' sends everything at once: there is no achieved rate to speak of
+    finite = rate != INF
+    last_unit = max(run.unit_sends, default=run.t0) - run.t0
     last_send = max(run.sends, default=run.t0) - run.t0
     out = {
         "serve_request_throughput": len(good) / dur,
@@ -121,8 +175,10 @@ def figures(run: Run, slo: dict | None, rate: float | str) -> tuple[dict, list[d
         if all(r.prompt_tokens is not None for r in good)
         else None,
         "serve_failed_requests": len(run.requests) - len(good),
-        # rate 'inf' sends everything at once: there is no achieved rate to speak of
-        "serve_sent_rate": len(run.sends) / last_send if rate != INF and last_send > 0 else None,
+        # units (requests; with multi_turn, conversations) as request_rate counts them
+        "serve_sent_rate": len(run.unit_sends) / last_unit if finite and last_unit > 0 else None,
+        "serve_sent_turn_rate": len(run.sends) / last_send if multi_turn and finite and last_send > 0 else None,
+        "serve_conversation_throughput": run.units_done / dur if multi_turn else None,
         "serve_request_goodput": met / dur if slo else None,
         "serve_prompt_reuse_pct": 100.0 * sum(cached) / prompt if cached and prompt else None,
     }

@@ -36,11 +36,12 @@ def command(job, artifact: Path, port: int, n_ctx: int, slots: int = 1) -> list[
 def server_facts(job, cmd: list[str], n_ctx: int, slots: int) -> dict:
     """What a server workload's result records of its server, as started: which one, its arguments (after
     `python -m` or the binary), its context and slots, and the readiness probe (SERVER_FACTS)."""
+    server = server_of(job)
     return {
-        "server": server_of(job),
+        "server": server,
         "server_args": cmd[2:] if cmd[1] == "-m" else cmd[1:],
         "n_ctx": n_ctx,
-        "slots": slots,
+        **({"slots": slots} if SERVERS[server].has_slots else {}),  # a server without slots records none
         "ready_probe": READY_PROBE,
     }
 
@@ -164,8 +165,13 @@ def _mlx_lm_server(
 
 
 def batching(job, clients: int) -> dict:
-    """How the job's server serves concurrent requests, as configured (its code and its defaults; not observed)."""
+    """How the job's server serves concurrent requests, as configured (its code and its defaults; not observed):
+    ``clients`` is its slots where it has them, else the most requests the client keeps in flight."""
     return SERVERS[server_of(job)].batching(clients)
+
+
+def has_slots(job) -> bool:
+    return SERVERS[server_of(job)].has_slots
 
 
 def _llama_server_batching(clients: int) -> dict:
@@ -211,10 +217,11 @@ class ServerKind:
 
     command: Callable[[str, Path, int, dict, int, int, int], list[str]]
     batching: Callable[[int], dict]
+    has_slots: bool = False  # serves a fixed number of requests at once that the command line sets (--parallel)
 
 
 SERVERS = {
-    "llama-server": ServerKind(_llama_server, _llama_server_batching),
+    "llama-server": ServerKind(_llama_server, _llama_server_batching, has_slots=True),
     "llama_cpp.server": ServerKind(_llama_cpp_python_server, _one_at_a_time),
     "mlx_lm.server": ServerKind(_mlx_lm_server, _mlx_batching),
 }

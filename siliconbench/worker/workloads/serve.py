@@ -5,7 +5,11 @@ are counted against the context (a chat template's own tokens are only known to 
 is that request's error, with the server's message), and the requests of every run are made. Then, per repetition,
 one run: ``num_requests`` units (a request, or with multi_turn a conversation's turns in order) sent at seeded Poisson
 arrivals (siliconbench/worker/serving/load.py), the server tree's memory sampled meanwhile. A different slice of the prompts for
-each run, so one run's cached prompts do not serve the next. A server that dies mid-run fails the job with its log.
+each run, so one run's cached prompts do not serve the next — while the prompts last: a source with fewer units than
+the runs send repeats them (warned at expansion, recorded as extra.prompts.repeated, its reuse in
+serve_prompt_reuse_pct). Failures fail: a warm-up request that fails, a run whose every request failed, or a server
+that dies mid-run fails the job with the first error (or the server's log); a request that raises anything is a
+failed request. Each run records how late the client sent against its schedule (extra.runs[].client_behind).
 """
 
 from __future__ import annotations
@@ -18,9 +22,9 @@ from siliconbench.contract.workloads.prompt_files import single_request, turns
 from siliconbench.worker.measure.memory import TreeWindow
 from siliconbench.worker.serving.client import chat_body, completion_body, request_facts, stream_request
 from siliconbench.worker.serving.energy import EnergyTrace, steady_energy
-from siliconbench.worker.serving.load import arrivals, drive, figures
+from siliconbench.worker.serving.load import arrivals, client_lag, drive, figures
 from siliconbench.worker.serving.process import Server, ServerError, free_port
-from siliconbench.worker.serving.servers import batching, command, server_facts
+from siliconbench.worker.serving.servers import batching, command, has_slots, server_facts
 from siliconbench.worker.workloads.common import (
     Context,
     Outcome,
@@ -104,7 +108,10 @@ def run(ctx: Context) -> Outcome:
     server = Server(job.engine, cmd, port, ctx.workdir / "server.log", on_spawn=ctx.spawned)
     log, runs, hwm_ok = SampleLog(), [], True
     # as many requests as the server runs at once: its batch, within the client's own limit and the run's size
-    capacity = min(batching(job, slots).get("max_batch") or 1, p["max_concurrency"] or n, n)
+    in_flight = min(p["max_concurrency"] or n, n)
+    served = batching(job, slots if has_slots(job) else in_flight)
+    capacity = min(served.get("max_batch") or 1, in_flight)
+    needed = n * (job.repetitions + job.warmup)
 
     def send(body: dict):
         return stream_request(port, path, body, p["request_timeout_s"])
@@ -112,8 +119,10 @@ def run(ctx: Context) -> Outcome:
     try:
         server.start()
         ready_s = server.wait_ready(p["ready_timeout_s"])
-        for _ in range(p["warmup_requests"]):
-            send(body_of([{"role": "user", "content": WARMUP_PROMPT}], endpoint, job.n_gen, banned))
+        for i in range(p["warmup_requests"]):  # as vLLM's test prompt: a server that cannot answer it fails the job
+            answer = send(body_of([{"role": "user", "content": WARMUP_PROMPT}], endpoint, job.n_gen, banned))
+            if not answer.ok:
+                raise WorkloadError(f"warm-up request {i} failed, so no run was started: {answer.error}")
         for r, warm in repetitions(ctx):
             picked = [units[(r * n + i) % len(units)] for i in range(n)]
             bodies = [[body_of(m, endpoint, job.n_gen, banned) for m in unit] for unit in picked]
@@ -127,7 +136,10 @@ def run(ctx: Context) -> Outcome:
                     f"the {job.engine} server exited with status {server.proc.returncode} during run {r}",
                     server.log_tail(),
                 )
-            run_figures, per_request, gaps = figures(result, p["slo"], p["request_rate"])
+            errors = [x.error for x in result.requests if not x.ok]
+            if result.requests and len(errors) == len(result.requests):
+                raise WorkloadError(f"every request of run {r} failed ({len(errors)}); the first: {errors[0]}")
+            run_figures, per_request, gaps = figures(result, p["slo"], p["request_rate"], p["multi_turn"])
             if trace is not None:  # a GPU's steady-state joules per token (ML.ENERGY's window)
                 run_figures.update(steady_energy(result.requests, capacity, trace))
             for values in per_request:
@@ -135,7 +147,7 @@ def run(ctx: Context) -> Outcome:
             for gap in gaps:
                 log.add({"serve_itl_ms": gap}, warmup=warm)
             log.add({**run_figures, **memory.figures()}, warmup=warm)
-            errors = [x.error for x in result.requests if not x.ok]
+            lag = client_lag(result, p["request_rate"])
             runs.append(
                 {
                     "repetition": r,
@@ -145,9 +157,17 @@ def run(ctx: Context) -> Outcome:
                     "duration_s": result.duration_s,
                     "errors": errors[:ERRORS_KEPT],
                     "token_sources": sorted({x.token_source for x in result.requests if x.ok}),
+                    **lag,
                 }
             )
-            ctx.emit("run", index=r, failed=len(errors), errors=errors[:3], duration_s=round(result.duration_s, 2))
+            ctx.emit(
+                "run",
+                index=r,
+                failed=len(errors),
+                errors=errors[:3],
+                duration_s=round(result.duration_s, 2),
+                client_behind=lag["client_behind"],
+            )
             done(ctx, r, warm)
     finally:
         stop_s, clean = server.stop(p["stop_timeout_s"])
@@ -158,12 +178,20 @@ def run(ctx: Context) -> Outcome:
         "memory_interval_ms": p["memory_interval_ms"],
         "hwm_supported": hwm_ok,
         **server_facts(job, cmd, p["context_tokens"], slots),
-        "batching": batching(job, slots),
+        "batching": served,
         "request": request_facts(body_of([{"role": "user", "content": ""}], endpoint, job.n_gen, banned)),
-        "prompts": {"source": p["prompts"], "format": p["prompt_format"], "units": len(units)},
+        "prompts": {
+            "source": p["prompts"],
+            "format": p["prompt_format"],
+            "units": len(units),
+            "units_sent": needed,
+            # fewer units than the runs send: later runs resend earlier prompts, which a prompt cache serves
+            "repeated": needed > len(units),
+        },
         "endpoint": path,
         "runs": runs,
         "context_check": context_check,
         "chat_template": bool(template),
+        "client_behind": any(x["client_behind"] for x in runs if not x["warmup"]),
     }
     return Outcome(samples=log.samples, engine=engine_for(job), extra=extra, own_peak=False)

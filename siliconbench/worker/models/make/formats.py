@@ -43,10 +43,15 @@ HF_TO_GGUF = {
     "model.layers.{i}.self_attn.v_proj.bias": "blk.{i}.attn_v.bias",
     "model.layers.{i}.self_attn.q_norm.weight": "blk.{i}.attn_q_norm.weight",
     "model.layers.{i}.self_attn.k_norm.weight": "blk.{i}.attn_k_norm.weight",
+    # a mixture of experts (llama.cpp's qwen3moe names): the router, and each projection's experts stacked
+    "model.layers.{i}.mlp.gate.weight": "blk.{i}.ffn_gate_inp.weight",
+    "model.layers.{i}.mlp.experts.gate_proj.weight": "blk.{i}.ffn_gate_exps.weight",
+    "model.layers.{i}.mlp.experts.up_proj.weight": "blk.{i}.ffn_up_exps.weight",
+    "model.layers.{i}.mlp.experts.down_proj.weight": "blk.{i}.ffn_down_exps.weight",
 }
 # llama.cpp's llama architecture applies RoPE to adjacent pairs, so HF's q/k rows are permuted for it (as
 # convert_hf_to_gguf's LlamaModel does); its qwen2/qwen3 use NeoX RoPE, HF's own order: no permutation.
-PERMUTES_QK = {"llama": True, "qwen2": False, "qwen3": False}
+PERMUTES_QK = {"llama": True, "qwen2": False, "qwen3": False, "qwen3moe": False}
 GGUF_TO_HF = {v: k for k, v in HF_TO_GGUF.items()}
 _LAYER = re.compile(r"^(model\.layers|blk)\.(\d+)\.")
 
@@ -140,7 +145,8 @@ def write_gguf(
     arch: str = "llama",
 ) -> None:
     """A GGUF F16 (``dtype`` f16), BF16 (bf16) or F32 (f32) file of llama.cpp architecture ``arch`` (llama, qwen2,
-    qwen3); 1-D tensors (norms, biases) stay F32, as llama.cpp requires."""
+    qwen3, qwen3moe with its experts stacked: moe.stack_experts); 1-D tensors (norms, biases) stay F32, as llama.cpp
+    requires."""
     import gguf  # an engine's own package: optional, needed by that format only
 
     if dtype not in ("f16", "f32", "bf16"):
@@ -171,6 +177,10 @@ def write_gguf(
     w.add_rope_freq_base(float(config["rope_theta"]))
     w.add_layer_norm_rms_eps(float(config["rms_norm_eps"]))
     w.add_vocab_size(config["vocab_size"])
+    if config.get("num_experts"):  # a mixture of experts, as convert_hf_to_gguf writes Qwen3-MoE's
+        w.add_expert_count(config["num_experts"])
+        w.add_expert_used_count(config["num_experts_per_tok"])
+        w.add_expert_feed_forward_length(config["moe_intermediate_size"])
     w.add_file_type(file_type)
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
     vocab.add_to_gguf(w)
