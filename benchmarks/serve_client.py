@@ -2,7 +2,7 @@
 same running server, with the same requests at the same arrival times, interleaved.
 
     python benchmarks/serve_client.py [--model smollm2-135m] [--quant q4] [--engines llama.cpp,mlx]
-                                      [--rounds 5] [--requests 16] [--rate 4] [--max-tokens 32]
+                                      [--rounds 5] [--requests 16] [--rate 4|inf] [--concurrency 4] [--max-tokens 32]
 
 One server per engine, started with the command line a serve job of the same settings gets, warmed by one discarded
 run of each path. The requests are chat requests of one user message of ``--prompt-tokens`` corpus tokens; every run
@@ -50,7 +50,7 @@ from siliconbench.worker.serving.client import stream_request  # noqa: E402
 from siliconbench.worker.serving.process import Server, free_port  # noqa: E402
 from siliconbench.worker.serving.servers import command  # noqa: E402
 from siliconbench.worker.workloads.common import Prompts  # noqa: E402
-from siliconbench.worker.workloads.serve import PATHS, body_of, units_of  # noqa: E402
+from siliconbench.worker.workloads.serve import PATHS, body_of  # noqa: E402
 
 TARGET = 0.05
 
@@ -95,13 +95,24 @@ async def _request(client: httpx.AsyncClient, url: str, body: dict, start: float
     return out
 
 
-async def _client_run(port: int, path: str, bodies: list[dict], schedule: list[float]) -> list[dict]:
+async def _client_run(
+    port: int, path: str, bodies: list[dict], schedule: list[float], concurrency: int | None = None
+) -> list[dict]:
     url = f"http://127.0.0.1:{port}{path}"
+    gate = asyncio.Semaphore(concurrency) if concurrency else None  # vLLM's --max-concurrency: a semaphore
+
+    async def one(body: dict, at: float) -> dict:
+        delay = start + at - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if gate is None:
+            return await _request(client, url, body, start, at)
+        async with gate:
+            return await _request(client, url, body, start, at)
+
     async with httpx.AsyncClient(timeout=600.0, limits=httpx.Limits(max_connections=None)) as client:
         start = time.perf_counter()
-        return await asyncio.gather(
-            *[_request(client, url, b, start, at) for b, at in zip(bodies, schedule, strict=True)]
-        )
+        return await asyncio.gather(*[one(b, at) for b, at in zip(bodies, schedule, strict=True)])
 
 
 def client_medians(outs: list[dict]) -> dict:
@@ -117,8 +128,8 @@ def client_medians(outs: list[dict]) -> dict:
 # ---- (A) the workload's own path --------------------------------------------------------------------------------
 
 
-def ours(port: int, path: str, bodies: list[dict], schedule: list[float]) -> dict:
-    run = load.drive(schedule, [[b] for b in bodies], lambda b: stream_request(port, path, b, 600.0), None)
+def ours(port: int, path: str, bodies: list[dict], schedule: list[float], concurrency: int | None = None) -> dict:
+    run = load.drive(schedule, [[b] for b in bodies], lambda b: stream_request(port, path, b, 600.0), concurrency)
     _, per_request, _ = load.figures(run, None, 1.0)
     by_sent = sorted(run.requests, key=lambda r: r.t_sent)
     return {
@@ -143,11 +154,16 @@ def main(
     engines: str = typer.Option("llama.cpp,mlx"),
     rounds: int = typer.Option(5),
     requests: int = typer.Option(16),
-    rate: float = typer.Option(4.0, help="Requests per second, Poisson"),
+    rate: str = typer.Option(
+        "4", help="Requests per second, Poisson; 'inf': all at once (a closed loop with --concurrency)"
+    ),
+    concurrency: int = typer.Option(0, help="At most this many requests in flight, both clients (0: no limit)"),
     max_tokens: int = typer.Option(32),
     prompt_tokens: int = typer.Option(256, help="Tokens of each prompt, cut from the shipped corpus"),
 ) -> None:
     console = Console(width=170)
+    rate = "inf" if rate == "inf" else float(rate)
+    limit = concurrency or None
     settings = load_settings()
     models_dir = settings.resolved_models_dir
     catalog = ModelCatalog(models_dir)
@@ -161,6 +177,7 @@ def main(
                 {
                     "kind": "serve",
                     "request_rate": [rate],
+                    "max_concurrency": limit,
                     "max_tokens": max_tokens,
                     "num_requests": requests,
                     "slots": 4,
@@ -169,7 +186,8 @@ def main(
         }
     )
     table = Table(
-        title=f"serve: ours ÷ independent client, {model} {quant}, {requests} requests at {rate:g}/s, "
+        title=f"serve: ours ÷ independent client, {model} {quant}, {requests} requests at "
+        f"{'once' if rate == 'inf' else f'{rate:g}/s'}{f', at most {limit} in flight' if limit else ''}, "
         f"{rounds} rounds ABBA (target ±{TARGET:.0%})"
     )
     for col in ("engine / server", "metric", "ours median", "client median", "ours ÷ client [95% CI]", "within 5 %"):
@@ -184,10 +202,10 @@ def main(
         prompts = Prompts(vocab, prompt_tokens, 0)
 
         def bodies_for(run: int) -> list[dict]:
-            units = units_of(
-                [[{"role": "user", "content": prompts.text(run * requests + i)}] for i in range(requests)], False
-            )
-            return [body_of(u[0], "chat", job.n_gen, banned) for u in units]
+            return [
+                body_of([{"role": "user", "content": prompts.text(run * requests + i)}], "chat", job.n_gen, banned)
+                for i in range(requests)
+            ]
 
         path = PATHS["chat"]
         port = free_port()
@@ -202,8 +220,8 @@ def main(
             # warm-up: one whole run of each path, discarded (a server's first batches are slower: mlx_lm.server's first
             # 16-request run took 9.9 s to a first token, the next ones 0.7 s)
             warm = load.arrivals(requests, rate, seed=-1)
-            ours(port, path, bodies_for(0), warm)
-            asyncio.run(_client_run(port, path, bodies_for(1), warm))
+            ours(port, path, bodies_for(0), warm, limit)
+            asyncio.run(_client_run(port, path, bodies_for(1), warm, limit))
             for r in range(rounds):
                 schedule = load.arrivals(requests, rate, seed=r)
                 order = ("A", "B") if r % 2 == 0 else ("B", "A")
@@ -211,9 +229,9 @@ def main(
                 for k, who in enumerate(order):
                     bodies = bodies_for(2 + 2 * r + k)  # the first path of each round gets the even slice
                     got[who] = (
-                        ours(port, path, bodies, schedule)
+                        ours(port, path, bodies, schedule, limit)
                         if who == "A"
-                        else client_medians(asyncio.run(_client_run(port, path, bodies, schedule)))
+                        else client_medians(asyncio.run(_client_run(port, path, bodies, schedule, limit)))
                     )
                 for m in per:
                     per[m][0].append(got["A"][m])

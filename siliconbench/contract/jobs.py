@@ -14,6 +14,7 @@ from .errors import UserError
 from .manifest import ENGINE_FORMAT, FULL_DTYPES, QUANT_LEVELS, ModelCatalog, auto_full_dtype
 from .spec import SweepSpec
 from .workloads import KINDS, LABELS, check_job, configs, engine_params, least_duration_s, n_configs
+from .workloads.base import FILE_SUFFIX
 
 # "noop" runs every step of a job except the engine (benchmarks/plumbing.py); no sweep can ask for it.
 WorkloadKind = Literal[
@@ -62,6 +63,13 @@ class JobSpec(BaseModel):
         "fetch from: {manifest: the model's facts, artifact: the artifact with files and "
         "origin}; a worker that lacks the artifact fetches it before the job",
     )
+    files: dict[str, str] = Field(
+        default_factory=dict,
+        description="A user's file too large to travel with the job (over MAX_USER_FILE_BYTES): its setting's "
+        "digest param names it, this the path it was read at on the machine that expanded the sweep. The one who "
+        "stores the sweep keeps its bytes once by digest (siliconbench.storage.user_files); a worker reads it there "
+        "when the path does not hold those bytes here",
+    )
     model_notes: dict = Field(
         default_factory=dict, description="What the model's manifest says every result must carry (tokenizer_mismatch)"
     )
@@ -86,6 +94,7 @@ class JobSpec(BaseModel):
                 "busy",
                 "busy_timeout_s",
                 "fetch",
+                "files",
                 "model_notes",
             }
             | unset
@@ -348,6 +357,8 @@ def _workload_jobs(
             )
             if params is None:  # no artifact for this engine, or the configuration does not apply to it
                 continue
+            params = dict(params)  # one configuration's params serve every engine: taken apart per job
+            files = {k: params.pop(k) for k in list(params) if k.endswith(FILE_SUFFIX)}
             rel = catalog.artifact_path(m.name, art, field=f"models[{mi}]").relative_to(catalog.models_dir)
             eng_opts = recorded_options(getattr(opts, describe(engine).options))
             job = JobSpec(
@@ -372,6 +383,7 @@ def _workload_jobs(
                 timeout_s=spec.timeout_s,
                 engine_options={"threads": opts.threads, **eng_opts},
                 params=params,
+                files=files,
                 thermal=spec.thermal,
                 thermal_timeout_s=spec.thermal_timeout_s,
                 busy=spec.busy,

@@ -67,7 +67,9 @@ class LlamaCppOptions(Strict):
         "auto",
         description="On a llama.cpp build (engine_versions naming one): 'auto' drives its library through "
         "llama-cpp-python's binding where the build's llama.h matches the binding's, else measures generate "
-        "through the build's own llama-bench; 'binding' or 'llama-bench' insist on one path. Recorded as run.",
+        "through the build's own llama-bench; 'binding' or 'llama-bench' insist on one path. The server workloads "
+        "(serve, concurrent, restart) on llama-server run the build's own llama-server on any commit, the tokenizer "
+        "from the wheel's library, recorded as 'llama-server'. Recorded as run.",
     )
 
     @field_validator("flash_attn", mode="before")

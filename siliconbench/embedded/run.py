@@ -15,7 +15,7 @@ import psutil
 
 from siliconbench.contract.jobs import JobSpec, expand
 from siliconbench.contract.manifest import ModelCatalog
-from siliconbench.contract.results import JobResult
+from siliconbench.contract.results import JobResult, failed
 from siliconbench.contract.spec import SweepSpec
 
 from siliconbench.storage import result_store, sweep_store
@@ -23,6 +23,7 @@ from siliconbench.storage.database import session_scope
 from siliconbench.worker.envs.venvs import interpreters
 from siliconbench.worker.job.perform import perform_job
 from siliconbench.worker.platform.host_facts import host_facts
+from siliconbench.worker.runtime.files import fetch_missing
 
 JobCallback = Callable[[JobSpec, JobResult], None]
 EventCallback = Callable[[JobSpec, dict], None]
@@ -103,11 +104,16 @@ def run_jobs(
     for job in jobs:
         if not in_session(lambda s: sweep_store.mark_running(s, job.job_id, host=host, worker="embedded")):
             continue  # cancelled (from the dashboard) before it started
-        result = perform_job(
-            job,
-            models_dir,
-            python=pythons.get((job.engine, job.engine_version)),
-            on_event=(lambda e, j=job: on_event(j, e)) if on_event else None,
+        why = fetch_missing(job, database_url)  # a dataset named by digest, where its path no longer holds it
+        result = (
+            failed(job.job_id, f"{job.workload} error: {why}")
+            if why
+            else perform_job(
+                job,
+                models_dir,
+                python=pythons.get((job.engine, job.engine_version)),
+                on_event=(lambda e, j=job: on_event(j, e)) if on_event else None,
+            )
         )
         in_session(lambda s: result_store.save_result(s, job, result, host=host, worker="embedded"))
         if on_done:

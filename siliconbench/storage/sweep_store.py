@@ -15,6 +15,7 @@ from siliconbench.contract.errors import UserError
 from siliconbench.contract.jobs import JobSpec
 from siliconbench.contract.spec import SweepSpec
 
+from siliconbench.storage import user_files
 from siliconbench.storage.tables import JOB_STATUSES, Job, Result, Sweep, utcnow
 
 
@@ -71,6 +72,7 @@ def create_sweep(session: Session, sweep_id: str, spec: SweepSpec, jobs: list[Jo
         ) from None
     if not jobs:
         return
+    user_files.put_job_files(session, jobs)  # a dataset the jobs name by digest, stored once, before any job is
     if session.get_bind().dialect.name == "postgresql" and not _row_security_on_jobs(session):
         _copy_jobs(session, jobs)
     else:

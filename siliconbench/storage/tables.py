@@ -20,6 +20,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -284,6 +285,26 @@ class FleetModel(Base):
     manifest: Mapped[dict] = mapped_column(JSON)
     published_by: Mapped[str | None] = mapped_column(String)
     published_at: Mapped[datetime] = _created()
+
+
+class UserFile(Base):
+    """A user's file stored once by digest (0016): a serve workload's prompt dataset too large to travel in each job
+    (siliconbench.storage.user_files); its bytes in UserFileChunk rows."""
+
+    __tablename__ = "user_files"
+
+    digest: Mapped[str] = mapped_column(String, primary_key=True)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    chunks: Mapped[int] = mapped_column(Integer)
+    stored_at: Mapped[datetime] = _created()
+
+
+class UserFileChunk(Base):
+    __tablename__ = "user_file_chunks"
+
+    digest: Mapped[str] = mapped_column(ForeignKey("user_files.digest", ondelete="CASCADE"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class WorkerLogin(Base):

@@ -111,10 +111,15 @@ def test_serve_client(models_env):
     out = run_benchmark(
         "serve_client.py",
         *("--model", SMALL, "--quant", "full", "--engines", "llama.cpp", "--rounds", 1, "--requests", 2),
-        *("--max-tokens", 4, "--prompt-tokens", 16),
+        *("--max-tokens", 4, "--prompt-tokens", 16, "--concurrency", 1),
         env=models_env,
     )
-    assert "TTFT" in out and "TPOT" in out, out
+    assert "TTFT" in out and "TPOT" in out and "at most 1 in flight" in out, out
+
+
+def test_convert_memory():
+    out = run_benchmark("convert_memory.py", "--shape", "small")
+    assert "peak RSS of the converter" in out and "bytes/parameter" in out and "largest tensor" in out, out
 
 
 def test_plumbing():

@@ -101,6 +101,38 @@ def test_a_sweep_measures_one_build_through_the_binding_and_another_through_its_
     assert last["extra"]["tool"]["build_commit"] == shas(repo)[-1][:7]
 
 
+def test_a_build_the_binding_cannot_drive_is_served_by_its_own_llama_server(repo, env, tmp_path):
+    """HEAD's llama.h differs from the binding's: generate goes through its llama-bench, and serve through its own
+    llama-server, the client's tokens counted by the wheel's library loaded vocabulary-only."""
+    r = sb("env", "add", "llama.cpp", "--source", str(repo), "--ref", "HEAD", "--tools", "llama-bench,llama-server")
+    assert r.returncode == 0, r.stdout + r.stderr
+    head = next(
+        n
+        for n, b in listed().items()
+        if b["build"]["revision"]["sha"] == shas(repo)[-1] and "llama-server" in b["build"]["tools"]
+    )
+    sweep = write_sweep(
+        tmp_path,
+        name="served",
+        engines=["llama.cpp"],
+        quantizations=["Q8_0"],
+        repetitions=1,
+        warmup=0,
+        engine_versions={"llama.cpp": [head]},
+        processes=1,
+        workloads=[{"kind": "serve", "num_requests": 4, "prompt_tokens": 16, "max_tokens": 8, "slots": 2}],
+    )
+    r = sb("run", str(sweep))
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = json.loads(sb("results", "--format", "json").stdout)
+    assert [row["status"] for row in rows] == ["ok"], [row.get("error") for row in rows]
+    row = rows[0]
+    assert row["environment"]["engine_build"]["measured_by"] == "llama-server"
+    assert row["environment"]["engine_build"]["commit"] == shas(repo)[-1]
+    assert row["extra"]["server"] == "llama-server"
+    assert row["serve_ttft_ms"]["count"] == 4 and row["serve_output_tokens"]["samples"] == [8.0] * 4
+
+
 def test_the_binding_is_never_driven_on_a_mismatched_library(repo, env, tmp_path):
     assert add(repo, "HEAD").returncode == 0
     head = next(n for n, b in listed().items() if b["build"]["revision"]["sha"] == shas(repo)[-1])

@@ -325,3 +325,20 @@ def test_tails_too_few_requests_back_are_marked_and_the_pareto_front_is_what_not
 
     pts = [point("c1", 100, 50), point("c2", 180, 60), point("c4", 250, 120), point("c8", 240, 400)]
     assert [p.job_id for p in pareto_front(pts)] == ["c1", "c2", "c4"]  # c8 is beaten by c4 on both
+
+
+def test_sharegpt_is_sampled_as_vllm_samples_it_unless_history_is_asked(catalog, tmp_path):
+    share = [{"conversations": [{"from": "human", "value": "a"}, {"from": "gpt", "value": "b"}]}]
+    path = write(tmp_path, "s.jsonl", share)
+    first = serve_jobs(catalog, prompts=path)[0].params
+    assert first["sharegpt"] == "first_turn" and first["output_from_reply"] is True
+    fixed = serve_jobs(catalog, prompts=path, max_tokens=32)[0].params
+    assert fixed["output_from_reply"] is False  # an explicit max_tokens fixes the output, as --sharegpt-output-len
+    history = serve_jobs(catalog, prompts=path, sharegpt="history")[0]
+    assert "sharegpt" not in history.params and "output_from_reply" not in history.params  # its identity as before
+    lone = write(tmp_path, "lone.jsonl", [{"conversations": [{"from": "human", "value": "a"}]}])
+    msg = refused(catalog, prompts=lone)
+    assert "workloads[0].prompts" in msg and "sharegpt: history" in msg
+    assert serve_jobs(catalog, prompts=lone, sharegpt="history")
+    nobody = write(tmp_path, "nobody.jsonl", [{"conversations": [{"from": "gpt", "value": "hi"}]}])
+    assert "has no user turn" in refused(catalog, prompts=nobody)

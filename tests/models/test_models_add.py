@@ -314,7 +314,7 @@ def _qwen_folder(src: Path, dst: Path, model_type: str) -> Path:
     from siliconbench.worker.models.make.tokenizer import QWEN2_SPLIT, BpeVocab
     from siliconbench.worker.models.quants.convert import read_safetensors
 
-    weights, _ = read_safetensors(src)
+    weights = {name: t.read() for name, t in read_safetensors(src)[0].items()}
     config = json.loads((src / "config.json").read_text())
     heads, kv, hidden = config["num_attention_heads"], config["num_key_value_heads"], config["hidden_size"]
     head_dim = hidden // heads
@@ -378,3 +378,36 @@ def test_convert_refuses_what_it_cannot_write_naming_the_reference_converter(tmp
         add_model(tmp_path / "models", "sw", [str(folder)], convert=True)
     assert e.value.field == "--convert" and "use_sliding_window" in e.value.message
     assert "convert_hf_to_gguf.py" in e.value.message and not (tmp_path / "models" / "sw").exists()
+
+
+def test_convert_refuses_a_checkpoint_whose_largest_tensor_exceeds_the_memory_here(tmp_path):
+    """A checkpoint whose embedding alone (a million rows of 16,384, bf16: 32 GiB on disk, a sparse file here) cannot be
+    converted in this machine's memory is refused before anything is written, naming the reference converter."""
+    folder = tmp_path / "huge"
+    folder.mkdir()
+    rows, cols = 1_000_000, 16_384
+    config = {
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": cols,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 128,
+        "num_key_value_heads": 8,
+        "intermediate_size": 4 * cols,
+        "vocab_size": rows,
+        "max_position_embeddings": 4096,
+        "torch_dtype": "bfloat16",
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    nbytes = 2 * rows * cols
+    header = json.dumps(
+        {"model.embed_tokens.weight": {"dtype": "BF16", "shape": [rows, cols], "data_offsets": [0, nbytes]}}
+    ).encode()
+    with (folder / "model.safetensors").open("wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header)
+        f.truncate(8 + len(header) + nbytes)  # sparse: the size a real file has, no bytes on disk
+    with pytest.raises(UserError) as e:
+        add_model(tmp_path / "models", "huge", [str(folder)], convert=True)
+    assert e.value.field == "--convert" and "model.embed_tokens.weight" in e.value.message
+    assert "GiB are available here" in e.value.message and "convert_hf_to_gguf.py" in e.value.message
+    assert not (tmp_path / "models" / "huge").exists()

@@ -53,6 +53,8 @@ TABLES = {
     "notifications",
     "fleet_models",
     "bisections",
+    "user_files",
+    "user_file_chunks",
 }
 PG_ADMIN_URL = os.environ.get("SILICONBENCH_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 

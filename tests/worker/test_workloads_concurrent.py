@@ -60,7 +60,9 @@ def test_concurrent(models_dir, engine, server):
         assert req["repeat_penalty"] == 1.0 and req["repetition_penalty"] == 0.0 and req["top_p"] == 1.0
         source = "finish_length" if server == "llama_cpp.server" else "usage"
         assert res.extra["token_count_source"] == {source: 2 * n}
-        assert res.extra["server"] == server and res.extra["slots"] == n
+        assert res.extra["server"] == server
+        # slots only where the server has them (llama-server's --parallel); the others record none
+        assert res.extra.get("slots") == (n if server == "llama-server" else None)
         batching, seen = res.extra["batching"], res.extra["observed"]
         if server == "llama_cpp.server":  # one request at a time: never two streams at once
             assert batching["batches"] is False and batching["max_batch"] == 1

@@ -15,15 +15,22 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from llama_cpp import Llama
 
 from siliconbench.contract.jobs import expand
 from siliconbench.contract.manifest import ModelCatalog
 from siliconbench.contract.spec import parse_sweep
+from siliconbench.contract.workloads.base import MAX_USER_FILE_BYTES
 
 from siliconbench.coordinator.reports.export import result_record
 from siliconbench.coordinator.reports.workload_tables import workload_table
+from siliconbench.storage import sweep_store
+from siliconbench.storage.database import session_scope
+from siliconbench.worker.job.perform import perform_job
+from siliconbench.worker.runtime.files import fetch_missing
 from siliconbench.worker.serving.client import answers_completion, stream_request
 from siliconbench.worker.serving.process import free_port
+from tests.conftest import SMALL
 from tests.workload_helpers import assert_no_process_left, jobs_for, run, values
 
 ROOT_PROMPTS = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "prompts", "chat.jsonl")
@@ -326,3 +333,73 @@ def test_a_concurrency_sweep_runs_one_closed_loop_job_per_concurrency(models_dir
         records.append(result_record(job, res))
     text = render(workload_table("serve", records))
     assert "closed loop ≤1" in text and "closed loop ≤3" in text
+
+
+def test_sharegpt_sends_each_first_turn_and_asks_its_replys_length(models_dir, tmp_path):
+    """vLLM's ShareGPT sampling: the first human turn only, max_tokens = the first reply's tokens (the server's own
+    count of what it generated agrees), a conversation of one turn left out and said so."""
+    replies = ["the river ran over the stones and down", "a short one here", "and a reply of some length to count on"]
+    convs = [{"conversations": [{"from": "human", "value": "alone"}]}] + [
+        {"conversations": [{"from": "human", "value": f"question {i} about the weather"}, {"from": "gpt", "value": r}]}
+        for i, r in enumerate(replies)
+    ]
+    path = tmp_path / "share.jsonl"
+    path.write_text("\n".join(json.dumps(c) for c in convs) + "\n")
+    job = jobs_for(
+        models_dir,
+        {"kind": "serve", "prompts": str(path), "endpoint": "chat", "num_requests": 3, "warmup_requests": 0},
+        engines=["llama.cpp"],
+        quantizations=["full"],
+        repetitions=1,
+    )[0]
+    assert job.params["sharegpt"] == "first_turn"
+    vocab = Llama(model_path=str(models_dir / job.artifact), vocab_only=True, verbose=False)
+    want = sorted(float(len(vocab.tokenize(r.encode(), add_bos=False, special=False))) for r in replies)
+    res, events = run(job, models_dir)
+    assert res.status == "ok", (res.error, res.stderr_tail)
+    assert_no_process_left(events)
+    assert sorted(values(res, "serve_output_tokens")) == want
+    sampled = res.extra["prompts"]
+    assert sampled["kept"] == 3 and sampled["left_out"]["fewer_than_two_turns"] == 1
+
+
+def test_a_prompt_file_over_16_mib_travels_by_digest_and_a_worker_without_it_fetches_it(
+    models_dir, tmp_path, sqlite_url, monkeypatch
+):
+    """A dataset is not copied into every job: the job names its digest and where it was read; storing the sweep keeps
+    its bytes once; a worker on which that path is gone fetches them from the database into its own cache."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "worker-data"))  # this worker's cache of stored files
+    big = tmp_path / "dataset.txt"
+    line = "a prompt of the dataset, number {} of many, long enough to be a question worth asking the model\n"
+    with big.open("w") as f:
+        for i in range(190_000):
+            f.write(line.format(i))
+    assert big.stat().st_size > MAX_USER_FILE_BYTES
+    spec = parse_sweep(
+        {
+            "name": "big",
+            "models": [SMALL],
+            "engines": ["llama.cpp"],
+            "quantizations": ["full"],
+            "repetitions": 1,
+            "warmup": 0,
+            "workloads": [
+                {"kind": "serve", "prompts": str(big), "endpoint": "completions", "num_requests": 3, "max_tokens": 4}
+            ],
+        }
+    )
+    job = expand(spec, ModelCatalog(models_dir))[0]
+    assert "prompts_body" not in job.params and job.params["prompts_units"] == 190_000
+    assert job.files == {"prompts_file": str(big)} and len(job.model_dump_json()) < 10_000
+    with session_scope(sqlite_url) as s:
+        sweep_store.create_sweep(s, job.sweep_id, spec, [job])
+    big.rename(tmp_path / "moved.txt")  # another machine: the path the sweep was read at holds nothing here
+
+    # without a copy here, the job fails saying so, before any server starts
+    res = perform_job(job, models_dir)
+    assert res.status == "failed" and "no longer holds" in res.error and "this machine has no copy" in res.error
+    assert fetch_missing(job, sqlite_url) is None  # the worker's step before every job: from the database, once
+    assert (tmp_path / "worker-data" / "siliconbench" / "files").is_dir()
+    res = perform_job(job, models_dir)
+    assert res.status == "ok", (res.error, res.stderr_tail)
+    assert values(res, "serve_output_tokens") == [4.0] * 3 and res.extra["prompts"]["units"] == 190_000

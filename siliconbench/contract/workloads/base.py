@@ -52,10 +52,13 @@ class Config:
     warmup: int | None = None
 
 
-# Each job carries a user's file's content (params "<setting>_body", beside "<setting>": its digest): a book or a
-# benchmark's prompts, not a dataset.
+# Each job carries a user's file's content (params "<setting>_body", beside "<setting>": its digest) up to this size: a
+# book or a benchmark's prompts. A prompt file beyond it (a dataset: ShareGPT_V3 is ~640 MB) travels by digest alone:
+# the job names where it was read ("<setting>_file", JobSpec.files, not its identity) and the sweep's store keeps
+# its bytes once (siliconbench.storage.user_files).
 MAX_USER_FILE_BYTES = 16 * 1024 * 1024
 BODY_SUFFIX = "_body"
+FILE_SUFFIX = "_file"
 
 
 @dataclass(frozen=True)
@@ -65,20 +68,25 @@ class UserFile:
     text: str
 
     @property
+    def travels_inline(self) -> bool:
+        """Small enough to travel in each job (its parsed body); else by digest (JobSpec.files)."""
+        return len(self.raw) <= MAX_USER_FILE_BYTES
+
+    @property
     def digest(self) -> str:
         """What the job's identity holds in place of the file's name: a changed file is another benchmark."""
         return f"sha256:{hashlib.sha256(self.raw).hexdigest()}"
 
 
-def read_user_file(path: str, where: str, what: str) -> UserFile:
-    """A file of the user's that travels with each job (a text to score, a prompt file), read and checked at
-    expansion; a UserError naming ``where`` otherwise, nothing half-made."""
-    p = Path(path).expanduser()
+def read_user_file(path: str, where: str, what: str, limit: int | None = MAX_USER_FILE_BYTES) -> UserFile:
+    """A file of the user's (a text to score, a prompt file), read and checked at expansion; at most ``limit`` bytes
+    (None: any size, for a file that may travel by digest); a UserError naming ``where`` otherwise, nothing half-made."""
+    p = Path(path).expanduser().absolute()
     if not p.is_file():
         raise UserError(where, f"{path!r} is not a file; give 'corpus' or the path of {what}.")
     raw = p.read_bytes()
-    if len(raw) > MAX_USER_FILE_BYTES:
-        raise UserError(where, f"{path} is {len(raw):,} bytes; at most {MAX_USER_FILE_BYTES:,} travel with each job.")
+    if limit is not None and len(raw) > limit:
+        raise UserError(where, f"{path} is {len(raw):,} bytes; at most {limit:,} travel with each job.")
     try:
         return UserFile(p, raw, raw.decode("utf-8"))
     except UnicodeDecodeError as exc:

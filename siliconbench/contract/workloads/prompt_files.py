@@ -20,7 +20,7 @@ import json
 from typing import Literal
 
 from ..errors import UserError
-from .base import read_user_file
+from .base import UserFile, read_user_file
 
 PromptFormat = Literal["auto", "chat", "sharegpt", "text"]
 ROLES = ("system", "user", "assistant")
@@ -29,9 +29,9 @@ SHAREGPT_ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "a
 Conversation = list[dict]
 
 
-def read_prompt_file(path: str, fmt: PromptFormat, where: str) -> tuple[str, str, list[Conversation]]:
-    """(the file's digest, the format read, its conversations); UserError naming ``where`` and the line."""
-    file = read_user_file(path, where, "a prompt file (JSONL, JSON, text)")
+def read_prompt_file(path: str, fmt: PromptFormat, where: str) -> tuple[UserFile, str, list[Conversation]]:
+    """(the file, the format read, its conversations), of any size; UserError naming ``where`` and the line."""
+    file = read_user_file(path, where, "a prompt file (JSONL, JSON, text)", limit=None)
     p, body = file.path, file.text
     if fmt == "auto":
         fmt = {".jsonl": "chat", ".json": "sharegpt"}.get(p.suffix.lower(), "text")
@@ -45,7 +45,7 @@ def read_prompt_file(path: str, fmt: PromptFormat, where: str) -> tuple[str, str
         convs = _jsonl(body, path, where, fmt)
     if not convs:
         raise UserError(where, f"{path} holds no prompt.")
-    return file.digest, fmt, convs
+    return file, fmt, convs
 
 
 def _first_line_key(body: str) -> str | None:

@@ -60,8 +60,9 @@ class ServeWorkload(ServerSettings):
         "corpus",
         description="'corpus': prompts of prompt_tokens tokens cut from the shipped text; or your prompt file (a path; "
         "in a sweep file, relative to it): JSONL of OpenAI chat `messages`, ShareGPT conversations (JSON array or "
-        "JSONL), or plain text one prompt a line. Its content travels with each job and its sha256 is part of the "
-        "job's identity.",
+        "JSONL), or plain text one prompt a line, of any size. Its sha256 is part of the job's identity; up to 16 MiB "
+        "its content travels with each job, a larger one (a dataset such as ShareGPT_V3) is stored once by digest "
+        "where the workers read it.",
     )
     prompt_format: PromptFormat = Field("auto", description="auto: by extension (.jsonl, .json, else text)")
     endpoint: Literal["chat", "completions"] = Field(
@@ -93,6 +94,14 @@ class ServeWorkload(ServerSettings):
         False,
         description="Replay each conversation turn by turn (its recorded answers as history), so the servers' prompt "
         "caches matter; arrivals are then of conversations",
+    )
+    sharegpt: Literal["first_turn", "history"] = Field(
+        "first_turn",
+        description="A ShareGPT file, single-turn: 'first_turn' sends what vLLM's bench serve sends — each "
+        "conversation's first turn, asking as many output tokens as its first reply has (an explicit max_tokens fixes "
+        "them instead, as --sharegpt-output-len), leaving out what vLLM leaves out (fewer than two turns, under 4 "
+        "tokens, a prompt over 1,024, over 2,048 together); 'history' sends everything up to the last user turn with "
+        "max_tokens. multi_turn replays every turn either way.",
     )
     slo: Objectives | None = Field(None, description="Objectives for goodput, e.g. {ttft_ms: 500, tpot_ms: 50}")
     slots: PositiveInt = Field(4, description="llama-server's parallel slots (--parallel); other servers ignore it")
@@ -147,9 +156,17 @@ def configs(w: ServeWorkload, at: str, m, catalog, engines: list[str]) -> list[C
             )
         n_prompt = w.prompt_tokens
     else:
-        digest, fmt, convs = read_prompt_file(w.prompts, w.prompt_format, f"{at}.prompts")
+        file, fmt, convs = read_prompt_file(w.prompts, w.prompt_format, f"{at}.prompts")
         _check_endpoint(w, fmt, convs, at)
-        params.update(prompts=digest, prompt_format=fmt, prompts_body=convs)
+        params.update(prompts=file.digest, prompt_format=fmt)
+        if file.travels_inline:
+            params["prompts_body"] = convs
+        else:  # a dataset: the job names it by digest and by where it was read (JobSpec.files), not by its body
+            params.update(prompts_units=len(convs), prompts_file=str(file.path))
+        if fmt == "sharegpt" and not w.multi_turn and w.sharegpt == "first_turn":
+            _check_first_turns(convs, w, at)
+            # vLLM's sampling: a job of its own identity (history-mode jobs keep theirs, without these keys)
+            params.update(sharegpt="first_turn", output_from_reply="max_tokens" not in w.model_fields_set)
         n_prompt = 0  # each request's prompt tokens are the server's count (usage.prompt_tokens)
     return [
         Config(n_prompt, w.max_tokens, {**params, "max_concurrency": c, "request_rate": rate_param(r)}, warmup=0)
@@ -164,6 +181,16 @@ def least_duration_s(job) -> tuple[float | None, str]:
     if rate == "inf":
         return None, "request_rate"
     return job.repetitions * job.params["num_requests"] / float(rate), "request_rate"
+
+
+def _check_first_turns(convs: list, w: ServeWorkload, at: str) -> None:
+    """vLLM sends a conversation's first turn and takes its reply's length: a file where none has both is refused."""
+    if not any(len(c) >= 2 for c in convs):
+        raise UserError(
+            f"{at}.prompts",
+            f"no conversation in {w.prompts} has a reply after its first turn, which vLLM's ShareGPT sampling needs "
+            "(sharegpt: first_turn); set `sharegpt: history` to send each as it is.",
+        )
 
 
 def _check_endpoint(w: ServeWorkload, fmt: str, convs: list, at: str) -> None:
@@ -199,9 +226,10 @@ def engine_params(w: ServeWorkload, at: str, cfg: Config, engine: str, model: st
 def units_needed(job) -> tuple[int, int] | None:
     """(units the prompt file holds, units the job's runs send), or None for the corpus (never repeats)."""
     convs = job.params.get("prompts_body")
-    if convs is None:
+    held = len(convs) if convs is not None else job.params.get("prompts_units")
+    if held is None:
         return None
-    return len(convs), job.params["num_requests"] * (job.repetitions + job.warmup)
+    return held, job.params["num_requests"] * (job.repetitions + job.warmup)
 
 
 def check_job(job, at: str) -> None:

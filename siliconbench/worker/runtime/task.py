@@ -32,6 +32,7 @@ from siliconbench.worker.envs.venvs import python_for
 from siliconbench.worker.job.perform import perform_job
 from siliconbench.worker.models import fetch
 from siliconbench.worker.runtime import outages
+from siliconbench.worker.runtime.files import fetch_missing
 from siliconbench.worker.runtime.registration import advertise_models, set_activity
 from siliconbench.worker.runtime.spool import Spool
 
@@ -132,6 +133,9 @@ def _execute(job, ctx: WorkerContext):
             return failed(job.job_id, why)
     # A job naming an engine version runs under that engine environment's interpreter.
     python = python_for(job.engine, job.engine_version) if job.engine_version else None
+    why = fetch_missing(job, ctx.database_url)  # a dataset named by digest that this machine lacks
+    if why is not None:
+        return failed(job.job_id, why)
     return perform_job(job, ctx.models_dir, python=python)
 
 

@@ -22,7 +22,9 @@ from siliconbench.worker.builds import driver
 from siliconbench.worker.builds.tool import ToolEngine
 from siliconbench.worker.platform.host_facts import host_facts
 from siliconbench.worker.platform.nvidia import DeviceMeter, Nvml
+from siliconbench.worker.serving import served_build
 from siliconbench.worker.serving.process import kill_live_groups
+from siliconbench.worker.serving.served_build import ServedBuild
 from siliconbench.worker.workloads.common import Context, engine_for, footprint_peak_bytes, rss_peak_bytes
 
 _scratch: list[Path] = []  # this process's workload folder, for remove_scratch
@@ -40,7 +42,13 @@ def with_build(engine) -> dict:
     build = driver.current()
     if build is None:
         return described
-    return driver.facts(build, "llama-bench" if isinstance(engine, ToolEngine) else "binding", described)
+    if isinstance(engine, ToolEngine):
+        path = "llama-bench"
+    elif isinstance(engine, ServedBuild):
+        path = served_build.MEASURED_BY
+    else:
+        path = "binding"
+    return driver.facts(build, path, described)
 
 
 def run_workload(job: JobSpec, models_dir: Path, emit: Callable[..., None]) -> JobResult:

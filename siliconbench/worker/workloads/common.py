@@ -23,6 +23,8 @@ from siliconbench.worker.builds import driver
 from siliconbench.worker.builds.tool import ToolEngine
 from siliconbench.worker.engines import Engine, get_engine
 from siliconbench.worker.models.make.tokenizer import CORPUS_PATH
+from siliconbench.worker.serving.served_build import ServedBuild
+from siliconbench.worker.serving.servers import server_of
 
 
 @dataclass
@@ -117,11 +119,19 @@ def rss_now_bytes() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
-def engine_for(job: JobSpec, options: dict | None = None) -> Engine | ToolEngine:
+# Workloads that need of the engine only a tokenizer and its server: on a build, served by the build's llama-server
+SERVER_WORKLOADS = frozenset({"serve", "concurrent", "restart"})
+
+
+def engine_for(job: JobSpec, options: dict | None = None) -> Engine | ToolEngine | ServedBuild:
     """The job's engine with its options; for a job on a llama.cpp build, the path the build is measured through
-    (siliconbench.worker.builds.driver): the binding on the build's library, or the build's own llama-bench (generate only)."""
+    (siliconbench.worker.builds.driver): the binding on the build's library, the build's own llama-bench (generate
+    only), or for a server workload on llama-server the build's own server with the wheel's tokenizer (any commit)."""
     opts = dict(options if options is not None else job.engine_options)
     if describe(job.engine).built_from_source:
+        build = driver.current()
+        if build is not None and job.workload in SERVER_WORKLOADS and server_of(job) == "llama-server":
+            return ServedBuild(build, opts)
         build, path = driver.prepare(opts)
         if path == "llama-bench":
             if job.workload != "generate":
@@ -135,7 +145,7 @@ def engine_for(job: JobSpec, options: dict | None = None) -> Engine | ToolEngine
     return engine
 
 
-def vocab_engine(ctx: Context) -> Engine:
+def vocab_engine(ctx: Context) -> Engine | ServedBuild:
     """The job's engine with only the tokenizer of its model loaded (for prompts sent to a server)."""
     engine = engine_for(ctx.job)
     engine.load_vocab(ctx.artifact)

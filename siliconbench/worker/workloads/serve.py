@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 
 from siliconbench.contract.errors import WorkloadError
-from siliconbench.contract.workloads.prompt_files import single_request, turns
+from siliconbench.contract.workloads.prompt_files import read_prompt_file, single_request, turns
 
 from siliconbench.worker.measure.memory import TreeWindow
 from siliconbench.worker.serving.client import chat_body, completion_body, request_facts, stream_request
@@ -25,6 +25,7 @@ from siliconbench.worker.serving.energy import EnergyTrace, steady_energy
 from siliconbench.worker.serving.load import arrivals, client_lag, drive, figures
 from siliconbench.worker.serving.process import Server, ServerError, free_port
 from siliconbench.worker.serving.servers import batching, command, has_slots, server_facts
+from siliconbench.worker.serving.sharegpt import Ask, first_turns
 from siliconbench.worker.workloads.common import (
     Context,
     Outcome,
@@ -46,31 +47,55 @@ def conversations(ctx: Context, vocab) -> list[list[dict]]:
     p = ctx.job.params
     if "prompts_body" in p:
         return p["prompts_body"]
+    if "prompts_file" in ctx.job.files:  # a dataset: made local by digest before this process started
+        file, _fmt, convs = read_prompt_file(ctx.job.files["prompts_file"], p["prompt_format"], "prompts")
+        if file.digest != p["prompts"]:
+            raise WorkloadError(f"{file.path} holds {file.digest}, not the job's {p['prompts']}")
+        return convs
     prompts = Prompts(vocab, ctx.job.n_prompt, ctx.job.seed)
     n = p["num_requests"] * (ctx.job.repetitions + ctx.job.warmup)
     return [[{"role": "user", "content": prompts.text(i)}] for i in range(n)]
 
 
-def units_of(convs: list[list[dict]], multi_turn: bool) -> list[list[list[dict]]]:
-    """Each unit of work as its requests' messages: one request per conversation, or every turn of it."""
-    return [turns(c) if multi_turn else [single_request(c)] for c in convs]
+def sent_units(job) -> int:
+    """Units the job's runs send: num_requests a run, every repetition (warm-up ones too)."""
+    return job.params["num_requests"] * (job.repetitions + job.warmup)
 
 
-def check_context(units, vocab, context: int, max_tokens: int, endpoint: str) -> dict:
-    """Refuse, before the server starts, a request whose content alone leaves no room for max_tokens."""
+def units_of(ctx: Context, convs: list[list[dict]], vocab) -> tuple[list[list[Ask]], dict]:
+    """Each unit of work as its requests: one request per conversation (its history up to the last user turn, or with
+    params.sharegpt first_turn what vLLM sends: siliconbench/worker/serving/sharegpt.py), or every turn of it; and
+    what the sampling left out."""
+    p, n_gen = ctx.job.params, ctx.job.n_gen
+    if p.get("sharegpt") == "first_turn":
+        fixed = None if p.get("output_from_reply") else n_gen
+        sampled = first_turns(convs, vocab.tokenize, fixed, limit=sent_units(ctx.job))
+        if not sampled.asks:
+            raise WorkloadError(
+                f"no conversation of the prompt file is one vLLM would send ({sampled.facts()['left_out']}): give "
+                "conversations of a human turn and its reply, or set `sharegpt: history`"
+            )
+        return [[a] for a in sampled.asks], sampled.facts()
+    if p["multi_turn"]:
+        return [[Ask(m, n_gen) for m in turns(c)] for c in convs], {}
+    return [[Ask(single_request(c), n_gen)] for c in convs], {}
+
+
+def check_context(units: list[list[Ask]], vocab, context: int, endpoint: str) -> dict:
+    """Refuse, before the server starts, a request whose content alone leaves no room for its max_tokens."""
     counts: dict[str, int] = {}  # by content: multi-turn repeats every earlier message in each later turn
     longest = 0
     for i, unit in enumerate(units):
-        for messages in unit:
-            for m in messages:
+        for ask in unit:
+            for m in ask.messages:
                 if m["content"] not in counts:
                     counts[m["content"]] = len(vocab.tokenize(m["content"]))
-            n = sum(counts[m["content"]] for m in messages)
-            if n + max_tokens > context:
+            n = sum(counts[m["content"]] for m in ask.messages)
+            if n + ask.max_tokens > context:
                 raise WorkloadError(
                     f"request {i} (conversation {i} of the prompts) has {n:,} tokens of content, and with "
-                    f"max_tokens={max_tokens} exceeds the context of {context:,} tokens (context_tokens): shorten it, "
-                    "or raise context_tokens"
+                    f"max_tokens={ask.max_tokens} exceeds the context of {context:,} tokens (context_tokens): shorten "
+                    "it, or raise context_tokens"
                 )
             longest = max(longest, n)
     return {
@@ -100,8 +125,9 @@ def run(ctx: Context) -> Outcome:
             "way: set `endpoint: completions` in the workload to send raw text (/v1/completions) instead"
         )
     banned = vocab.special_token_ids() if p["ignore_eos"] else set()
-    units = units_of(conversations(ctx, vocab), p["multi_turn"])
-    context_check = check_context(units, vocab, p["context_tokens"], job.n_gen, endpoint)
+    units, sampled = units_of(ctx, conversations(ctx, vocab), vocab)
+    # only what the runs send is checked (a dataset holds far more than a run's requests)
+    context_check = check_context(units[: sent_units(job)], vocab, p["context_tokens"], endpoint)
     n, slots = p["num_requests"], p.get("slots", 1)
     port = p["port"] or free_port()
     cmd = command(job, ctx.artifact, port, p["context_tokens"], slots=slots)
@@ -111,7 +137,7 @@ def run(ctx: Context) -> Outcome:
     in_flight = min(p["max_concurrency"] or n, n)
     served = batching(job, slots if has_slots(job) else in_flight)
     capacity = min(served.get("max_batch") or 1, in_flight)
-    needed = n * (job.repetitions + job.warmup)
+    needed = sent_units(job)
 
     def send(body: dict):
         return stream_request(port, path, body, p["request_timeout_s"])
@@ -125,7 +151,7 @@ def run(ctx: Context) -> Outcome:
                 raise WorkloadError(f"warm-up request {i} failed, so no run was started: {answer.error}")
         for r, warm in repetitions(ctx):
             picked = [units[(r * n + i) % len(units)] for i in range(n)]
-            bodies = [[body_of(m, endpoint, job.n_gen, banned) for m in unit] for unit in picked]
+            bodies = [[body_of(a.messages, endpoint, a.max_tokens, banned) for a in unit] for unit in picked]
             schedule = arrivals(n, p["request_rate"], seed=job.seed * 1_000_003 + r)
             energy = EnergyTrace(ctx.meter) if ctx.meter is not None else contextlib.nullcontext()
             with TreeWindow(server.proc.pid, p["memory_interval_ms"] / 1000.0, hwm_ok) as memory, energy as trace:
@@ -187,6 +213,7 @@ def run(ctx: Context) -> Outcome:
             "units_sent": needed,
             # fewer units than the runs send: later runs resend earlier prompts, which a prompt cache serves
             "repeated": needed > len(units),
+            **sampled,
         },
         "endpoint": path,
         "runs": runs,

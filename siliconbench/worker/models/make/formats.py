@@ -13,7 +13,8 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -134,6 +135,35 @@ def write_hf_dir(
     vocab.write_hf(out_dir, model_max_length=config["max_position_embeddings"])
 
 
+@dataclass(frozen=True)
+class Deferred:
+    """A tensor read only when the GGUF writer reaches it (float32, HF layout), so a conversion holds one at a time;
+    ``read_stored`` gives its values as stored (``stored``: f32, f16 or bf16 as uint16 bits), which a GGUF of that
+    dtype takes without a float32 round trip."""
+
+    shape: tuple[int, ...]
+    read: Callable[[], np.ndarray]
+    stored: str | None = None
+    read_stored: Callable[[], np.ndarray] | None = None
+
+
+class _Pending:
+    """What gguf's writer holds in place of an array until it writes: the output's shape, dtype and size up front, its
+    bytes made in ``tofile`` and dropped after (the writer calls nothing else of a tensor on a little-endian host)."""
+
+    def __init__(self, shape: tuple[int, ...], dtype, make: Callable[[], np.ndarray]) -> None:
+        self.shape, self.dtype, self._make = shape, np.dtype(dtype), make
+        self.nbytes = int(np.prod(shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def tofile(self, fout) -> None:
+        a = self._make()
+        if a.nbytes != self.nbytes or a.dtype != self.dtype:
+            raise ValueError(
+                f"a tensor of {a.nbytes} bytes ({a.dtype}) where {self.nbytes} ({self.dtype}) were announced"
+            )
+        a.tofile(fout)
+
+
 def write_gguf(
     path: Path,
     config: dict,
@@ -146,7 +176,8 @@ def write_gguf(
 ) -> None:
     """A GGUF F16 (``dtype`` f16), BF16 (bf16) or F32 (f32) file of llama.cpp architecture ``arch`` (llama, qwen2,
     qwen3, qwen3moe with its experts stacked: moe.stack_experts); 1-D tensors (norms, biases) stay F32, as llama.cpp
-    requires."""
+    requires. Each tensor is converted only as it is written (a ``Deferred`` one read then too), so the writer holds
+    one converted tensor at a time, not a copy of the model."""
     import gguf  # an engine's own package: optional, needed by that format only
 
     if dtype not in ("f16", "f32", "bf16"):
@@ -185,15 +216,27 @@ def write_gguf(
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
     vocab.add_to_gguf(w)
     for key, t in weights.items():
-        if permute and key.endswith("q_proj.weight"):
-            t = permute_qk(t, n_head)
-        elif permute and key.endswith("k_proj.weight"):
-            t = permute_qk(t, n_kv)
-        if dtype == "bf16" and t.ndim > 1:  # numpy has no bfloat16: the bit patterns, tagged BF16
-            w.add_tensor(gguf_name(key), to_bf16_bits(t), raw_shape=t.shape, raw_dtype=gguf.GGMLQuantizationType.BF16)
-            continue
-        t = t.astype(np.float32 if t.ndim == 1 else matrix)
-        w.add_tensor(gguf_name(key), np.ascontiguousarray(t))
+        shape = tuple(t.shape)
+        heads = n_head if key.endswith("q_proj.weight") else n_kv if key.endswith("k_proj.weight") else 0
+        ndim = len(shape)
+
+        def make(t=t, heads=heads, ndim=ndim) -> np.ndarray:
+            target = dtype if ndim > 1 else "f32"
+            if isinstance(t, Deferred) and t.stored == target and t.read_stored is not None:
+                a = t.read_stored()  # already the dtype written (bf16 as its bits): no float32 copy
+                return np.ascontiguousarray(permute_qk(a, heads) if permute and heads else a)
+            a = t.read() if isinstance(t, Deferred) else t
+            if permute and heads:
+                a = permute_qk(a, heads)
+            if dtype == "bf16" and ndim > 1:  # numpy has no bfloat16: the bit patterns, tagged BF16
+                return to_bf16_bits(a)
+            return np.ascontiguousarray(a, dtype=np.float32 if ndim == 1 else matrix)
+
+        if dtype == "bf16" and len(shape) > 1:
+            pending = _Pending(shape, np.uint16, make)
+            w.add_tensor(gguf_name(key), pending, raw_shape=shape, raw_dtype=gguf.GGMLQuantizationType.BF16)
+        else:
+            w.add_tensor(gguf_name(key), _Pending(shape, np.float32 if len(shape) == 1 else matrix, make))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

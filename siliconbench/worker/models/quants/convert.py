@@ -8,6 +8,10 @@ read into numpy here and written by that one writer: Llama and Mistral with llam
 (attention biases) and Qwen3 (per-head q/k norms, its own head size) without it, as convert_hf_to_gguf writes them.
 What it cannot write exactly (rope scaling, sliding windows, other biases, a sentencepiece or unknown
 pre-tokenizer) is refused, naming the reference converter.
+
+Tensor by tensor: the headers are read first, each tensor is read, converted and written when the GGUF writer
+reaches it, and dropped, so the peak is about the largest tensor (benchmarks/convert_memory.py); a checkpoint whose
+largest tensor could not be converted in the memory available is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import psutil
 
 from siliconbench.contract.errors import UserError
 
@@ -29,36 +34,70 @@ CONVERTIBLE = tuple(ARCH)
 GGUF_DTYPE = {"F32": "f32", "F16": "f16", "BF16": "bf16"}
 
 
-def read_safetensors(folder: Path) -> tuple[dict[str, np.ndarray], str]:
-    """float32 weights by HF name, and the checkpoint's dtype (f32, f16 or bf16)."""
-    weights: dict[str, np.ndarray] = {}
+SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}
+# Converting one tensor holds its bytes as read, as float32 and as written, with numpy's temporaries: 10 bytes an
+# element bounds it (a tensor kept in its own dtype, the common case, holds 2-3).
+BYTES_PER_ELEMENT_HELD = 10
+
+
+def _deferred(path: Path, offset: int, shape: list[int], dtype: str) -> formats.Deferred:
+    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+
+    def stored() -> np.ndarray:
+        # read into a buffer of its own (not a memory map, whose touched pages would stay resident to the end)
+        return np.fromfile(path, dtype=SAFETENSORS_DTYPES[dtype], count=count, offset=offset).reshape(shape)
+
+    def as_float32() -> np.ndarray:
+        raw = stored()
+        if dtype != "BF16":
+            return raw.astype(np.float32, copy=False)
+        w = raw.astype(np.uint32)
+        w <<= 16  # in place: one float32-sized buffer
+        return w.view(np.float32)
+
+    return formats.Deferred(tuple(shape), as_float32, GGUF_DTYPE[dtype], stored)
+
+
+def read_safetensors(folder: Path) -> tuple[dict[str, formats.Deferred], str]:
+    """Each weight by HF name, to be read as float32 when it is written, and the checkpoint's dtype (f32, f16, bf16):
+    only the headers are read here."""
+    weights: dict[str, formats.Deferred] = {}
     dtypes: set[str] = set()
     for path in sorted(folder.glob("model*.safetensors")):
         header = safetensors_header(path)
         with path.open("rb") as f:
             base = 8 + int.from_bytes(f.read(8), "little")  # tensors start after the length and the header
-        raw = np.memmap(path, dtype=np.uint8, mode="r")
         for name, t in header.items():
             if name == "__metadata__":
                 continue
-            start, end = t["data_offsets"]
-            buf = raw[base + start : base + end]
-            if t["dtype"] == "BF16":
-                w = (buf.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
-            elif t["dtype"] in ("F16", "F32"):
-                w = buf.view(np.float16 if t["dtype"] == "F16" else np.float32).astype(np.float32)
-            else:
+            if t["dtype"] not in SAFETENSORS_DTYPES:
                 raise UserError(
                     "--convert",
                     f"{path.name}: tensor {name} is {t['dtype']}; only an unquantized "
                     "(F32, F16, BF16) checkpoint converts.",
                 )
+            start, _end = t["data_offsets"]
             if t["shape"] and len(t["shape"]) > 1 or name.endswith("embed_tokens.weight"):
                 dtypes.add(t["dtype"])
-            weights[name] = w.reshape(t["shape"])
+            weights[name] = _deferred(path, base + start, t["shape"], t["dtype"])
     if len(dtypes) != 1:
         raise UserError("--convert", f"{folder}: weights of dtypes {sorted(dtypes)}; one of F32, F16, BF16 expected.")
     return weights, GGUF_DTYPE[dtypes.pop()]
+
+
+def check_memory(folder: Path, weights: dict[str, formats.Deferred]) -> None:
+    """Refuse, before anything is written, a checkpoint whose largest tensor cannot be converted in the memory
+    available here (its bytes as read, as float32 and as written, held at once)."""
+    name, t = max(weights.items(), key=lambda kv: int(np.prod(kv[1].shape, dtype=np.int64)))
+    need = BYTES_PER_ELEMENT_HELD * int(np.prod(t.shape, dtype=np.int64))
+    available = psutil.virtual_memory().available
+    if need > available:
+        raise UserError(
+            "--convert",
+            f"{folder}: its largest tensor, {name} {list(t.shape)}, needs about {need / 2**30:,.1f} GiB to convert and "
+            f"{available / 2**30:,.1f} GiB are available here: convert it with llama.cpp's convert_hf_to_gguf.py on a "
+            "larger machine and add the GGUF.",
+        )
 
 
 def convert_to_gguf(folder: Path, out: Path, *, name: str) -> Path:
@@ -76,8 +115,9 @@ def convert_to_gguf(folder: Path, out: Path, *, name: str) -> Path:
                 f"{folder}: {key} is set; this converter does not write it: convert with "
                 "llama.cpp's convert_hf_to_gguf.py and add the GGUF.",
             )
-    vocab = BpeVocab.from_hf_dir(folder)
     weights, dtype = read_safetensors(folder)
+    check_memory(folder, weights)
+    vocab = BpeVocab.from_hf_dir(folder)
     for k in weights:
         try:
             formats.gguf_name(k)
