@@ -14,14 +14,14 @@ from tests.conftest import SMALL
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def sb(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def sb(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "siliconbench.cli.main", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},
-        timeout=600,
+        timeout=timeout,
     )
 
 

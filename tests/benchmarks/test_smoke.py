@@ -23,13 +23,13 @@ SMOKE_TIMEOUT_S = 600
 SMOKED_ELSEWHERE = {"faults": "tests/fleet/test_faults.py"}
 
 
-def run_benchmark(script: str, *args, env: dict | None = None) -> str:
+def run_benchmark(script: str, *args, env: dict | None = None, timeout: float = SMOKE_TIMEOUT_S) -> str:
     out = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / script), *map(str, args)],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=SMOKE_TIMEOUT_S,
+        timeout=timeout,
         env={**os.environ, "COLUMNS": "240", "SILICONBENCH_BUSY_CPU_PCT": "100", **(env or {})},
     )
     assert out.returncode == 0, (out.stdout[-3000:], out.stderr[-3000:])
@@ -105,6 +105,17 @@ def test_build_paths(models_env):
         env={**models_env, "SILICONBENCH_BUILDS_DIR": str(BUILDS)},  # the suite's kept builds: no cold build
     )
     assert "binding ÷ the build's" in out and "prefill_tps" in out and "decode_tps" in out, out
+
+
+@pytest.mark.timeout(1800)
+def test_serve_build(models_env):
+    out = run_benchmark(
+        "serve_build.py",
+        *("--ref", "HEAD", "--model", SMALL, "--rounds", 1, "--requests", 2, "--max-tokens", 4, "--prompt-tokens", 16),
+        env={**models_env, "SILICONBENCH_BUILDS_DIR": str(BUILDS)},  # HEAD with llama-server: the suite's kept build
+        timeout=1700,  # where test_llama_builds has not built it yet on this machine: once, ~12 min cold
+    )
+    assert "its own llama-server" in out and "serve_ttft_ms" in out and "serve_tpot_ms" in out, out
 
 
 def test_serve_client(models_env):

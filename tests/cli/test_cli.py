@@ -134,3 +134,19 @@ def test_every_example_validates(isolated_env):
             assert plan(spec, models_dir), path
     res = sb("run", str(ROOT / "examples/quickstart.yaml"), "--dry-run")
     assert res.returncode == 2 and "unknown model 'tiny-llama-30m'" in res.stderr, res.stderr
+
+
+def test_a_prompt_file_the_runs_repeat_is_noted_before_anything_runs(tmp_path, isolated_env):
+    """The dry run (and the run) print a note where a short prompt file's prompts will be sent again."""
+    prompts = tmp_path / "two.txt"
+    prompts.write_text("the first prompt\nthe second prompt\n")
+    sweep = write_sweep(
+        tmp_path,
+        engines=["llama.cpp"],
+        repetitions=3,
+        workloads=[{"kind": "serve", "prompts": str(prompts), "endpoint": "completions", "num_requests": 2}],
+    )
+    res = sb("run", str(sweep), "--dry-run")
+    assert res.returncode == 0, res.stderr
+    assert "note:" in res.stdout and "holds 2 prompts and the runs send 6" in res.stdout
+    assert not isolated_env["default_db"].exists()  # a dry run writes nothing

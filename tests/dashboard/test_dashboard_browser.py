@@ -116,12 +116,20 @@ def test_serving_page_draws_each_engines_latency_curve_with_the_objective(tmp_pa
                 "workloads": [
                     {
                         "kind": "serve",
-                        "request_rate": [4, "inf"],
+                        "request_rate": [4],
                         "num_requests": 4,
                         "prompt_tokens": 16,
                         "max_tokens": 4,
                         "slo": {"ttft_ms": 5000, "tpot_ms": 250},
-                    }
+                    },
+                    {  # a concurrency sweep: closed loops at 1 and 2 in flight, drawn as the Pareto view
+                        "kind": "serve",
+                        "max_concurrency": [1, 2],
+                        "num_requests": 4,
+                        "prompt_tokens": 16,
+                        "max_tokens": 4,
+                        "slo": {"ttft_ms": 5000, "tpot_ms": 250},
+                    },
                 ],
             }
         )
@@ -133,8 +141,8 @@ def test_serving_page_draws_each_engines_latency_curve_with_the_objective(tmp_pa
     proc, base = serve(tmp_path, sqlite_db, models_dir)
     try:
         open_page(page, base, "/serving", "Serving")
-        # 2 series x 2 rates x 2 panels of points, a line per series per panel
-        assert chart_marks(page) >= 8
+        # 2 series x 3 jobs x 2 panels of points, a line per series per panel (and the Pareto view's own)
+        assert chart_marks(page) >= 12
         rules = page.evaluate(
             "() => document.querySelectorAll('[data-testid=stVegaLiteChart] svg .mark-rule.role-mark line').length"
         )
@@ -142,6 +150,10 @@ def test_serving_page_draws_each_engines_latency_curve_with_the_objective(tmp_pa
         cells = table_cells(page)
         assert any("llama-server ×4" in c for c in cells) and any("mlx_lm.server" in c for c in cells)
         assert "all at once" in cells
+        # the concurrency sweep's Pareto view: throughput against each tail, a frontier line per series
+        page.get_by_text("Concurrency sweep: throughput against tail latency").wait_for()
+        charts = page.evaluate("() => document.querySelectorAll('[data-testid=stVegaLiteChart]').length")
+        assert charts == 2
         shot(page, tmp_path / "serving.png")
         if os.environ.get("SILICONBENCH_UPDATE_SCREENSHOT") == "1":
             shutil.copyfile(tmp_path / "serving.png", ROOT / "docs" / "serving.png")
