@@ -130,7 +130,8 @@ def client_medians(outs: list[dict]) -> dict:
 
 def ours(port: int, path: str, bodies: list[dict], schedule: list[float], concurrency: int | None = None) -> dict:
     run = load.drive(schedule, [[b] for b in bodies], lambda b: stream_request(port, path, b, 600.0), concurrency)
-    _, per_request, _ = load.figures(run, None, 1.0)
+    _, figures, _ = load.figures(run, None, 1.0)
+    per_request = [x for x in figures if "serve_ttft_ms" in x]  # not the per-unit send delays
     by_sent = sorted(run.requests, key=lambda r: r.t_sent)
     return {
         "ttft": statistics.median(x["serve_ttft_ms"] for x in per_request),
