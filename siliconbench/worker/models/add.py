@@ -23,7 +23,7 @@ from siliconbench.contract.errors import UserError
 from siliconbench.contract.manifest import MANIFEST_NAME, Artifact, ModelManifest, write_manifest
 
 from siliconbench.worker.models.digests import ByteProgress, DigestCache, artifact_from
-from siliconbench.worker.models.facts import FormFacts, form_facts
+from siliconbench.worker.models.facts import FormFacts, form_facts, network_shape
 from siliconbench.worker.models.sources import Resolved, resolve
 
 Say = Callable[[str], None]
@@ -134,30 +134,12 @@ def _existing(final: Path, to_existing: bool, force: bool) -> ModelManifest | No
     return None
 
 
-def _manifest_shape(m: ModelManifest) -> dict:
-    """A recorded model's shape as FormFacts.shape gives a form's; what it predates (expert counts) is left out."""
-    shape = {
-        "n_layers": m.n_layers,
-        "hidden_size": m.hidden_size,
-        "n_heads": m.n_heads,
-        "n_kv_heads": m.n_kv_heads,
-        "head_size": m.head_size,
-        "vocab_size": m.vocab_size,
-        "n_experts": m.n_experts,
-        "n_experts_used": m.n_experts_used,
-    }
-    if m.kv_lora_rank:
-        del shape["n_kv_heads"], shape["head_size"]
-        shape["kv_lora_rank"] = m.kv_lora_rank
-    return {k: v for k, v in shape.items() if v is not None}
-
-
 def _check_same_model(forms: list[tuple[Resolved, FormFacts]], existing: ModelManifest | None) -> None:
     """Every form has the first one's shape (FormFacts.shape: layers, hidden size, heads, KV heads, head size,
     vocabulary, expert counts), and the model's where it exists. The architecture's name is not compared: the same
     network is `qwen3_moe` to mlx-lm and `qwen3moe` to llama.cpp (siliconbench/worker/models/architectures.py)."""
     if existing:
-        ref_name, ref = f"model {existing.name!r}", _manifest_shape(existing)
+        ref_name, ref = f"model {existing.name!r}", network_shape(existing)
     else:
         ref_name, ref = forms[0][0].source, forms[0][1].shape()
     for r, f in forms:

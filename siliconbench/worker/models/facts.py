@@ -75,20 +75,21 @@ class FormFacts:
         """What identifies the network whichever engine's form it is in. Multi-head latent attention stores K and V
         differently in the two forms (llama.cpp's MLA GGUFs: one KV head of kv_lora_rank + rope size), so there the
         latent rank stands for the KV heads and head size."""
-        shape = {
-            "n_layers": self.n_layers,
-            "hidden_size": self.hidden_size,
-            "n_heads": self.n_heads,
-            "n_kv_heads": self.n_kv_heads,
-            "head_size": self.head_size,
-            "vocab_size": self.vocab_size,
-            "n_experts": self.n_experts,
-            "n_experts_used": self.n_experts_used,
-        }
-        if self.kv_lora_rank:
-            del shape["n_kv_heads"], shape["head_size"]
-            shape["kv_lora_rank"] = self.kv_lora_rank
-        return shape
+        return network_shape(self)
+
+
+SHAPE_FIELDS = ("n_layers", "hidden_size", "n_heads", "n_kv_heads", "head_size", "vocab_size")
+EXPERT_FIELDS = ("n_experts", "n_experts_used")
+
+
+def network_shape(m) -> dict:
+    """The identifying shape of a form's facts or of a recorded manifest (both carry these fields); an expert count a
+    manifest predates (None) is left out, and latent attention's rank replaces the KV heads and head size."""
+    shape = {k: getattr(m, k) for k in SHAPE_FIELDS + EXPERT_FIELDS if getattr(m, k) is not None}
+    if m.kv_lora_rank:
+        del shape["n_kv_heads"], shape["head_size"]
+        shape["kv_lora_rank"] = m.kv_lora_rank
+    return shape
 
 
 def split_parts(first: Path) -> list[Path]:
