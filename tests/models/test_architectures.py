@@ -1,7 +1,7 @@
 """Every model in two forms: the Hugging Face model_type ↔ llama.cpp architecture table, each entry checked against
 the installed gguf package and mlx-lm; a mixture of experts made here (Qwen3-MoE) added as a GGUF and an MLX folder
-under their two names, both engines giving the same greedy tokens and running a sweep; and a pair whose expert
-counts differ refused naming the field."""
+under their two names, both engines giving the same greedy tokens, running a generate sweep and serving requests
+from their own servers; and a pair whose expert counts differ refused naming the field."""
 
 from __future__ import annotations
 
@@ -93,6 +93,27 @@ def test_a_mixture_of_experts_added_in_both_forms_runs_on_both_engines(moe_sourc
         assert values(res, "decode_tps")[0] > 0
         # the roofline reads the expert counts from each form's own files
         assert res.extra["roofline"]["experts"]["count"] == 8 and res.extra["roofline"]["experts"]["used"] == 2
+
+    # and served: each engine's own server answers the same raw-text requests with exactly max_tokens
+    served = parse_sweep(
+        {
+            "name": "moe-serve",
+            "models": ["my-moe"],
+            "engines": ["llama.cpp", "mlx"],
+            "quantizations": ["full"],
+            "full_dtype": "f32",
+            "workloads": [
+                {"kind": "serve", "endpoint": "completions", "num_requests": 3, "prompt_tokens": 16, "max_tokens": 4}
+            ],
+            "repetitions": 1,
+            "warmup": 0,
+            "timeout_s": 300,
+        }
+    )
+    for job in expand(served, ModelCatalog(models)):
+        res, _events = run(job, models)
+        assert res.status == "ok", (job.engine, res.error, res.stderr_tail)
+        assert values(res, "serve_output_tokens") == [4.0] * 3
 
 
 def test_a_pair_whose_expert_counts_differ_is_refused_naming_the_field(moe_sources, tmp_path):
