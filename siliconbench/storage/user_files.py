@@ -22,14 +22,6 @@ from siliconbench.storage.tables import UserFile, UserFileChunk
 CHUNK_BYTES = 8 * 1024 * 1024  # one row's bytes: well inside PostgreSQL's 1 GB field and SQLite's blob limits
 
 
-def digest_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(CHUNK_BYTES), b""):
-            h.update(block)
-    return f"sha256:{h.hexdigest()}"
-
-
 def put(session: Session, digest: str, path: Path) -> bool:
     """Store the file's bytes under ``digest`` unless they are there; True when stored now. A file whose bytes are no
     longer ``digest``'s (changed since the sweep was expanded) is refused."""

@@ -9,6 +9,7 @@ import pytest
 
 from siliconbench.contract.errors import UserError
 from siliconbench.contract.jobs import JobSpec
+from siliconbench.contract.workloads.base import file_digest
 
 from siliconbench.storage import user_files
 from siliconbench.storage.database import session_scope
@@ -18,7 +19,7 @@ from siliconbench.storage.tables import UserFileChunk
 def test_stored_once_by_digest_and_fetched_byte_for_byte(empty_db, tmp_path):
     src = tmp_path / "prompts.txt"
     src.write_bytes(os.urandom(user_files.CHUNK_BYTES * 2 + 12345))  # three chunks, the last a short one
-    digest = user_files.digest_of(src)
+    digest = file_digest(src)
     with session_scope(empty_db) as s:
         assert user_files.put(s, digest, src) is True
     with session_scope(empty_db) as s:
@@ -34,7 +35,7 @@ def test_stored_once_by_digest_and_fetched_byte_for_byte(empty_db, tmp_path):
 def test_a_file_changed_since_expansion_is_refused_and_nothing_is_stored(empty_db, tmp_path):
     src = tmp_path / "prompts.txt"
     src.write_text("one prompt\n")
-    digest = user_files.digest_of(src)
+    digest = file_digest(src)
     src.write_text("another prompt\n")
     job = JobSpec.model_construct(params={"prompts": digest}, files={"prompts_file": str(src)})
     with pytest.raises(UserError) as e, session_scope(empty_db) as s:

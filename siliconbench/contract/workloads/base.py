@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
 
 from ..engines import describe
 from ..errors import UserError
-from ..manifest import ModelManifest
+from ..manifest import ModelManifest, sha256_path
 
 Port = Annotated[int, Field(ge=1024, le=65535)]
 Counts = Annotated[list[PositiveInt], Field(min_length=1)]
@@ -76,6 +76,11 @@ class UserFile:
     def digest(self) -> str:
         """What the job's identity holds in place of the file's name: a changed file is another benchmark."""
         return f"sha256:{hashlib.sha256(self.raw).hexdigest()}"
+
+
+def file_digest(path: Path) -> str:
+    """A user's file on disk named as ``UserFile.digest`` names the one read at expansion ("sha256:<hex>")."""
+    return f"sha256:{sha256_path(path)}"
 
 
 def read_user_file(path: str, where: str, what: str, limit: int | None = MAX_USER_FILE_BYTES) -> UserFile:

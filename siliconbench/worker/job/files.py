@@ -6,41 +6,32 @@ No database here: a job's process never opens one."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from siliconbench.contract.errors import WorkloadError
 from siliconbench.contract.jobs import JobSpec
 from siliconbench.contract.settings import data_dir
-from siliconbench.contract.workloads.base import FILE_SUFFIX
-
-BLOCK = 8 * 1024 * 1024
+from siliconbench.contract.workloads.base import FILE_SUFFIX, file_digest
 
 
 def cache_path(digest: str) -> Path:
     return data_dir() / "files" / digest.replace(":", "-")
 
 
-def digest_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(BLOCK), b""):
-            h.update(block)
-    return f"sha256:{h.hexdigest()}"
-
-
-def holds(path: Path, digest: str) -> bool:
-    return path.is_file() and digest_of(path) == digest
+def located(job: JobSpec) -> dict[str, tuple[str, Path | None]]:
+    """{key: (digest, the local path holding it, or None)} of each file the job names: where it was read, else the
+    cache."""
+    out = {}
+    for key, where in job.files.items():
+        digest = job.params[key.removesuffix(FILE_SUFFIX)]
+        found = next((p for p in (Path(where), cache_path(digest)) if p.is_file() and file_digest(p) == digest), None)
+        out[key] = (digest, found)
+    return out
 
 
 def missing(job: JobSpec) -> dict[str, str]:
     """{setting: digest} of the files the job names that neither their path nor the cache holds here."""
-    out = {}
-    for key, where in job.files.items():
-        digest = job.params[key.removesuffix(FILE_SUFFIX)]
-        if not (holds(Path(where), digest) or holds(cache_path(digest), digest)):
-            out[key.removesuffix(FILE_SUFFIX)] = digest
-    return out
+    return {key.removesuffix(FILE_SUFFIX): digest for key, (digest, found) in located(job).items() if found is None}
 
 
 def local_files(job: JobSpec) -> JobSpec:
@@ -48,13 +39,11 @@ def local_files(job: JobSpec) -> JobSpec:
     if not job.files:
         return job
     placed = {}
-    for key, where in job.files.items():
-        digest = job.params[key.removesuffix(FILE_SUFFIX)]
-        found = next((p for p in (Path(where), cache_path(digest)) if holds(p, digest)), None)
+    for key, (digest, found) in located(job).items():
         if found is None:
             raise WorkloadError(
-                f"{where} no longer holds {digest} ({key.removesuffix(FILE_SUFFIX)}) and this machine has no copy "
-                "of it: the worker fetches one from the sweep's database before the job"
+                f"{job.files[key]} no longer holds {digest} ({key.removesuffix(FILE_SUFFIX)}) and this machine has no "
+                "copy of it: the worker fetches one from the sweep's database before the job"
             )
         placed[key] = str(found)
     return job.model_copy(update={"files": placed})
