@@ -223,13 +223,18 @@ def engine_params(w: ServeWorkload, at: str, cfg: Config, engine: str, model: st
     return params
 
 
+def sent_units(job) -> int:
+    """Units the job's runs send: num_requests a run, every repetition (warm-up ones too)."""
+    return job.params["num_requests"] * (job.repetitions + job.warmup)
+
+
 def units_needed(job) -> tuple[int, int] | None:
     """(units the prompt file holds, units the job's runs send), or None for the corpus (never repeats)."""
     convs = job.params.get("prompts_body")
     held = len(convs) if convs is not None else job.params.get("prompts_units")
     if held is None:
         return None
-    return held, job.params["num_requests"] * (job.repetitions + job.warmup)
+    return held, sent_units(job)
 
 
 def check_job(job, at: str) -> None:

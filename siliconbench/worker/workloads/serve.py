@@ -18,6 +18,7 @@ import contextlib
 
 from siliconbench.contract.errors import WorkloadError
 from siliconbench.contract.workloads.prompt_files import read_prompt_file, single_request, turns
+from siliconbench.contract.workloads.serve import sent_units
 
 from siliconbench.worker.measure.memory import TreeWindow
 from siliconbench.worker.serving.client import chat_body, completion_body, request_facts, stream_request
@@ -53,13 +54,7 @@ def conversations(ctx: Context, vocab) -> list[list[dict]]:
             raise WorkloadError(f"{file.path} holds {file.digest}, not the job's {p['prompts']}")
         return convs
     prompts = Prompts(vocab, ctx.job.n_prompt, ctx.job.seed)
-    n = p["num_requests"] * (ctx.job.repetitions + ctx.job.warmup)
-    return [[{"role": "user", "content": prompts.text(i)}] for i in range(n)]
-
-
-def sent_units(job) -> int:
-    """Units the job's runs send: num_requests a run, every repetition (warm-up ones too)."""
-    return job.params["num_requests"] * (job.repetitions + job.warmup)
+    return [[{"role": "user", "content": prompts.text(i)}] for i in range(sent_units(ctx.job))]
 
 
 def units_of(ctx: Context, convs: list[list[dict]], vocab) -> tuple[list[list[Ask]], dict]:
