@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What `make test` needs beyond the venv: OpenBLAS for MLX on Linux, Chromium for the dashboard's real-browser
-# test, and a Compose client to check compose.yaml (no Docker engine is needed). Installed where Debian's
+# test, PgBouncer for the fleet's, and a Compose client to check compose.yaml (no Docker engine is needed). Installed where Debian's
 # apt-get can (as root or through passwordless sudo); otherwise named, with the command that installs it, and
 # `make test` stops: a fresh machine runs those tests instead of skipping them.
 set -euo pipefail
@@ -16,6 +16,8 @@ if [ "$(uname -s)" = Linux ]; then
     need+=(libopenblas0-pthread)
 fi
 have_chromium || need+=(chromium chromium-driver)
+# PgBouncer: the fleet's tests and benchmarks/fleet_scale.py put it in front of PostgreSQL (docs/fleet.md).
+command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || need+=(pgbouncer)
 have_compose || need+=(docker-compose)
 [ ${#need[@]} -eq 0 ] && exit 0
 

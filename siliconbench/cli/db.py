@@ -16,7 +16,7 @@ from siliconbench.storage.database import (
     upgrade as do_upgrade,
 )
 from siliconbench.storage.retention import prune_samples
-from siliconbench.storage.roles import create_login, login_for
+from siliconbench.storage.roles import POOLED_HOST, POOLED_LOGIN, create_login, login_for
 
 from .common import console, settings, user_errors
 
@@ -114,6 +114,31 @@ def worker_role(
     made = _login("worker", login or login_for(host), host=host, password_env=password_env, address=address)
     console.print(f"worker login [bold]{made.login}[/] may act as host [bold]{host}[/]. On that Mac:", highlight=False)
     print(f"siliconbench worker --name {host} --database '{_shown(made, password_env)}' --broker BROKER_URL")
+
+
+@app.command("pooled-worker-role")
+@user_errors
+def pooled_worker_role(
+    login: str = typer.Option(POOLED_LOGIN, "--login", help="Login name"),
+    address: str = _ADDRESS,
+    password_env: str = _PASSWORD_ENV,
+) -> None:
+    """Create (or re-key) the fleet's pooled worker login, for Macs that connect through PgBouncer (transaction
+    pooling; docs/fleet.md, more than ~80 Macs): every Mac may use it, and each acts as the host its worker names.
+
+    It may do what a worker login may (register, heartbeat, claim, write results of jobs it holds) and nothing
+    more, but it is not bound to one host (migration 0017): give each Mac its own login where the fleet is small
+    enough to connect directly."""
+    made = _login("worker", login, host=POOLED_HOST, password_env=password_env, address=address)
+    console.print(
+        f"pooled worker login [bold]{made.login}[/]: put PgBouncer in front (docs/fleet.md), then on each Mac, "
+        "with the URL's host and port those of PgBouncer:",
+        highlight=False,
+    )
+    print(
+        f"SILICONBENCH_DATABASE_POOLED=1 siliconbench worker --name NAME --database '{_shown(made, password_env)}' "
+        "--broker BROKER_URL"
+    )
 
 
 @app.command("coordinator-role")

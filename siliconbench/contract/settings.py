@@ -97,6 +97,12 @@ class Settings(BaseSettings):
         "of all cores, above which the host is busy before a job and a job is marked contended (siliconbench/worker/measure/busy.py). "
         "100 turns the CPU test off (a machine that runs several workers on purpose, as the test suite does)",
     )
+    database_pooled: bool = Field(
+        False,
+        description="The database URL leads to a transaction pooler (PgBouncer, pool_mode = transaction), as a "
+        "fleet of more than ~80 Macs needs: no server-side prepared statements. Set it on the workers that "
+        "connect through the pooler; the coordinator connects directly (docs/fleet.md).",
+    )
     durable_after_s: float = Field(
         DURABLE_AFTER_S,
         ge=0,

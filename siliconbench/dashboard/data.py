@@ -13,7 +13,7 @@ import streamlit as st
 from siliconbench.contract.errors import UserError
 from siliconbench.contract.settings import Settings, load_settings
 
-from siliconbench.coordinator.fleet import peers, sweeps as fleet
+from siliconbench.coordinator.fleet import peers, roster as fleet_roster, sweeps as fleet
 from siliconbench.coordinator.reads import queries
 from siliconbench.coordinator.reports import export
 from siliconbench.coordinator.watch import watches as watch_store  # watches and their campaigns (Regressions page)
@@ -133,6 +133,12 @@ def hosts(url: str) -> list[dict]:
     """Not cached: online/offline comes from heartbeats seconds old."""
     with session_scope(url) as s:
         return [{**h, "sku": peers.sku_of(h)} for h in fleet.list_hosts(s)]
+
+
+def roster(url: str, *, state: str | None, sku: str | None, page: int, per_page: int) -> fleet_roster.Roster:
+    """Hosts by SKU and state, and one page of them (siliconbench.coordinator.fleet.roster); not cached, as hosts()."""
+    with session_scope(url) as s:
+        return fleet_roster.roster(s, state=state, sku=sku, page=page, per_page=per_page)
 
 
 def suspects(url: str) -> list[dict]:

@@ -22,9 +22,10 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event, exc, make_url
 from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.pool import NullPool, StaticPool
 
 from siliconbench.contract.errors import UserError
+from siliconbench.contract.settings import env_setting
 
 from .outages import Outage, call_through
 
@@ -33,6 +34,7 @@ SQLITE_BUSY_TIMEOUT_S = 30
 
 _engines: dict[str, Engine] = {}
 _lock = threading.Lock()
+_hold_no_idle = False  # hold_no_idle_connections()
 
 
 def normalize_url(url: str | URL) -> URL:
@@ -44,6 +46,15 @@ def normalize_url(url: str | URL) -> URL:
     if u.drivername in ("postgresql", "postgres"):
         u = u.set(drivername="postgresql+psycopg")
     return u
+
+
+def as_application(url: str, name: str) -> str:
+    """``url`` with PostgreSQL's application_name set to ``name``: a worker's connections show as its host in
+    pg_stat_activity, and the pooled worker login (migration 0017) acts as that host. Other databases: unchanged."""
+    u = normalize_url(url)
+    if u.get_backend_name() != "postgresql":
+        return url
+    return u.set(query={**u.query, "application_name": name}).render_as_string(hide_password=False)
 
 
 def shown(url: str | URL) -> str:
@@ -60,7 +71,12 @@ def make_engine(url: str | URL, *, foreign_keys: bool = True) -> Engine:
     u = normalize_url(url)
     try:
         if u.get_backend_name() != "sqlite":
-            return create_engine(u, pool_pre_ping=True)
+            # Through a transaction pooler no statement is prepared on the server (psycopg prepares a query it
+            # has run 5 times): the next transaction may run on another server connection.
+            pooled = {"connect_args": {"prepare_threshold": None}} if env_setting("database_pooled") else {}
+            if _hold_no_idle:
+                return create_engine(u, poolclass=NullPool, **pooled)
+            return create_engine(u, pool_pre_ping=True, **pooled)
         memory = _in_memory(u)
         engine = create_engine(
             u,
@@ -88,6 +104,15 @@ def make_engine(url: str | URL, *, foreign_keys: bool = True) -> Engine:
         conn.exec_driver_sql("BEGIN")
 
     return engine
+
+
+def hold_no_idle_connections() -> None:
+    """From now on this process's engines keep no connection between uses (a worker: its one held connection,
+    storage.hot_path, carries its every frequent statement; a rare one connects for itself). Engines made before
+    are disposed."""
+    global _hold_no_idle
+    _hold_no_idle = True
+    dispose()
 
 
 def engine_for(url: str | URL) -> Engine:

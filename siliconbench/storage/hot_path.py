@@ -1,25 +1,43 @@
-"""The worker's hot path to PostgreSQL: the two writes of every job (claim, result) on one held connection.
+"""The worker's hot path to PostgreSQL: the two writes of every job (claim, result), its heartbeats and lease renewals,
+on one held connection: a worker holds one PostgreSQL connection, idle or busy (benchmarks/fleet_scale.py).
 
 The one place outside SQLAlchemy's Session where the project talks to PostgreSQL's driver directly: the
 statements are the ones the Session paths run (``jobstate.CLAIM_ASYNC_SQL``, ``result_store.SAVE_SQL``), prepared on
 the server, and psycopg's errors are translated here into SQLAlchemy's, so callers handle one family of
-errors whichever path ran. The worker uses it through ``HeldConnection.claim`` and ``.save_result``.
+errors whichever path ran. The worker uses it through ``HeldConnection.claim``, ``.save_result``, ``.heartbeat``
+and ``.renew``.
 """
 
 from __future__ import annotations
 
+import threading
+
+from sqlalchemy import bindparam, func, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from siliconbench.contract.jobs import JobSpec
 from siliconbench.contract.results import JobResult
+from siliconbench.contract.settings import env_setting
 
 from siliconbench.storage.database import engine_for
-from siliconbench.storage.jobstate import Claim, try_claim_async_with
+from siliconbench.storage.jobstate import Claim, postgres_text, renew_with, try_claim_async_with
 from siliconbench.storage.result_store import save_result_with
+from siliconbench.storage.tables import Host, utcnow
+
+_HOSTS = Host.__table__
+HEARTBEAT_SQL, _HEARTBEAT_LITERALS = postgres_text(
+    update(_HOSTS)
+    .where(_HOSTS.c.name == bindparam("name"))
+    .values(last_heartbeat=bindparam("now", type_=_HOSTS.c.last_heartbeat.type), online=True,
+            current_job_id=bindparam("job", type_=_HOSTS.c.current_job_id.type))
+    .returning(_HOSTS.c.name, func.set_config("synchronous_commit", "off", True)),
+    ("name", "now", "job"),
+)  # fmt: skip
 
 
 class HeldConnection:
-    """The worker's own PostgreSQL connection for the two writes of every job (claim, result).
+    """The worker's own PostgreSQL connection for the two writes of every job (claim, result), and for the heartbeat
+    and lease threads' one statement each (a lock keeps them apart).
 
     Held between jobs, so a job costs no pool checkout and no pre-ping (``SELECT 1``) per transaction,
     and in autocommit: the claim and the result are one statement each (jobstate.CLAIM_ASYNC_SQL,
@@ -43,6 +61,10 @@ class HeldConnection:
         self.conn = None
         self.cursor = None  # the psycopg cursor of ``execute``, on ``conn``
         self.supported: bool | None = None  # PostgreSQL only (save_result is one statement there)
+        # Server-side prepared statements do not survive a transaction pooler (PgBouncer before 1.21 hands each
+        # statement to any server connection): SILICONBENCH_DATABASE_POOLED turns them off.
+        self.prepare = not env_setting("database_pooled")
+        self.lock = threading.Lock()  # the heartbeat and lease threads use it too, one statement at a time
 
     def usable(self) -> bool:
         if self.supported is None:
@@ -54,6 +76,10 @@ class HeldConnection:
 
     def execute(self, sql: str, params: dict):
         """One autocommitted statement, prepared; its first returned row (None if none)."""
+        with self.lock:
+            return self._execute(sql, params)
+
+    def _execute(self, sql: str, params: dict):
         import psycopg  # PostgreSQL only (usable()): its driver is there
 
         for retry in (True, False):
@@ -63,7 +89,7 @@ class HeldConnection:
                 self.cursor = self.conn.connection.dbapi_connection.cursor()  # one for the connection's life
             dbapi = self.conn.connection.dbapi_connection
             try:
-                return self.cursor.execute(sql, params, prepare=True).fetchone()
+                return self.cursor.execute(sql, params, prepare=self.prepare).fetchone()
             except psycopg.Error as orig:
                 dialect = self.conn.dialect
                 lost = dialect.is_disconnect(orig, dbapi, None)
@@ -81,6 +107,15 @@ class HeldConnection:
     def save_result(self, job: JobSpec, result: JobResult, *, host: str, worker: str, durable: bool) -> bool:
         """Result, samples and job status in one statement; False if the job is no longer this worker's."""
         return save_result_with(self.execute, job, result, host=host, worker=worker, durable=durable)
+
+    def heartbeat(self, name: str, current_job: str | None) -> None:
+        """The host's heartbeat: one statement, not waiting for its WAL flush (a beat lost in a crash is the next
+        one's to write)."""
+        self.execute(HEARTBEAT_SQL, dict(_HEARTBEAT_LITERALS, name=name, now=utcnow(), job=current_job))
+
+    def renew(self, job_id: str, *, worker: str) -> bool:
+        """Extend the lease of a job this worker runs; False if it is no longer ours."""
+        return renew_with(self.execute, job_id, worker=worker)
 
     def close(self, invalidate: bool = False) -> None:
         conn, self.conn, self.cursor = self.conn, None, None

@@ -79,18 +79,18 @@ _CLAIM_ASYNC = _claim_statement().returning(func.set_config("synchronous_commit"
 _PER_CLAIM = ("job_id", "worker", "host", "now", "expires")
 
 
-def _postgres_text(stmt) -> tuple[str, dict]:
-    """The statement as psycopg's SQL text (pyformat), and the values of its own literals: rendered once from
-    the one definition above, so the worker's hot path (run on the bare psycopg connection, prepared) and
-    the Session's path cannot drift apart."""
+def postgres_text(stmt, per_call: tuple[str, ...] = _PER_CLAIM) -> tuple[str, dict]:
+    """The statement as psycopg's SQL text (pyformat), and the values of its own literals (the parameters other
+    than ``per_call``): rendered once from one definition, so the worker's hot path (run on the bare psycopg
+    connection, prepared) and the Session's path cannot drift apart."""
     from sqlalchemy.dialects.postgresql import psycopg
 
     compiled = stmt.compile(dialect=psycopg.dialect())
-    literals = compiled.construct_params(dict.fromkeys(_PER_CLAIM))
-    return compiled.string, {k: v for k, v in literals.items() if k not in _PER_CLAIM}
+    literals = compiled.construct_params(dict.fromkeys(per_call))
+    return compiled.string, {k: v for k, v in literals.items() if k not in per_call}
 
 
-CLAIM_ASYNC_SQL, _CLAIM_ASYNC_LITERALS = _postgres_text(_CLAIM_ASYNC)
+CLAIM_ASYNC_SQL, _CLAIM_ASYNC_LITERALS = postgres_text(_CLAIM_ASYNC)
 
 
 def try_claim_async_with(execute, job_id: str, *, worker: str, host: str, lease_s: float = LEASE_S) -> Claim | None:
@@ -187,6 +187,26 @@ def renew(session: Session, job_id: str, *, worker: str, lease_s: float = LEASE_
         .values(lease_expires_at=utcnow() + timedelta(seconds=lease_s))
     )
     return res.rowcount == 1
+
+
+# The renewal as one autocommitted statement on the worker's held connection (siliconbench.storage.hot_path), not
+# waiting for its WAL flush: a renewal lost in a database crash leaves the lease shorter, and the next one, LEASE_S / 3
+# later, extends it again.
+_RENEW_ASYNC = (
+    update(_JOBS)
+    .where(_JOBS.c.id == bindparam("job_id"), _JOBS.c.worker == bindparam("worker"), _JOBS.c.status == "running")
+    .values(lease_expires_at=bindparam("expires", type_=_JOBS.c.lease_expires_at.type))
+    .returning(_JOBS.c.id, func.set_config("synchronous_commit", "off", True))
+)
+RENEW_ASYNC_SQL, _RENEW_ASYNC_LITERALS = postgres_text(_RENEW_ASYNC, ("job_id", "worker", "expires"))
+
+
+def renew_with(execute, job_id: str, *, worker: str, lease_s: float = LEASE_S) -> bool:
+    """renew through ``execute(sql, params) -> first row or None`` (the worker's held connection)."""
+    expires = utcnow() + timedelta(seconds=lease_s)
+    return (
+        execute(RENEW_ASYNC_SQL, dict(_RENEW_ASYNC_LITERALS, job_id=job_id, worker=worker, expires=expires)) is not None
+    )
 
 
 def gave_up_reason(attempts: int, interruptions: int) -> str:

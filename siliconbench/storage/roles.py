@@ -24,6 +24,8 @@ from siliconbench.contract.errors import UserError
 from .database import normalize_url, session_scope
 
 WORKER_ROLE, COORDINATOR_ROLE = "siliconbench_worker", "siliconbench_coordinator"
+# The host of the pooled worker login (migration 0017): any, named by the connection's application_name.
+POOLED_HOST, POOLED_LOGIN = "*", "sbw_fleet"
 ROLES = {"worker": WORKER_ROLE, "coordinator": COORDINATOR_ROLE}
 LOGIN = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")  # PostgreSQL identifiers we never need to quote
 ROLE_RACE_ATTEMPTS = 10
@@ -154,6 +156,14 @@ def check_worker_name(session: Session, name: str) -> str | None:
             f"the login {who.login} is a worker login, but no host is bound to it in this "
             "database; on the coordinator run `siliconbench db worker-role HOST`.",
         )
+    if who.host == POOLED_HOST:
+        if session.execute(text("SELECT current_setting('application_name')")).scalar() != name:
+            raise UserError(
+                "--database",
+                f"the login {who.login} is the fleet's pooled worker login: it acts as the host its connection's "
+                f"application_name names, and this connection's is not {name!r} (`siliconbench worker` sets it).",
+            )
+        return None
     if who.host is not None and who.host != name:
         raise UserError(
             "--name",

@@ -122,10 +122,10 @@ def test_serve_client(models_env):
     out = run_benchmark(
         "serve_client.py",
         *("--model", SMALL, "--quant", "full", "--engines", "llama.cpp", "--rounds", 1, "--requests", 2),
-        *("--max-tokens", 4, "--prompt-tokens", 16, "--concurrency", 1),
+        *("--max-tokens", 4, "--prompt-tokens", 16, "--concurrency", 1, "--server-cpus", 0),
         env=models_env,
     )
-    assert "TTFT" in out and "TPOT" in out and "at most 1 in flight" in out, out
+    assert "TTFT" in out and "TPOT" in out and "at most 1 in flight" in out and "server on CPU 0" in out, out
 
 
 def test_convert_memory():
@@ -136,6 +136,20 @@ def test_convert_memory():
 def test_plumbing():
     out = run_benchmark("plumbing.py", "--jobs", 20, "--workers", 1)
     assert "jobs/s" in out and "enqueue" in out, out
+
+
+def test_fleet_scale(tmp_path):
+    """Two real workers directly, then thirty simulated through PgBouncer: both kinds of row, every figure, the slopes
+    and the plot."""
+    out = run_benchmark(
+        "fleet_scale.py", "--sizes", "2,30", "--real-max", 2, "--pooled-above", 2, "--jobs", 150, "--idle-s", 3,
+        "--steady-s", 5, "--plot", tmp_path / "fleet.png",
+    )  # fmt: skip
+    assert "N=2" in out and "N=30" in out and "real" in out and "simulated, PgBouncer" in out, out
+    for figure in ("PG conns / worker, idle", "Redis conns / worker", "claim p99, steady: probe (ms)", "jobs lost"):
+        assert re.search(rf"{re.escape(figure)}\s*│\s*[\d.]+\s*│\s*[\d.]+", out), (figure, out)
+    assert re.search(r"PG row writes/s, idle\s*│\s*-?[\d.]+", out) and "growth with N" in out
+    assert (tmp_path / "fleet.png").stat().st_size > 10_000
 
 
 def test_suspect_hosts(models_dir):

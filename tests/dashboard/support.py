@@ -31,6 +31,7 @@ TABLES = {
     "failed_table": "error",
     "sweep_table": "progress",
     "hosts_table": "worker",
+    "fleet_summary": "busy",
     "samples_table": "repetition",
     "summary_table": "metric",
     "preview_jobs": "job",

@@ -203,6 +203,44 @@ def test_fleet_page_shows_hosts_from_heartbeats(seeded):
     assert (t.loc["studio", "jobs done"], t.loc["mbp", "jobs done"], t.loc["mbp", "jobs failed"]) == (8, 3, 1)
 
 
+def test_fleet_page_at_fleet_size_summarises_by_sku_and_state_and_pages_the_hosts(url):
+    """120 hosts of two SKUs, some running a job, some silent: one line per SKU with its states, then 50 hosts a
+    page, filtered by state or SKU."""
+    from datetime import timedelta
+
+    from siliconbench.storage.tables import Host, utcnow
+
+    now = utcnow()
+    with db.session_scope(url) as s:
+        for i in range(120):
+            m4 = i % 3 != 0  # 80 M4 Pro minis, 40 M2 minis
+            s.add(
+                Host(
+                    name=f"mini-{i:03d}", hostname=f"mini-{i:03d}.local", chip="Apple M4 Pro" if m4 else "Apple M2",
+                    memory_bytes=(64 if m4 else 16) * 2**30, os="macOS 15.5", info={}, engines=[], models=[],
+                    online=True, last_heartbeat=now - timedelta(seconds=600 if i % 10 == 9 else 1),
+                    current_job_id="a" * 16 if i % 4 == 0 else None,
+                )
+            )  # fmt: skip
+    at = app("fleet")
+    summary = table(at, "fleet_summary").set_index("sku")
+    assert summary["busy"].sum() + summary["online"].sum() + summary["offline"].sum() == 120
+    m4 = next(k for k in summary.index if k.startswith("Apple M4 Pro"))
+    assert tuple(summary.loc[m4, ["online", "busy", "offline"]]) == (52, 20, 8)
+    assert any("108 of 120 online (30 running a job" in c.value for c in at.caption)
+    hosts = table(at, "hosts_table")
+    assert len(hosts) == 50 and list(hosts["worker"])[:2] == ["mini-000", "mini-001"]
+    at.number_input(key="fleet_page").set_value(3).run()
+    assert list(table(at, "hosts_table")["worker"]) == [f"mini-{i:03d}" for i in range(100, 120)]
+    at.number_input(key="fleet_page").set_value(1)
+    at.selectbox(key="fleet_state").set_value("offline").run()
+    offline = table(at, "hosts_table")
+    assert len(offline) == 12 and set(offline["status"]) == {"offline"}
+    at.selectbox(key="fleet_state").set_value("all")
+    at.selectbox(key="fleet_sku").set_value(m4).run()
+    assert len(table(at, "hosts_table")) == 50 and set(table(at, "hosts_table")["chip"]) == {"Apple M4 Pro"}
+
+
 def test_fleet_page_without_workers(url):
     assert "No worker has registered" in app("fleet").info[0].value
 

@@ -50,7 +50,8 @@ def test_every_page_renders_its_table_or_chart(tmp_path, sqlite_db, models_dir, 
         shot(page, tmp_path / "sweeps.png")
 
         open_page(page, base, "/fleet", "Fleet")
-        cells = table_cells(page)
+        summary, cells = table_cells(page, 0), table_cells(page, 1)  # hosts by SKU and state, then a page of hosts
+        assert any(c.startswith("Apple M2 Ultra") for c in summary)
         assert "studio" in cells and "mbp" in cells and "Apple M2 Ultra" in cells
         shot(page, tmp_path / "fleet.png")
 

@@ -39,19 +39,40 @@ def config() -> dict:
         "POSTGRES_PASSWORD": "pw-from-env",
         "REDIS_PASSWORD": "redis-pw-from-env",
         "COORDINATOR_PASSWORD": "coord-pw-from-env",
+        "POOLED_WORKER_PASSWORD": "pooled-pw-from-env",
     }
     env.pop("SILICONBENCH_BIND", None)
-    out = subprocess.run(
-        [*cmd, "-f", str(ROOT / "compose.yaml"), "config"], capture_output=True, text=True, env=env, cwd=ROOT
+    out = subprocess.run(  # with the pooler's profile: every service, PgBouncer included
+        [*cmd, "-f", str(ROOT / "compose.yaml"), "--profile", "pooler", "config"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
     )
     assert out.returncode == 0, out.stderr
     return yaml.safe_load(out.stdout)
 
 
 def test_services(config):
-    assert {"redis", "postgres", "migrate", "reconciler", "dashboard", "flower"} <= set(config["services"])
+    assert {"redis", "postgres", "migrate", "reconciler", "dashboard"} <= set(config["services"])
     assert config["services"]["migrate"]["command"] == ["db", "upgrade"]
     assert "--appendonly" in config["services"]["redis"]["command"]  # queued jobs survive a restart
+
+
+def test_pgbouncer_pools_transactions_for_the_pooled_login_only_when_asked(config):
+    """docs/fleet.md's "More than ~80 Macs": transaction pooling in front of PostgreSQL, the pooled worker login's
+    password from .env, and only under the `pooler` profile."""
+    bouncer = config["services"]["pgbouncer"]
+    assert bouncer["profiles"] == ["pooler"]
+    env = bouncer["environment"]
+    assert env["POOL_MODE"] == "transaction" and env["DB_USER"] == "sbw_fleet" and env["DB_HOST"] == "postgres"
+    assert env["DB_PASSWORD"] == "pooled-pw-from-env"
+    assert int(env["MAX_DB_CONNECTIONS"]) < 100 and int(env["MAX_CLIENT_CONN"]) >= 1000
+    login = config["services"]["pooled-login"]
+    assert login["command"] == ["db", "pooled-worker-role", "--password-env", "POOLED_WORKER_PASSWORD"]
+    assert login["profiles"] == ["pooler"] and login["environment"]["POOLED_WORKER_PASSWORD"] == "pooled-pw-from-env"
+    assert "pooled-login" in bouncer["depends_on"]
+    assert "flower" not in config["services"]  # it needs events and broadcasts, which the workers no longer send
 
 
 def test_every_port_is_bound_to_loopback_by_default(config):

@@ -18,7 +18,9 @@ from sqlalchemy import func, select, update
 from siliconbench.contract.errors import UserError
 
 from harness.fleet import ROOT
+from harness.pgbouncer import PgBouncer
 from siliconbench.storage import database as db, jobstate, result_store, roles, sweep_store
+from siliconbench.storage.hot_path import HeldConnection
 from siliconbench.storage.tables import Host, Job, Result, SampleRow
 from siliconbench.worker.runtime.registration import register
 from tests.conftest import new_pg_database
@@ -201,3 +203,68 @@ def test_one_login_made_from_several_places_at_once_ends_with_one_of_them(url):
     finally:
         with _raw(url) as c:
             c.execute(f'DROP ROLE IF EXISTS "{login}"')
+
+
+def test_the_pooled_login_works_through_pgbouncer_as_the_host_its_connection_names(url, models_dir, tmp_path):
+    """Migration 0017: one login for a fleet behind PgBouncer (transaction pooling), made by `db pooled-worker-role`.
+    Through the pooler each worker acts as the host its application_name names, on the worker role's grants; with
+    no name it writes nothing; it still drops, alters and deletes nothing."""
+    out = subprocess.run(
+        [sys.executable, "-m", "siliconbench.cli.main", "db", "pooled-worker-role", "--password-env", "PW"],
+        cwd=ROOT, env={**os.environ, "SILICONBENCH_DATABASE_URL": url, "PW": "pooled-pw"}, capture_output=True,
+        text=True, check=True,
+    )  # fmt: skip
+    assert "SILICONBENCH_DATABASE_POOLED=1" in out.stdout and f"{roles.POOLED_LOGIN}:***@" in out.stdout
+    bouncer = PgBouncer([roles.POOLED_LOGIN]).start()
+    try:
+        pooled = bouncer.url(db.normalize_url(url).database, user=roles.POOLED_LOGIN)
+        mini1, mini2 = db.as_application(pooled, "mini-1"), db.as_application(pooled, "mini-2")
+        os.environ["SILICONBENCH_DATABASE_POOLED"] = "1"  # this process's engines: no prepared statements
+        try:
+            register(mini1, "mini-1", models_dir)
+            register(mini2, "mini-2", models_dir)
+            with pytest.raises(UserError, match="application_name") as named:
+                register(mini1, "mini-2", models_dir)  # the login acts only as the host its connection names
+            assert named.value.field == "--database"
+            for _ in range(6):  # past psycopg's prepare threshold (5): a prepared statement would fail here
+                with db.session_scope(mini1) as s:
+                    s.execute(update(Host).where(Host.name == "mini-1").values(online=True))
+            # the worker's one held connection (heartbeats, claims, renewals, results), unprepared through the pooler
+            held1, held2 = HeldConnection(mini1), HeldConnection(mini2)
+            for _ in range(6):
+                held1.heartbeat("mini-1", None)
+            assert held1.claim(JOBS[1].job_id, worker="mini-1", host="mini-1").job is not None
+            assert held1.renew(JOBS[1].job_id, worker="mini-1") and not held2.renew(JOBS[1].job_id, worker="mini-2")
+            assert held1.save_result(JOBS[1], make_result(JOBS[1]), host="mini-1", worker="mini-1", durable=True)
+            held1.close()
+            held2.close()
+            job = JOBS[0]
+            with db.session_scope(mini1) as s:
+                assert jobstate.claim(s, job.job_id, worker="mini-1", host="mini-1").job is not None
+            with db.session_scope(mini2) as s:  # mini-2, on the same login, cannot take or write mini-1's job
+                assert jobstate.claim(s, job.job_id, worker="mini-2", host="mini-2").job is None
+            with pytest.raises(Exception) as err, db.session_scope(mini2) as s:
+                result_store.save_result(s, job, make_result(job), host="mini-2", worker="mini-2")
+            assert roles.refused_by_rules(err.value)
+            with db.session_scope(mini1) as s:
+                assert result_store.save_result(s, job, make_result(job), host="mini-1", worker="mini-1")
+        finally:
+            del os.environ["SILICONBENCH_DATABASE_POOLED"]
+            db.dispose()
+        u = db.normalize_url(pooled)
+        with psycopg.connect(host=u.host, port=u.port, user=u.username, dbname=u.database, autocommit=True) as c:
+            for statement in ("DELETE FROM results", "DROP TABLE results", "UPDATE results SET status = 'failed'"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    c.execute(statement)
+    finally:
+        bouncer.stop()
+    # Connected directly with no name, it is no host. (Through PgBouncer a connection that sends no application_name
+    # keeps the one its server connection last carried: the pooled login names its host itself either way.)
+    direct = db.normalize_url(url)
+    with psycopg.connect(host=direct.host, port=direct.port, user=roles.POOLED_LOGIN, dbname=direct.database,
+                         autocommit=True) as c:  # fmt: skip
+        assert c.execute("UPDATE hosts SET chip = 'x'").rowcount == 0
+    with db.session_scope(url) as s:
+        assert s.get(Job, JOBS[0].job_id).worker == "mini-1" and s.get(Result, JOBS[0].job_id).status == "ok"
+        assert s.get(Job, JOBS[1].job_id).status == "ok" and s.get(Host, "mini-1").last_heartbeat is not None
+        assert {h.name for h in s.scalars(select(Host))} == {"mini-1", "mini-2"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import plistlib
+import re
 import shutil
 import socket
 import stat
@@ -456,6 +457,16 @@ def test_doctor_all_fine_with_real_broker_and_database(home, models_dir, fresh_p
     r = cli("doctor", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert lines_of(r.stdout)["login"] == ("ok", "sbw_mini_1, a worker login bound to host 'mini-1'")
+    # and whether one more Mac fits in PostgreSQL's connections (each worker connecting directly holds one)
+    status, capacity = lines_of(r.stdout)["capacity"]
+    limit = int(re.search(r"PostgreSQL allows (\d+) connections", capacity).group(1))
+    assert status == "ok" and capacity.startswith("0 host(s) registered") and limit >= 100  # stock: 100
+    assert f"room for about {limit - 20} more Mac(s) connecting directly" in capacity
+    # the pooled login (migration 0017) is for Macs behind PgBouncer: without SILICONBENCH_DATABASE_POOLED, doctor fails it
+    env["SILICONBENCH_DATABASE_URL"] = roles.create_login(fresh_pg, "worker", "sbw_fleet", host="*").rendered()
+    r = cli("doctor", env=env)
+    assert r.returncode == 1 and lines_of(r.stdout)["login"][0] == "FAIL", r.stdout
+    assert "SILICONBENCH_DATABASE_POOLED=1" in r.stdout
 
 
 def test_doctor_says_what_to_fix(home, models_dir, tmp_path):

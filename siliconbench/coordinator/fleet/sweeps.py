@@ -34,18 +34,25 @@ def list_hosts(session: Session) -> list[dict]:
     return [h.as_dict() for h in host_views(session)]
 
 
-def host_views(session: Session) -> list[HostView]:
-    """Every registered host; online means a heartbeat within ONLINE_S (a crash sends no goodbye)."""
+def is_online(online: bool | None, last_heartbeat, now) -> bool:
+    """Online: marked so and a heartbeat within ONLINE_S (a crash sends no goodbye)."""
+    return bool(online and last_heartbeat is not None and now - last_heartbeat < timedelta(seconds=ONLINE_S))
+
+
+def host_views(session: Session, names: list[str] | None = None) -> list[HostView]:
+    """Every registered host (or those of ``names``, one page of a large fleet: siliconbench.coordinator.fleet.roster);
+    online means a heartbeat within ONLINE_S (a crash sends no goodbye)."""
     now = utcnow()
     tallies: dict[str, dict[str, int]] = defaultdict(dict)
-    for worker, status, n in session.execute(
-        select(Job.worker, Job.status, func.count()).group_by(Job.worker, Job.status)
-    ):
+    counted = select(Job.worker, Job.status, func.count()).group_by(Job.worker, Job.status)
+    hosts = select(Host).order_by(Host.name)
+    if names is not None:
+        counted, hosts = counted.where(Job.worker.in_(names)), hosts.where(Host.name.in_(names))
+    for worker, status, n in session.execute(counted):
         if worker:
             tallies[worker][status] = n
     out = []
-    for h in session.scalars(select(Host).order_by(Host.name)):
-        fresh = h.last_heartbeat is not None and now - h.last_heartbeat < timedelta(seconds=ONLINE_S)
+    for h in session.scalars(hosts):
         out.append(
             HostView(
                 name=h.name,
@@ -56,7 +63,7 @@ def host_views(session: Session) -> list[HostView]:
                 details=(h.info or {}).get("host_details") or {},
                 engines={e["name"]: e["version"] for e in h.engines or []},
                 models={m["name"]: m for m in h.models or []},
-                online=bool(h.online and fresh),
+                online=is_online(h.online, h.last_heartbeat, now),
                 last_heartbeat=h.last_heartbeat,
                 current_job_id=h.current_job_id,
                 activity=h.activity,

@@ -10,6 +10,7 @@ import streamlit as st
 
 from siliconbench.contract.queues import ONLINE_S
 
+from siliconbench.coordinator.fleet import roster as fleet_roster
 from siliconbench.dashboard import data
 
 st.title("Fleet")
@@ -26,10 +27,22 @@ def ago(t: datetime | None) -> str:
     return f"{s:.0f} s ago" if s < 120 else f"{s / 60:.0f} min ago" if s < 7200 else f"{s / 3600:.1f} h ago"
 
 
-@st.fragment(run_every=5)  # heartbeats arrive every few seconds; the table follows
+@st.fragment(run_every=5)  # heartbeats arrive every few seconds; the tables follow
 def hosts_table() -> None:
-    hosts = data.hosts(url)
-    if not hosts:
+    # A fleet of hundreds: the summary by SKU and state reads a few columns of every host, the table one page.
+    left, mid, right = st.columns([1, 2, 1])
+    state = left.selectbox("state", ["all", *fleet_roster.STATES], key="fleet_state")
+    sku_choice = mid.selectbox("SKU", ["all", *st.session_state.get("fleet_skus", [])], key="fleet_sku")
+    page = right.number_input("page", min_value=1, value=1, step=1, key="fleet_page")
+    r = data.roster(
+        url,
+        state=None if state == "all" else state,
+        sku=None if sku_choice == "all" else sku_choice,
+        page=int(page),
+        per_page=fleet_roster.PER_PAGE,
+    )
+    st.session_state["fleet_skus"] = sorted(r.counts)
+    if not r.counts:
         st.info(
             "No worker has registered yet."
             + (
@@ -40,29 +53,44 @@ def hosts_table() -> None:
             )
         )
         return
-    suspect = {r["host"] for r in data.suspects(url)}
-    online = sum(h["online"] for h in hosts)
-    st.caption(f"{online} of {len(hosts)} online (a heartbeat within {ONLINE_S} s).")
+    totals = r.state_totals()
+    st.caption(
+        f"{totals['online'] + totals['busy']} of {sum(totals.values())} online ({totals['busy']} running a job; "
+        f"online: a heartbeat within {ONLINE_S} s)."
+    )
+    st.dataframe(
+        pd.DataFrame(
+            [{"sku": sku, **{k: counts[k] for k in fleet_roster.STATES}} for sku, counts in sorted(r.counts.items())]
+        ),
+        hide_index=True,
+        width="stretch",
+        key="fleet_summary",
+    )
+    if not r.total:
+        st.info("No host matches these filters.")
+        return
+    suspect = {row["host"] for row in data.suspects(url)}
+    st.caption(f"Page {r.page} of {r.pages}: {r.total} host(s) match, {fleet_roster.PER_PAGE} a page.")
     st.dataframe(
         pd.DataFrame(
             [
                 {
-                    "worker": h["name"],
-                    "status": "online" if h["online"] else "offline",
-                    "suspect": "⚠ suspect" if h["name"] in suspect else "",
-                    "host": h["hostname"],
-                    "sku": h["sku"],
-                    "chip": h["chip"],
-                    "memory GiB": round(h["memory_bytes"] / 2**30) if h["memory_bytes"] else None,
-                    "os": h["os"],
-                    "engines": ", ".join(f"{e} {v}" for e, v in sorted(h["engines"].items())),
-                    "models": h["forms"],
-                    "current job": " ".join(filter(None, [h["current_job_id"], h["activity"]])),
-                    "last heartbeat": ago(h["last_heartbeat"]),
-                    "jobs done": h["jobs_done"],
-                    "jobs failed": h["jobs_failed"],
+                    "worker": h.name,
+                    "status": fleet_roster.state_of(h.online, h.current_job_id),
+                    "suspect": "⚠ suspect" if h.name in suspect else "",
+                    "host": h.hostname,
+                    "sku": r.skus[h.name],
+                    "chip": h.chip,
+                    "memory GiB": round(h.memory_bytes / 2**30) if h.memory_bytes else None,
+                    "os": h.os,
+                    "engines": ", ".join(f"{e} {v}" for e, v in sorted(h.engines.items())),
+                    "models": h.models_text(),
+                    "current job": " ".join(filter(None, [h.current_job_id, h.activity_text()])),
+                    "last heartbeat": ago(h.last_heartbeat),
+                    "jobs done": h.jobs_done,
+                    "jobs failed": h.jobs_failed,
                 }
-                for h in hosts
+                for h in r.hosts
             ]
         ),
         hide_index=True,

@@ -21,6 +21,7 @@ from siliconbench.contract.queues import MAX_ATTEMPTS, TASK_NOOP, TASK_PREPARE_E
 from siliconbench.contract.settings import data_dir, env_setting, load_settings
 
 from siliconbench.storage.broker import enqueue
+from siliconbench.storage.database import as_application, hold_no_idle_connections
 from siliconbench.storage.outages import call_through
 from siliconbench.worker.measure import roofline
 from siliconbench.worker.runtime.outages import DATABASE, quiet_celery_reconnects
@@ -41,7 +42,13 @@ def _required(var: str) -> str:
 
 app = Celery("siliconbench-worker")
 # kombu's Redis transport, but a queue item it cannot decode is parked, not fatal (siliconbench/worker/runtime/redis_transport.py).
-WORKER_TRANSPORT = {"broker_transport": "siliconbench.worker.runtime.redis_transport:Transport"}
+# No remote control: its pidbox is a broadcast to every worker (a connection each, celery #4994) and nothing of
+# ours sends one; together with no gossip, mingle or events (start), an idle worker holds few Redis clients and sends
+# nothing whose cost grows with the fleet (benchmarks/fleet_scale.py).
+WORKER_TRANSPORT = {
+    "broker_transport": "siliconbench.worker.runtime.redis_transport:Transport",
+    "worker_enable_remote_control": False,
+}
 # Configured from the environment `siliconbench worker` prepared; importing this module alone needs nothing.
 if os.environ.get("SILICONBENCH_BROKER_URL"):
     app.conf.update(celery_settings(os.environ["SILICONBENCH_BROKER_URL"]), **WORKER_TRANSPORT)
@@ -54,11 +61,12 @@ def context() -> WorkerContext:
     global _ctx
     if _ctx is None:
         name = _required("SILICONBENCH_WORKER_NAME")
+        url = as_application(_required("SILICONBENCH_DATABASE_URL"), name)
         models_dir = Path(_required("SILICONBENCH_MODELS_DIR")).expanduser()
         spool_dir = Path(os.environ.get("SILICONBENCH_SPOOL_DIR") or data_dir() / "spool" / name)
         _ctx = WorkerContext(
             name=name,
-            database_url=_required("SILICONBENCH_DATABASE_URL"),
+            database_url=url,
             models_dir=models_dir,
             spool=Spool(spool_dir),
             hostname=name,
@@ -150,6 +158,7 @@ def _on_shutdown(sender=None, **_):
 def start(argv_extra: list[str] | None = None) -> None:
     """Register the host, then run the Celery worker on its queues (blocks until stopped)."""
     app.conf.update(celery_settings(_required("SILICONBENCH_BROKER_URL")), **WORKER_TRANSPORT)
+    hold_no_idle_connections()  # one connection a worker, its held one: each Mac costs PostgreSQL one
     ctx = context()
     # The database may be away as the worker starts (a cut, a restart): wait it out, one line each way.
     queues = call_through(lambda: register(ctx.database_url, ctx.name, ctx.models_dir), DATABASE, max_backoff_s=30.0)
@@ -172,7 +181,7 @@ def start(argv_extra: list[str] | None = None) -> None:
             env_setting("log_level"),
             "--without-gossip",
             "--without-mingle",
-            "-E",
+            "--without-heartbeat",  # Celery's own worker heartbeats are events nobody here reads (ours are rows)
             *(argv_extra or []),
         ]
     )

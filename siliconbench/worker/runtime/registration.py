@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from pathlib import Path
 
@@ -94,17 +95,26 @@ class Heartbeat(threading.Thread):
         self.stopped = threading.Event()
 
     def beat(self) -> None:
-        with session_scope(self.url) as s:
-            s.execute(
-                update(Host)
-                .where(Host.name == self.name)
-                .values(last_heartbeat=utcnow(), online=True, current_job_id=self.ctx.current_job if self.ctx else None)
-            )
+        current = self.ctx.current_job if self.ctx else None
+        held = getattr(self.ctx, "held", None)
+        if held is not None and held.usable():  # the worker's one connection (storage.hot_path)
+            held.heartbeat(self.name, current)
+        else:
+            with session_scope(self.url) as s:
+                s.execute(
+                    update(Host)
+                    .where(Host.name == self.name)
+                    .values(last_heartbeat=utcnow(), online=True, current_job_id=current)
+                )
         if self.spool is not None and self.spool.pending():
             self.spool.flush(self.url)
 
     def run(self) -> None:
-        while not self.stopped.wait(self.interval_s):
+        # The first beat at a random point of the interval: a fleet started together (a power cut's end, a
+        # deploy) spreads its writes over the interval instead of sending them all in the same instant.
+        wait = random.uniform(0, self.interval_s)
+        while not self.stopped.wait(wait):
+            wait = self.interval_s
             try:
                 self.beat()
                 outages.DATABASE.up()

@@ -52,7 +52,7 @@ class WorkerContext:
     requeue: Callable[[str], None] | None = None  # sends a fresh message for a job id (crash retry)
     current_job: str | None = None  # what the heartbeat reports as running now (and the lease keeper renews)
     lease_keeper: LeaseKeeper | None = None  # started with the first job
-    held: HeldConnection | None = None  # the connection of the claim and result writes
+    held: HeldConnection | None = None  # the worker's one connection: claims, results, heartbeats, lease renewals
     # A result waits for its WAL flush (fsync: 3.5 ms on this project's VM, pg_test_fsync) before the ack only if
     # its job ran at least this long (SILICONBENCH_DURABLE_AFTER_S). A shorter job's result commits without
     # waiting, like every claim: a database crash in the next few hundred ms (wal_writer_delay) may then lose it,
@@ -61,6 +61,10 @@ class WorkerContext:
     # costs every job: for a no-op the flush is more than the rest of its bookkeeping (benchmarks/plumbing.py).
     # A real benchmark job, a fresh child process that loads a model, takes longer, so its result is durable.
     durable_after_s: float = DURABLE_AFTER_S
+
+    def __post_init__(self) -> None:
+        if self.held is None:  # connects at its first statement
+            self.held = HeldConnection(self.database_url)
 
 
 def _with_db(url: str, fn, patience_s: float = CLAIM_PATIENCE_S):
@@ -96,14 +100,20 @@ class LeaseKeeper(threading.Thread):
             if job_id is None:
                 continue
             try:
-                with session_scope(self.ctx.database_url) as s:
-                    if not renew(s, job_id, worker=self.ctx.name) and self.ctx.current_job == job_id:
-                        log.warning("lost the lease of job %s", job_id)
+                if not self._renew(job_id) and self.ctx.current_job == job_id:
+                    log.warning("lost the lease of job %s", job_id)
                 outages.DATABASE.up()
             except DATABASE_DOWN as exc:  # the job keeps running; its result is spooled if need be
                 outages.DATABASE.down(exc)
             except Exception as exc:
                 log.warning("could not renew the lease of %s: %s", job_id, exc)
+
+    def _renew(self, job_id: str) -> bool:
+        held = _held(self.ctx)
+        if held is not None:  # the worker's one connection (storage.hot_path)
+            return held.renew(job_id, worker=self.ctx.name)
+        with session_scope(self.ctx.database_url) as s:
+            return renew(s, job_id, worker=self.ctx.name)
 
 
 def _lease_keeper(ctx: WorkerContext) -> LeaseKeeper:
@@ -214,12 +224,14 @@ def handle_job(job_id: object, ctx: WorkerContext) -> str:
         with session_scope(ctx.database_url) as s:
             return claim(s, job_id, worker=ctx.name, host=host)
 
+    asked = time.perf_counter()
     c = _with_db_call(take)
+    claim_ms = (time.perf_counter() - asked) * 1000  # in the log line: what a fleet's load costs each claim
     if c.job is None:
         log.info("job %s: no work to do (%s)", job_id, c.refused)
         return f"refused: {c.refused}"
     job = c.job
-    log.info("job %s attempt %d: %s", job_id, c.attempt, job.label())
+    log.info("job %s attempt %d: %s (claimed in %.1f ms)", job_id, c.attempt, job.label(), claim_ms)
     _lease_keeper(ctx)
     ctx.current_job = job_id
     started = time.monotonic()

@@ -1,5 +1,6 @@
 """The checks of what a worker connects to: the broker and the database reachable within a few seconds, the
-database's schema at this siliconbench's revision, and whether its URL is a worker login bound to a host."""
+database's schema at this siliconbench's revision, whether its URL is a worker login bound to a host, and whether one
+more Mac fits in PostgreSQL's connections."""
 
 from __future__ import annotations
 
@@ -13,10 +14,15 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
 from siliconbench.contract.errors import UserError
+from siliconbench.contract.settings import env_setting
 
 from siliconbench.storage.database import head_revision, normalize_url, shown
-from siliconbench.storage.roles import identity
+from siliconbench.storage.roles import POOLED_HOST, identity
 from siliconbench.worker.runtime.doctor.check import Check, Status
+
+# The connections the coordinator's own services hold (reconciler, scheduler, dashboard, a submit or two) and
+# PostgreSQL's superuser reserve: what a fleet connecting directly cannot use.
+COORDINATOR_CONNECTIONS = 20
 
 
 def hide_password(url: str) -> str:
@@ -113,7 +119,7 @@ def check_database(url: str | None, timeout_s: float) -> list[Check]:
     try:
         with engine.connect() as conn:
             current = MigrationContext.configure(conn).get_current_revision()
-            login = _login_check(conn) if current == head_revision() else []
+            login = _login_check(conn) + _capacity_check(conn) if current == head_revision() else []
     except DBAPIError as exc:
         said = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
         return [
@@ -149,11 +155,41 @@ def check_database(url: str | None, timeout_s: float) -> list[Check]:
     return [Check("database", Status.ok, f"{where} answers, schema at {head}"), *login]
 
 
+def _capacity_check(conn) -> list[Check]:
+    """Whether one more Mac fits: each worker connecting directly holds one PostgreSQL connection (benchmarks/
+    fleet_scale.py), and the coordinator's services need theirs (COORDINATOR_CONNECTIONS)."""
+    if conn.dialect.name != "postgresql":
+        return []
+    limit = int(conn.exec_driver_sql("SHOW max_connections").scalar())
+    hosts = conn.exec_driver_sql("SELECT count(*) FROM hosts").scalar()
+    if env_setting("database_pooled"):
+        return [Check("capacity", Status.ok, f"through a transaction pooler: {hosts} host(s) registered")]
+    room = limit - COORDINATOR_CONNECTIONS - hosts
+    detail = (
+        f"{hosts} host(s) registered, PostgreSQL allows {limit} connections, about {COORDINATOR_CONNECTIONS} of "
+        f"them the coordinator's: room for about {max(room, 0)} more Mac(s) connecting directly"
+    )
+    fix = (
+        "" if room > 0 else "put PgBouncer in front and use the pooled worker login (docs/fleet.md, more than ~80 Macs)"
+    )
+    return [Check("capacity", Status.ok if room > 0 else Status.info, detail, fix)]
+
+
 def _login_check(conn) -> list[Check]:
     with Session(bind=conn) as s:
         who = identity(s)
     if who is None:
         return []
+    if who.worker_role and who.host == POOLED_HOST:
+        pooled = env_setting("database_pooled")
+        return [
+            Check(
+                "login",
+                Status.ok if pooled else Status.fail,
+                f"{who.login}, the fleet's pooled worker login: acts as the host its worker names",
+                "" if pooled else "it is for Macs behind PgBouncer: set SILICONBENCH_DATABASE_POOLED=1 (docs/fleet.md)",
+            )
+        ]
     if who.worker_role:
         return [
             Check(
