@@ -3,6 +3,7 @@ same running server, with the same requests at the same arrival times, interleav
 
     python benchmarks/serve_client.py [--model smollm2-135m] [--quant q4] [--engines llama.cpp,mlx]
                                       [--rounds 5] [--requests 16] [--rate 4|inf] [--concurrency 4] [--max-tokens 32]
+                                      [--server-cpus 0]
 
 One server per engine, started with the command line a serve job of the same settings gets, warmed by one discarded
 run of each path. The requests are chat requests of one user message of ``--prompt-tokens`` corpus tokens; every run
@@ -25,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -149,6 +151,22 @@ def ratio_ci(ratios: list[float]) -> tuple[float, float, float]:
     return math.exp(m), math.exp(m - half), math.exp(m + half)
 
 
+def _pin(server_cpus: str) -> set[int]:
+    """The server's CPUs; this process (both clients, and every thread they start) moves to the others."""
+    try:
+        server = {int(c) for c in server_cpus.split(",")}
+    except ValueError:
+        raise typer.BadParameter("a comma-separated list of CPU numbers", param_hint="--server-cpus") from None
+    have = os.sched_getaffinity(0)
+    rest = have - server
+    if not server <= have or not rest:
+        raise typer.BadParameter(
+            f"CPUs {sorted(server)} of {sorted(have)}, leaving one or more", param_hint="--server-cpus"
+        )
+    os.sched_setaffinity(0, rest)
+    return server
+
+
 def main(
     model: str = typer.Option("smollm2-135m"),
     quant: str = typer.Option("q4", help="Quantization level"),
@@ -161,8 +179,14 @@ def main(
     concurrency: int = typer.Option(0, help="At most this many requests in flight, both clients (0: no limit)"),
     max_tokens: int = typer.Option(32),
     prompt_tokens: int = typer.Option(256, help="Tokens of each prompt, cut from the shipped corpus"),
+    server_cpus: str = typer.Option(
+        "",
+        help="Pin the server to these CPUs (taskset list, e.g. '0'; its threads = their count) and both clients to "
+        "the others: on a small machine each client's own CPU otherwise slows the server it measures",
+    ),
 ) -> None:
     console = Console(width=170)
+    pinned = _pin(server_cpus) if server_cpus else None
     rate = "inf" if rate == "inf" else float(rate)
     limit = concurrency or None
     settings = load_settings()
@@ -184,12 +208,14 @@ def main(
                     "slots": 4,
                 }
             ],
+            **({"engine_options": {"threads": len(pinned)}} if pinned else {}),
         }
     )
     table = Table(
         title=f"serve: ours ÷ independent client, {model} {quant}, {requests} requests at "
         f"{'once' if rate == 'inf' else f'{rate:g}/s'}{f', at most {limit} in flight' if limit else ''}, "
         f"{rounds} rounds ABBA (target ±{TARGET:.0%})"
+        + (f", server on CPU {server_cpus}, clients on the others" if pinned else "")
     )
     for col in ("engine / server", "metric", "ours median", "client median", "ours ÷ client [95% CI]", "within 5 %"):
         table.add_column(col, justify="left" if col in ("engine / server", "metric") else "right")
@@ -211,6 +237,8 @@ def main(
         path = PATHS["chat"]
         port = free_port()
         cmd = command(job, models_dir / job.artifact, port, p["context_tokens"], slots=p.get("slots", 1))
+        if pinned:
+            cmd = ["taskset", "-c", ",".join(map(str, sorted(pinned))), *cmd]
         log = Path(f"/tmp/serve-client-{job.engine}.log")
         server = Server(job.engine, cmd, port, log)
         server.start()

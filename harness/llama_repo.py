@@ -5,7 +5,7 @@ scripts/build_llama_tools.sh in the tools cache), so the worker's own binding ma
 
 1. ``io: a comment`` — harmless, in ``src/llama-io.cpp``;
 2. ``ggml-cpu: planted slowdown`` — every CPU graph computation first sleeps ``PLANTED_SLEEP_MS`` (each decode
-   step is one graph: decode slows several-fold, prefill barely), the regression a bisection must find;
+   step is one graph: decode slows tens of times, prefill barely), the regression a bisection must find;
 3. ``cparams: a comment`` — harmless, in ``src/llama-cparams.cpp``;
 4. ``llama.h: a new field`` — ``llama_model_params`` gains a last field (a bigger struct passed by value), so the binding no longer matches
    and a job on this commit must be measured through the build's llama-bench.
@@ -32,7 +32,14 @@ def kept_dir(name: str, override: str | None = None) -> Path:
 
 TOOLS_CACHE = kept_dir("tools", "SILICONBENCH_TOOLS_CACHE")
 LLAMA_VERSION = "0.3.36"
-PLANTED_SLEEP_MS = 20
+# A decode step of the tiny test model takes ~0.15 ms here: 5 ms is a 30-fold slowdown (20 ms measured 0.0069x),
+# and each job on a bad commit waits ~0.6 s instead of ~2.5 s.
+PLANTED_SLEEP_MS = 5
+PLANTED_FILE = "ggml/src/ggml-cpu/ggml-cpu.c"
+GRAPH_COMPUTE = "enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cplan * cplan) {\n"
+PLANTED_LINE = (
+    f"    {{ struct timespec planted = {{0, {PLANTED_SLEEP_MS} * 1000 * 1000}}; nanosleep(&planted, NULL); }}\n"
+)
 REPO = kept_dir("test-llama-repo")
 BUILDS = kept_dir("test-llama-builds")  # SILICONBENCH_BUILDS_DIR of the tests: kept between runs
 GIT_ENV = {
@@ -76,9 +83,16 @@ def _edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1))
 
 
+def _is_current(dest: Path) -> bool:
+    """The kept repository has every commit, and its planted slowdown is this file's (a change of it makes it again)."""
+    if not (dest / ".git").exists() or len(_git(dest, "rev-list", "HEAD").split()) != len(SUBJECTS):
+        return False
+    return PLANTED_LINE in _git(dest, "show", f"HEAD~2:{PLANTED_FILE}")
+
+
 def make_repo(dest: Path = REPO) -> Path:
     """The repository (made once; its commits are the same on every machine). Returns its folder."""
-    if (dest / ".git").exists() and len(_git(dest, "rev-list", "HEAD").split()) == len(SUBJECTS):
+    if _is_current(dest):
         return dest
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -88,12 +102,7 @@ def make_repo(dest: Path = REPO) -> Path:
     _git(tmp, "tag", "b1", day=1)
     _edit(tmp / "src/llama-io.cpp", '#include "llama-io.h"\n', '#include "llama-io.h"\n\n// a harmless comment\n')
     _commit(tmp, 2)
-    _edit(
-        tmp / "ggml/src/ggml-cpu/ggml-cpu.c",
-        "enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cplan * cplan) {\n",
-        "enum ggml_status ggml_graph_compute(struct ggml_cgraph * cgraph, struct ggml_cplan * cplan) {\n"
-        f"    {{ struct timespec planted = {{0, {PLANTED_SLEEP_MS} * 1000 * 1000}}; nanosleep(&planted, NULL); }}\n",
-    )
+    _edit(tmp / PLANTED_FILE, GRAPH_COMPUTE, GRAPH_COMPUTE + PLANTED_LINE)
     _commit(tmp, 3)
     _edit(tmp / "src/llama-cparams.cpp", '#include "llama-cparams.h"\n', '#include "llama-cparams.h"\n// harmless\n')
     _commit(tmp, 4)

@@ -5,7 +5,7 @@ workers that build b1 and b4 from that checkout (the prepare task; builds from t
 confirms on both hosts, and the bisection the scheduler then starts on one of them: each midpoint built there,
 measured between both ends through each build's llama-bench, until it names the planted commit.
 
-The planted slowdown sleeps 20 ms before every CPU graph (harness/llama_repo.PLANTED_SLEEP_MS): decode several times
+The planted slowdown sleeps 5 ms before every CPU graph (harness/llama_repo.PLANTED_SLEEP_MS): decode tens of times
 slower, gross on purpose; the statistics' power is benchmarks/regression_power.py's."""
 
 from __future__ import annotations
