@@ -79,6 +79,30 @@ def test_worker_outlives_redis_killed_and_postgres_cut(models_dir, pg_url, worke
         cut.close()
 
 
+def test_a_worker_whose_ack_met_a_dead_broker_consumes_again(models_dir, pg_url, workers):  # noqa: F811
+    """Found by benchmarks/faults.py: Redis killed while a job ran, so the job's ack failed ("Couldn't ack"). kombu
+    kept the delivery held, the worker (one job prefetched) never polled again and never noticed Redis come back:
+    alive, registered and idle for good. Its QoS now frees the slot (siliconbench/worker/runtime/redis_transport.py)."""
+    rs = RedisServer().start()
+    try:
+        w = workers("mac-a", models_dir, broker=rs.url)
+        pid = w.pid
+        # a cooldown in the job keeps it running long after it is claimed: Redis dies inside the job, not before
+        first, _ = fleet.submit_sweep(sweep(engines=["llama.cpp"], delay_s=4), database_url=pg_url, broker_url=rs.url)
+        wait_for(lambda: "attempt 1:" in w.logs(), 60, what="the worker to start the job")
+        rs.kill9()
+        wait_for(lambda: "Couldn't ack" in w.logs(), 90, what="the job's ack to meet the dead broker")
+        rs.start()  # same port, empty: the first job's message is gone with it, its result is in PostgreSQL
+        wait_done(pg_url, first, timeout_s=30)
+
+        second, _ = fleet.submit_sweep(sweep(engines=["llama.cpp"]), database_url=pg_url, broker_url=rs.url)
+        wait_done(pg_url, second, timeout_s=90)
+        [(_, status, _, worker, _)] = job_rows(pg_url, second)
+        assert status == "ok" and worker == "mac-a" and w.alive() and w.proc.pid == pid, w.logs()[-3000:]
+    finally:
+        rs.stop()
+
+
 def test_a_job_whose_worker_died_waiting_to_claim_it_is_sent_again(models_dir, pg_url, broker_url, workers):  # noqa: F811
     """Found by benchmarks/faults.py: a worker took the message, waited for a cut database to claim it, and was
     killed; kombu keeps the message in Redis's unacked set for the 6.5 h visibility timeout, and the reconciler
@@ -128,10 +152,15 @@ def _statuses(url: str, sweep_id: str) -> tuple[str, list[tuple[str, str | None]
         return s.scalar(select(Sweep.status).where(Sweep.id == sweep_id)), [tuple(j) for j in jobs]
 
 
-def _cut_while_running(run: runner.Run, direct: str, cut: TcpCut, outage_s: float) -> None:
+def _cut_while_running(run: runner.Run, direct: str, cut: TcpCut, outage_s: float, noticed=None) -> None:
+    """Cut the database once the first job's result is in, for ``outage_s`` at least; with ``noticed``, until the
+    runner has met the cut too (a job's child on a loaded machine may outlast a fixed outage)."""
     wait_for(lambda: _statuses(direct, run.sweep_id)[1][0][0] == "ok", 90, what="the first job's result")
     cut.cut()
     time.sleep(outage_s)
+    if noticed is not None:
+        wait_for(noticed, 180, every_s=0.5, what="the runner to meet the cut")
+        time.sleep(1.0)
     assert run.alive  # waiting, not dead
     cut.restore()
     wait_for(lambda: not run.alive, 120, what="the sweep's end")
@@ -144,7 +173,8 @@ def test_dashboard_runner_waits_out_a_postgres_cut_and_runs_the_next_sweep(model
         try:
             with caplog.at_level(logging.WARNING, logger="siliconbench.dashboard"):
                 run = _start(url, models_dir, "cut-me", [16, 20, 24, 28], delay_s=0.5)
-                _cut_while_running(run, direct, cut, outage_s=8)
+                met = lambda: any(r.name == "siliconbench.dashboard" for r in caplog.records)  # noqa: E731
+                _cut_while_running(run, direct, cut, outage_s=8, noticed=met)
             status, jobs = _statuses(direct, run.sweep_id)
             assert run.error is None and status == "done" and [st for st, _ in jobs] == ["ok"] * 4
             lines = [r.getMessage() for r in caplog.records if r.name == "siliconbench.dashboard"]

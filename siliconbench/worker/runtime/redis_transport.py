@@ -8,6 +8,8 @@ list or string, or an envelope whose body is not base64 raise inside the transpo
 goes on consuming. Well-formed envelopes go to kombu untouched; Celery itself then refuses a foreign content
 type (pickle, YAML) and a malformed task body.
 
+Its QoS also releases a job's prefetch slot when Redis is gone at the moment of the ack (``QoS``).
+
 Selected by the worker only (``broker_transport`` in siliconbench/worker/runtime/celery_app.py): the coordinator never pops.
 """
 
@@ -20,7 +22,7 @@ import logging
 import time
 
 import redis
-from kombu.transport import redis as kombu_redis
+from kombu.transport import redis as kombu_redis, virtual
 from kombu.transport.virtual import Empty
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
@@ -71,7 +73,36 @@ class GuardedRedis(redis.Redis):
         return reply
 
 
+class QoS(kombu_redis.QoS):
+    """kombu's Redis ack emulation, but an ack or reject Redis cannot take still frees the delivery's slot.
+
+    kombu forgets a delivery only once Redis has taken its ack. Killed at that moment, the ack raises, Celery
+    logs "Couldn't ack" and goes on, and the delivery stays held: with one job prefetched the channel never
+    polls again, so it never touches the broker again and never learns it is gone or back. The worker stays
+    up and silent for good (benchmarks/faults.py caught it; tests/fleet/test_survive_outages.py). Freed here,
+    the next poll meets the dead connection and Celery's consumer reconnects as for any outage. The message
+    stays in Redis's unacked index if Redis kept it, and comes back after the visibility timeout, where its
+    job id makes it a no-op.
+    """
+
+    def ack(self, delivery_tag):
+        try:
+            super().ack(delivery_tag)
+        except (redis.RedisError, OSError):
+            virtual.QoS.ack(self, delivery_tag)  # only what kombu's ack does after Redis answered
+            raise
+
+    def reject(self, delivery_tag, requeue=False):
+        try:
+            super().reject(delivery_tag, requeue=requeue)
+        except (redis.RedisError, OSError):
+            virtual.QoS.ack(self, delivery_tag)
+            raise
+
+
 class Channel(kombu_redis.Channel):
+    QoS = QoS
+
     def _get_client(self):
         channel = self
 
