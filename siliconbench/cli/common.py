@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from siliconbench.contract.errors import UserError
 from siliconbench.contract.settings import Settings, load_settings
 
-from siliconbench.storage.database import ready
+from siliconbench.storage.database import ready, require_current, wait_until_current
 
 # Exit statuses, documented in docs/cli.md.
 EXIT_OK, EXIT_FAILED_JOBS, EXIT_USER_ERROR = 0, 1, 2
@@ -99,3 +100,31 @@ def print_json(data) -> None:
     """A verb's JSON output: indented, anything else (dates) as its string, one newline after."""
     json.dump(data, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
+
+
+# The fleet verbs' connection options (`worker`, `scheduler`): the same flags, defaults and help everywhere.
+BROKER_OPTION = typer.Option(None, "--broker", help="Redis URL (default: SILICONBENCH_BROKER_URL)")
+FLEET_DATABASE_OPTION = typer.Option(None, "--database", help="PostgreSQL URL (default: SILICONBENCH_DATABASE_URL)")
+
+
+def fleet_settings(broker: str | None = None, database: str | None = None, wait_for: str | None = None):
+    """The fleet's settings, the database checked; ``wait_for`` (a long-running verb's name) waits out a database
+    that cannot be reached yet instead of failing at once."""
+    s = settings(database_url=database)
+    broker = broker or s.broker_url
+    if not broker:
+        raise UserError(
+            "SILICONBENCH_BROKER_URL", "the fleet needs a broker: set it or pass --broker redis://HOST:6379/0."
+        )
+    if not s.database_url:
+        raise UserError(
+            "SILICONBENCH_DATABASE_URL",
+            "the fleet needs the shared PostgreSQL: set it or pass --database postgresql://USER@HOST/siliconbench.",
+        )
+
+    if wait_for:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+        wait_until_current(s.database_url, wait_for, logging.getLogger(f"siliconbench.{wait_for}"))
+    else:
+        require_current(s.database_url)
+    return s, broker

@@ -11,7 +11,7 @@ from siliconbench.contract.spec import COMPARE_PROCESSES
 
 from siliconbench.storage.database import session_scope
 
-from .common import console, database, settings, user_errors
+from .common import console, database, fleet_settings, settings, user_errors
 
 
 @user_errors
@@ -81,9 +81,7 @@ def _confirm_on_fleet(
         wait_confirm,
     )
 
-    from .fleet import _fleet_settings  # verb-local: the fleet's settings, checked as every fleet verb does
-
-    s, broker = _fleet_settings()
+    s, broker = fleet_settings()  # checked as every fleet verb does
     with session_scope(s.database_url) as ses:
         chosen = choose_hosts(ses, hosts, sku)
     sweep_id = submit_confirm(s.database_url, broker, finding, chosen, rounds=rounds, repetitions=repetitions)

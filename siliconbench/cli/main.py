@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from . import db, fleet, models
+from . import db, fleet, models, worker
 from .dashboard import dashboard
 from .results import results
 from .run import run
@@ -17,7 +17,7 @@ app = typer.Typer(
 app.command()(run)
 app.command()(results)
 app.command()(dashboard)
-app.add_typer(fleet.worker_app, name="worker")  # `worker` joins the fleet; `worker install|uninstall`
+app.add_typer(worker.worker_app, name="worker")  # `worker` joins the fleet; `worker install|uninstall`
 for verb in (fleet.submit, fleet.status, fleet.cancel, fleet.workers, fleet.reconcile):
     app.command()(verb)
 app.add_typer(models.app, name="models")

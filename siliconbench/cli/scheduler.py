@@ -9,14 +9,13 @@ import typer
 
 from siliconbench.contract.errors import UserError
 
-from .common import user_errors
-from .fleet import _BROKER, _DATABASE, _fleet_settings
+from .common import BROKER_OPTION, FLEET_DATABASE_OPTION, fleet_settings, user_errors
 
 
 @user_errors
 def scheduler(
-    broker: str = _BROKER,
-    database: str = _DATABASE,
+    broker: str = BROKER_OPTION,
+    database: str = FLEET_DATABASE_OPTION,
     tick_s: float = typer.Option(
         None, "--tick-s", help="Seconds between ticks (default: SILICONBENCH_WATCH_TICK_S, 60)"
     ),
@@ -27,7 +26,7 @@ def scheduler(
     """Check due watches, step campaigns and deliver notifications every --tick-s seconds (Ctrl-C stops).
 
     Safe to run twice by mistake: a database lock lets one tick run at a time across the fleet."""
-    s, broker = _fleet_settings(broker, database, wait_for="scheduler")
+    s, broker = fleet_settings(broker, database, wait_for="scheduler")
     tick_s = s.watch_tick_s if tick_s is None else tick_s
     if tick_s <= 0:
         raise UserError("--tick-s", f"{tick_s:g} is not a positive number of seconds.")

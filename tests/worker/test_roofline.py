@@ -89,6 +89,30 @@ def test_a_probe_taken_on_a_busy_machine_is_not_cached(tmp_path):
     assert roofline.probed_gbs(cache=cache, measure=False) == quiet  # cached now
 
 
+def test_processes_that_find_no_figure_together_probe_once(tmp_path):
+    """Three processes (as workers started at once) ask for the bandwidth of a host with no cached figure: one
+    probes, the others wait for it and take what it left (its figure, or its busy mark), never a probe of their own."""
+    cache = tmp_path / "bandwidth.json"
+    code = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from siliconbench.worker.measure import roofline\n"
+        "print(json.dumps(roofline.probed_gbs(cache=Path(sys.argv[1]))))\n"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(cache)], stdout=subprocess.PIPE, text=True, start_new_session=True
+        )
+        for _ in range(3)
+    ]
+    outs = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    probes = {o["measured_at"] for o in outs if o}  # each probe is stamped with its own time
+    assert len(probes) == 1, outs
+    kept = json.loads(cache.read_text())
+    assert kept.get("measured_at") in probes or kept.get("busy_at")  # the one probe's figure, or its busy mark
+
+
 def test_a_decode_over_the_bound_is_flagged_and_the_probe_is_taken_again(tmp_path, isolated_env):
     roofline.probed_gbs()  # cached in the isolated data dir
     assert roofline.cache_path().exists()

@@ -15,7 +15,6 @@ resolves to, and every installed version is recorded.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import platform
@@ -23,8 +22,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version as installed_version
@@ -37,6 +36,7 @@ from siliconbench.contract.settings import data_dir, env_setting
 from siliconbench import import_root
 from siliconbench.worker.envs import pip_args as _pip
 from siliconbench.worker.envs.pip_args import FindLinks, constraints, find_links_of, install_error, pip_args
+from siliconbench.worker.platform.locks import exclusive
 
 ENVS_DIR_VAR = "SILICONBENCH_ENVS_DIR"
 REGISTRY = "registry.json"
@@ -103,15 +103,9 @@ def own_version(engine: str) -> str | None:
 # ------------------------------------------------------------------------------------------ registry
 
 
-@contextmanager
-def _locked(root: Path) -> Iterator[None]:
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # two `env add` at once must not lose each other's entry
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+def _locked(root: Path) -> AbstractContextManager[None]:
+    """The registry's lock: two `env add` at once must not lose each other's entry."""
+    return exclusive(root / ".lock")
 
 
 def _read(root: Path) -> dict[str, EngineEnv]:

@@ -44,6 +44,7 @@ from siliconbench.worker.models.facts import (
     safetensors_header,
     split_parts,
 )
+from siliconbench.worker.platform.locks import exclusive
 from siliconbench.worker.platform.threads import performance_cores
 
 # Apple's unified-memory bandwidth in GB/s (1e9 bytes/s), by chip and, where binned parts differ, GPU cores.
@@ -104,36 +105,56 @@ def probed_gbs(cache: Path | None = None, measure: bool = True) -> dict:
     parent of each job before it starts the child; either probes when there is none). ``measure=False`` (the
     job's own process: the probe's 512 MiB would count in its memory peak) only reads the cache: {} when there
     is none. A probe taken while other processes used over BUSY_CPU_PCT of the cores is returned (marked busy)
-    but not cached, and only its time is kept: until BUSY_RETRY_S later, {} without probing."""
+    but not cached, and only its time is kept: until BUSY_RETRY_S later, {} without probing.
+
+    One probe at a time on a host: processes that find no figure together (workers started at once, a worker and a
+    dashboard runner) would each hold PROBE_BYTES and read each other's traffic as the bandwidth (40 workers started
+    together on a fresh machine held 20 GiB and were killed for memory). The later ones wait for the first and take
+    what it left: its figure, or its busy mark."""
     cache = cache or cache_path()
-    try:
-        rec = json.loads(cache.read_text())
-    except (OSError, ValueError):
-        rec = {}
-    fresh = rec.get("method") == "read" and time.time() - rec.get("measured_at", 0) < PROBE_MAX_AGE_S
-    if fresh:
+    rec = _read(cache)
+    if _fresh(rec):
         return rec
-    if not measure:
+    if not measure or _waiting_after_busy(rec):
+        return {}  # without the lock: a job's parent on a busy host never queues behind a probe
+    with exclusive(cache.with_name(f"{cache.name}.lock")):  # held while probing
+        rec = _read(cache)  # what the probe this one waited for left
+        if _fresh(rec):
+            return rec
+        if _waiting_after_busy(rec):
+            return {}
+        start = CpuMark.now()
+        gbs = measure_gbs()
+        others = CpuMark.now().since(start)["others_cpu_pct"]
+        now = time.time()
+        new = {
+            "measured_gbs": round(gbs, 2),
+            "method": "read",
+            "threads": performance_cores(),
+            "others_cpu_pct": round(others, 1),
+            "measured_at": now,
+        }
+        if others > BUSY_CPU_PCT:
+            # The figure stays out (a stale quiet one is kept, unused past its day): only when to try again.
+            _write(cache, {**rec, "busy_at": now})
+            return {**new, "busy": True}
+        _write(cache, new)
+        return new
+
+
+def _read(cache: Path) -> dict:
+    try:
+        return json.loads(cache.read_text())
+    except (OSError, ValueError):
         return {}
-    if time.time() - rec.get("busy_at", 0) < BUSY_RETRY_S:
-        return {}
-    start = CpuMark.now()
-    gbs = measure_gbs()
-    others = CpuMark.now().since(start)["others_cpu_pct"]
-    now = time.time()
-    new = {
-        "measured_gbs": round(gbs, 2),
-        "method": "read",
-        "threads": performance_cores(),
-        "others_cpu_pct": round(others, 1),
-        "measured_at": now,
-    }
-    if others > BUSY_CPU_PCT:
-        # The figure stays out (a stale quiet one is kept, unused past its day): only when to try again.
-        _write(cache, {**rec, "busy_at": now})
-        return {**new, "busy": True}
-    _write(cache, new)
-    return new
+
+
+def _fresh(rec: dict) -> bool:
+    return rec.get("method") == "read" and time.time() - rec.get("measured_at", 0) < PROBE_MAX_AGE_S
+
+
+def _waiting_after_busy(rec: dict) -> bool:
+    return time.time() - rec.get("busy_at", 0) < BUSY_RETRY_S
 
 
 def _write(cache: Path, rec: dict) -> None:
