@@ -112,6 +112,9 @@ def _kept_steps(url: str) -> int | None:
         return b.id if b is not None and b.steps else None
 
 
+# Equivalence within ±15% asks for processes only this test slows: under the parallel part's load CI once read a
+# 90% interval of [0.73, 1.11] after 40 processes a side and the bisection rightly said inconclusive (exit 3).
+@pytest.mark.solo
 def test_bisect_says_equivalent_between_ends_without_a_regression(repo, env, tmp_path):
     r = bisect(repo, _sweep(tmp_path), "b1", shas(repo)[1], "--min-effect", "0.15")
     assert r.returncode == 5, r.stdout[-3000:] + r.stderr[-3000:]

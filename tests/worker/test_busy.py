@@ -7,6 +7,7 @@ to its timeout and says so; ``busy: refuse`` refuses to run.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -79,14 +80,19 @@ def job(models_dir, engine="llama.cpp", **kw):
     )
 
 
-def sweep_of(models_dir, name: str):
-    # 10 repetitions (~1.5 s quiet): the burner, which starts once the job has, must cover most of the job's
-    # window; with 5 repetitions on two threads it covered too little of it and others' share read 22% once.
+# The burner starts once the job has (and takes ~0.5 s to spin up), so it must cover most of the job's window,
+# whose load and start-up it cannot: 5 repetitions on two threads covered too little and others' share read 22%
+# once; 10 (~0.6 s of decoding here) read 17.6% on a faster machine. The loaded job decodes for about LOADED_BODY_S
+# at the quiet job's speed, whatever the machine.
+LOADED_BODY_S = 3.0
+
+
+def sweep_of(models_dir, name: str, repetitions: int = 10):
     spec = parse_sweep(
         {
             "name": name,
             "models": [SMALL],
-            "repetitions": 10,
+            "repetitions": repetitions,
             "warmup": 0,
             "workloads": [GEN],
             "engines": ["llama.cpp"],
@@ -99,8 +105,11 @@ def sweep_of(models_dir, name: str):
 
 def test_a_job_beside_a_cpu_burner_is_contended_and_a_quiet_one_is_not(models_dir, burner, sqlite_url):
     calm_spec, calm_job = sweep_of(models_dir, "calm")
-    busy_spec, busy_job = sweep_of(models_dir, "loaded")
     quiet_res = run_in_child(calm_job, models_dir)
+    assert quiet_res.status == "ok", quiet_res.error
+    quiet_s = quiet_res.extra["busy"]["during"]["seconds"]
+    decode_s = GEN["gen_tokens"][0] / quiet_res.summary("decode_tps").median  # one repetition's decode
+    busy_spec, busy_job = sweep_of(models_dir, "loaded", max(10, math.ceil(LOADED_BODY_S / decode_s)))
 
     def on_event(e):  # the burner starts once the child runs: during the job, not before it
         if e["event"] == "started":
@@ -114,6 +123,7 @@ def test_a_job_beside_a_cpu_burner_is_contended_and_a_quiet_one_is_not(models_di
         f"\nquiet job: others {calm['during']['others_cpu_pct']}% of the cores, decode "
         f"{quiet_res.summary('decode_tps').median:.1f} tok/s; beside the burner: others "
         f"{load['during']['others_cpu_pct']}%, decode {busy_res.summary('decode_tps').median:.1f} tok/s"
+        f" (windows {quiet_s:.2f} s and {load['during']['seconds']:.2f} s)"
     )
     assert (
         not calm["contended"]
