@@ -73,6 +73,8 @@ def run(
                 bar.advance(task)
             elif event.get("event") == "loaded":
                 bar.update(task, description=f"{job.label()} (loaded in {event['load_s']:.2f} s)")
+            elif event.get("event") == "sending":  # a serve run: minutes at a low rate
+                bar.update(task, description=f"{job.label()}: run {event['index']}, {event['requests']} requests")
 
         def on_done(job, result):
             nonlocal failures

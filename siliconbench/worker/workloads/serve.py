@@ -149,6 +149,7 @@ def run(ctx: Context) -> Outcome:
             bodies = [[body_of(a.messages, endpoint, a.max_tokens, banned) for a in unit] for unit in picked]
             schedule = arrivals(n, p["request_rate"], seed=job.seed * 1_000_003 + r)
             energy = EnergyTrace(ctx.meter) if ctx.meter is not None else contextlib.nullcontext()
+            ctx.emit("sending", index=r, requests=n)  # a run takes n / rate seconds: its start is progress too
             with TreeWindow(server.proc.pid, p["memory_interval_ms"] / 1000.0, hwm_ok) as memory, energy as trace:
                 result = drive(schedule, bodies, send, p["max_concurrency"])
             hwm_ok = memory.hwm_ok
