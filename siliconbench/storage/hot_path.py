@@ -25,14 +25,17 @@ from siliconbench.storage.result_store import save_result_with
 from siliconbench.storage.tables import Host, utcnow
 
 _HOSTS = Host.__table__
-HEARTBEAT_SQL, _HEARTBEAT_LITERALS = postgres_text(
+# The host's heartbeat, one definition for the held connection (below) and a Session (the worker's fallback,
+# siliconbench.worker.runtime.registration.Heartbeat), as the claim's is (jobstate._claim_statement).
+HEARTBEAT = (
     update(_HOSTS)
-    .where(_HOSTS.c.name == bindparam("name"))
+    .where(_HOSTS.c.name == bindparam("host"))  # not "name": see jobstate._renew_statement
     .values(last_heartbeat=bindparam("now", type_=_HOSTS.c.last_heartbeat.type), online=True,
             current_job_id=bindparam("job", type_=_HOSTS.c.current_job_id.type))
-    .returning(_HOSTS.c.name, func.set_config("synchronous_commit", "off", True)),
-    ("name", "now", "job"),
 )  # fmt: skip
+HEARTBEAT_SQL, _HEARTBEAT_LITERALS = postgres_text(
+    HEARTBEAT.returning(_HOSTS.c.name, func.set_config("synchronous_commit", "off", True)), ("host", "now", "job")
+)
 
 
 class HeldConnection:
@@ -111,7 +114,7 @@ class HeldConnection:
     def heartbeat(self, name: str, current_job: str | None) -> None:
         """The host's heartbeat: one statement, not waiting for its WAL flush (a beat lost in a crash is the next
         one's to write)."""
-        self.execute(HEARTBEAT_SQL, dict(_HEARTBEAT_LITERALS, name=name, now=utcnow(), job=current_job))
+        self.execute(HEARTBEAT_SQL, dict(_HEARTBEAT_LITERALS, host=name, now=utcnow(), job=current_job))
 
     def renew(self, job_id: str, *, worker: str) -> bool:
         """Extend the lease of a job this worker runs; False if it is no longer ours."""

@@ -179,33 +179,37 @@ def _refusal(session: Session, job_id: str, *, worker: str, host: str, claimable
     return Claim(None, refused=f"job is {row.status}" + (f" on {row.worker}" if row.worker else ""))
 
 
+def _renew_statement():
+    # "owner", not "worker": a parameter named after a column this UPDATE does not set is taken for a SET value
+    c = _JOBS.c
+    return (
+        update(_JOBS)
+        .where(c.id == bindparam("job_id"), c.worker == bindparam("owner"), c.status == "running")
+        .values(lease_expires_at=bindparam("expires", type_=c.lease_expires_at.type))
+    )
+
+
+_RENEW = _renew_statement()
+
+
 def renew(session: Session, job_id: str, *, worker: str, lease_s: float = LEASE_S) -> bool:
     """Extend our lease; False if the job is no longer ours (the reconciler took it back)."""
-    res = session.execute(
-        update(Job)
-        .where(Job.id == job_id, Job.worker == worker, Job.status == "running")
-        .values(lease_expires_at=utcnow() + timedelta(seconds=lease_s))
-    )
-    return res.rowcount == 1
+    expires = utcnow() + timedelta(seconds=lease_s)
+    return session.execute(_RENEW, {"job_id": job_id, "owner": worker, "expires": expires}).rowcount == 1
 
 
-# The renewal as one autocommitted statement on the worker's held connection (siliconbench.storage.hot_path), not
+# The same renewal as one autocommitted statement on the worker's held connection (siliconbench.storage.hot_path), not
 # waiting for its WAL flush: a renewal lost in a database crash leaves the lease shorter, and the next one, LEASE_S / 3
 # later, extends it again.
-_RENEW_ASYNC = (
-    update(_JOBS)
-    .where(_JOBS.c.id == bindparam("job_id"), _JOBS.c.worker == bindparam("worker"), _JOBS.c.status == "running")
-    .values(lease_expires_at=bindparam("expires", type_=_JOBS.c.lease_expires_at.type))
-    .returning(_JOBS.c.id, func.set_config("synchronous_commit", "off", True))
-)
-RENEW_ASYNC_SQL, _RENEW_ASYNC_LITERALS = postgres_text(_RENEW_ASYNC, ("job_id", "worker", "expires"))
+_RENEW_ASYNC = _renew_statement().returning(_JOBS.c.id, func.set_config("synchronous_commit", "off", True))
+RENEW_ASYNC_SQL, _RENEW_ASYNC_LITERALS = postgres_text(_RENEW_ASYNC, ("job_id", "owner", "expires"))
 
 
 def renew_with(execute, job_id: str, *, worker: str, lease_s: float = LEASE_S) -> bool:
     """renew through ``execute(sql, params) -> first row or None`` (the worker's held connection)."""
     expires = utcnow() + timedelta(seconds=lease_s)
     return (
-        execute(RENEW_ASYNC_SQL, dict(_RENEW_ASYNC_LITERALS, job_id=job_id, worker=worker, expires=expires)) is not None
+        execute(RENEW_ASYNC_SQL, dict(_RENEW_ASYNC_LITERALS, job_id=job_id, owner=worker, expires=expires)) is not None
     )
 
 

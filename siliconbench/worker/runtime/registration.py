@@ -14,6 +14,7 @@ from siliconbench.contract.queues import HEARTBEAT_S, capability_queue, host_que
 from siliconbench.contract.settings import env_setting
 
 from siliconbench.storage.database import session_scope
+from siliconbench.storage.hot_path import HEARTBEAT
 from siliconbench.storage.outages import DATABASE_DOWN
 from siliconbench.storage.roles import check_worker_name
 from siliconbench.storage.tables import Host, utcnow
@@ -101,11 +102,7 @@ class Heartbeat(threading.Thread):
             held.heartbeat(self.name, current)
         else:
             with session_scope(self.url) as s:
-                s.execute(
-                    update(Host)
-                    .where(Host.name == self.name)
-                    .values(last_heartbeat=utcnow(), online=True, current_job_id=current)
-                )
+                s.execute(HEARTBEAT, {"host": self.name, "now": utcnow(), "job": current})
         if self.spool is not None and self.spool.pending():
             self.spool.flush(self.url)
 
