@@ -10,6 +10,7 @@ from rich.table import Table
 
 from siliconbench.contract.errors import UserError
 
+from . import compare as _compare
 from .common import check_format, console, database, print_json, settings, user_errors
 
 METRIC_HELP = (
@@ -196,3 +197,10 @@ def outcome_line(rec: dict) -> str:
     if outcome == "inconclusive":
         return f"[bold yellow]inconclusive[/]: {reason}; nothing is guessed.{notes}{aside}"
     return f"[bold red]{outcome}[/]: {reason or rec.get('error') or ''}{aside}"
+
+
+# `siliconbench regressions` lists the findings (compare.py); its subcommands bisect them.
+regressions_app = typer.Typer(no_args_is_help=False)
+regressions_app.callback(invoke_without_command=True)(_compare.regressions)
+regressions_app.command("bisect")(bisect)
+regressions_app.command("bisections")(bisections)

@@ -1,53 +1,104 @@
-"""The `siliconbench` console command."""
+"""The `siliconbench` console command.
+
+Each command's module is imported when that command runs (``LazyGroup``), not at start-up: a call imports what it
+runs and no other command's dependencies. `--help` and shell completion list every command, so they import all.
+"""
 
 from __future__ import annotations
 
-import typer
+import importlib
+from collections.abc import Iterator, MutableMapping
 
-from . import db, fleet, models, worker
-from .dashboard import dashboard
-from .results import results
-from .run import run
+import click
+import typer
+import typer.core
+import typer.main
+
+# Command name -> "module:attribute", in the order `--help` lists them: a function is a command, a typer.Typer a group.
+COMMANDS = {
+    "run": "siliconbench.cli.run:run",
+    "results": "siliconbench.cli.results:results",
+    "dashboard": "siliconbench.cli.dashboard:dashboard",
+    "worker": "siliconbench.cli.worker:worker_app",  # `worker` joins the fleet; `worker install|uninstall`
+    "submit": "siliconbench.cli.fleet:submit",
+    "status": "siliconbench.cli.fleet:status",
+    "cancel": "siliconbench.cli.fleet:cancel",
+    "workers": "siliconbench.cli.fleet:workers",
+    "reconcile": "siliconbench.cli.fleet:reconcile",
+    "models": "siliconbench.cli.models:app",
+    "db": "siliconbench.cli.db:app",
+    # Engine versions and regressions.
+    "compare": "siliconbench.cli.compare:compare",
+    "confirm": "siliconbench.cli.confirm:confirm",
+    "export": "siliconbench.cli.llamabench:export",
+    "regressions": "siliconbench.cli.bisect:regressions_app",
+    "import-llama-bench": "siliconbench.cli.llamabench:import_llama_bench",
+    "env": "siliconbench.cli.env:app",
+    # What a worker here would see, and what to fix.
+    "doctor": "siliconbench.cli.doctor:doctor",
+    # The regression watch: its clock, and the watches.
+    "scheduler": "siliconbench.cli.scheduler:scheduler",
+    "watch": "siliconbench.cli.watch:app",
+}
+
+
+def _load(name: str, target: str) -> click.Command:
+    module, attribute = target.split(":")
+    obj = getattr(importlib.import_module(module), attribute)
+    if isinstance(obj, typer.Typer):
+        group = typer.main.get_group(obj)
+        group.name = name
+        return group
+    one = typer.Typer(add_completion=False)
+    one.command(name)(obj)
+    return typer.main.get_command(one)
+
+
+class _Commands(MutableMapping):
+    """The group's commands by name: every name known at once, each command built on first access."""
+
+    def __init__(self, targets: dict[str, str]) -> None:
+        self._targets = dict(targets)
+        self._built: dict[str, click.Command] = {}
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self._built:
+            self._built[name] = _load(name, self._targets[name])  # KeyError for an unknown name, as a dict
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._targets.setdefault(name, "")
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._targets[name]
+        self._built.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._targets)
+
+    def __len__(self) -> int:
+        return len(self._targets)
+
+
+class LazyGroup(typer.core.TyperGroup):
+    def __init__(self, **attrs) -> None:
+        super().__init__(**attrs)
+        self.commands = _Commands(COMMANDS)
+
 
 app = typer.Typer(
+    cls=LazyGroup,
     help="Benchmark llama.cpp (Metal) against MLX on your models, quantizations and prompt lengths.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
-app.command()(run)
-app.command()(results)
-app.command()(dashboard)
-app.add_typer(worker.worker_app, name="worker")  # `worker` joins the fleet; `worker install|uninstall`
-for verb in (fleet.submit, fleet.status, fleet.cancel, fleet.workers, fleet.reconcile):
-    app.command()(verb)
-app.add_typer(models.app, name="models")
-app.add_typer(db.app, name="db")
-# Engine versions and regressions.
-from . import compare as _compare, confirm as _confirm, env as _env, llamabench as _llamabench  # noqa: E402
 
-for verb in (_compare.compare, _confirm.confirm, _llamabench.export):
-    app.command()(verb)
-from . import bisect as _bisect  # noqa: E402
 
-regressions_app = typer.Typer(no_args_is_help=False)
-regressions_app.callback(invoke_without_command=True)(_compare.regressions)
-regressions_app.command("bisect")(_bisect.bisect)
-regressions_app.command("bisections")(_bisect.bisections)
-app.add_typer(regressions_app, name="regressions")
-app.command("import-llama-bench")(_llamabench.import_llama_bench)
-app.add_typer(_env.app, name="env")
-# What a worker here would see, and what to fix.
-from .doctor import doctor as _doctor  # noqa: E402
+@app.callback()
+def _root() -> None:
+    """Benchmark llama.cpp (Metal) against MLX on your models, quantizations and prompt lengths."""
 
-app.command()(_doctor)
-# The regression watch's clock.
-from .scheduler import scheduler as _scheduler  # noqa: E402
-
-app.command()(_scheduler)
-# The regression watch.
-from . import watch as _watch  # noqa: E402
-
-app.add_typer(_watch.app, name="watch")
 
 if __name__ == "__main__":
     app()

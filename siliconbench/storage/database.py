@@ -15,11 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event, exc, make_url
+from sqlalchemy import Connection, Engine, create_engine, event, exc, inspect, make_url
 from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool, StaticPool
@@ -30,6 +26,11 @@ from siliconbench.contract.settings import env_setting
 from .outages import Outage, call_through
 
 URL_VAR = "SILICONBENCH_DATABASE_URL"
+# The newest migration's revision (tests/storage/test_migrations.py checks it is alembic's head). Every process that
+# opens the database compares it with the table's; knowing it here spares each of them importing alembic and
+# loading every migration script (~0.3 s of CPU a process: a CLI call, a worker, the scheduler). Alembic is
+# imported only to migrate, or to tell an older revision from an unknown one.
+HEAD = "0017"
 SQLITE_BUSY_TIMEOUT_S = 30
 
 _engines: dict[str, Engine] = {}
@@ -142,8 +143,10 @@ def session_scope(url: str | URL) -> Iterator[Session]:
         yield session
 
 
-def alembic_config(url: str | URL) -> Config:
+def alembic_config(url: str | URL):
     """Alembic's configuration, built in code: no alembic.ini is needed."""
+    from alembic.config import Config
+
     cfg = Config()
     # Located, not imported: the migrations import this module (their env.py), never the other way round.
     where = importlib.util.find_spec("siliconbench.migrations").submodule_search_locations
@@ -174,13 +177,17 @@ def _migrate(url: str | URL, fn, revision: str) -> None:
 
 
 def upgrade(url: str | URL, revision: str = "head") -> None:
+    from alembic import command
+
     _migrate(url, command.upgrade, revision)
 
 
 def downgrade(url: str | URL, revision: str) -> None:
     """Down to ``revision``; down to "base" also drops alembic's own version table: nothing is left."""
 
-    def run(cfg: Config, rev: str) -> None:
+    from alembic import command
+
+    def run(cfg, rev: str) -> None:
         command.downgrade(cfg, rev)
         if rev == "base":
             cfg.attributes["connection"].exec_driver_sql("DROP TABLE IF EXISTS alembic_version")
@@ -188,14 +195,28 @@ def downgrade(url: str | URL, revision: str) -> None:
     _migrate(url, run, revision)
 
 
-def head_revision() -> str | None:
-    return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+def head_revision() -> str:
+    return HEAD
+
+
+def known_revisions() -> set[str]:
+    """Every revision of the migration scripts, read by alembic (which loads each script)."""
+    from alembic.script import ScriptDirectory
+
+    return {s.revision for s in ScriptDirectory.from_config(alembic_config("sqlite://")).walk_revisions()}
+
+
+def revision_of(conn: Connection) -> str | None:
+    """The schema revision in alembic's version table (what alembic's MigrationContext reads); None without one."""
+    if not inspect(conn).has_table("alembic_version"):
+        return None
+    return conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
 
 
 def current_revision(url: str | URL) -> str | None:
     """The schema revision the database is at; None for a database siliconbench never migrated."""
     with engine_for(url).connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+        return revision_of(conn)
 
 
 def ready(url: str | URL) -> None:
@@ -203,12 +224,12 @@ def ready(url: str | URL) -> None:
     is named (the default or SILICONBENCH_DATABASE_URL): nothing else owns it, so it is migrated to head on
     first use. PostgreSQL is shared by a fleet and must be current already (`siliconbench db upgrade`)."""
     if normalize_url(url).get_backend_name() == "sqlite":
-        known = {s.revision for s in ScriptDirectory.from_config(alembic_config("sqlite://")).walk_revisions()}
         try:
             current = current_revision(url)
         except exc.DBAPIError as e:
             raise UserError(URL_VAR, f"cannot open the database {shown(url)}: {e.orig}".rstrip() + ".") from None
-        if current is None or current in known:  # never "upgrade" a file a newer siliconbench migrated
+        # never "upgrade" a file a newer siliconbench migrated
+        if current != HEAD and (current is None or current in known_revisions()):
             upgrade(url)
     require_current(url)
 
@@ -225,8 +246,7 @@ def require_current(url: str | URL) -> None:
     if current is None:
         msg = f"the database {shown(url)} has no siliconbench tables yet; run `siliconbench db upgrade`."
     else:
-        known = {s.revision for s in ScriptDirectory.from_config(alembic_config("sqlite://")).walk_revisions()}
-        if current not in known:
+        if current not in known_revisions():
             msg = (
                 f"the database {shown(url)} is at schema revision {current!r}, which this siliconbench does "
                 "not know (a newer version migrated it); upgrade siliconbench."

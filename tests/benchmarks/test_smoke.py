@@ -161,6 +161,16 @@ def test_suspect_hosts(models_dir):
     assert re.search(r"detection: \d/1 = \d+% \(95% ", out) and "false flags: " in out, out
 
 
+def test_process_cost(models_dir):
+    """Both trees measured (this checkout and HEAD's worktree, removed after), each kind of process, its interval."""
+    out = run_benchmark("process_cost.py", "--runs", 2, "--against", "HEAD", "--model", SMALL, "--models-dir", models_dir)
+    for kind in ("CLI: db current", "CLI: workers", "job child: generate, binding"):
+        assert re.search(rf"{re.escape(kind)}\s*│\s*\d\.\d{{3}} \[[-\d.]+, [-\d.]+\]\s*│\s*\d\.\d{{3}} ", out), (kind, out)
+    assert "HEAD" in out and "this checkout" in out
+    worktrees = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True).stdout
+    assert "against" not in worktrees, worktrees
+
+
 def test_every_benchmark_has_a_smoke_run():
     scripts = {p.stem for p in (ROOT / "benchmarks").glob("*.py") if not p.stem.startswith("_")}
     smoked = {name.removeprefix("test_") for name in globals() if name.startswith("test_")} - {

@@ -101,6 +101,15 @@ def n_values(result: JobResult) -> int:
 # ---------------------------------------------------------------------------------------- migrations
 
 
+def test_head_is_the_newest_migration_script():
+    """storage.database.HEAD spares every process alembic; a new migration must move it (and this says to which)."""
+    from alembic.script import ScriptDirectory
+
+    newest = ScriptDirectory.from_config(db.alembic_config("sqlite://")).get_current_head()
+    assert db.HEAD == newest, f"a migration was added: set HEAD = {newest!r} in siliconbench/storage/database.py"
+    assert db.HEAD in db.known_revisions()
+
+
 def test_migrations_up_down_up(empty_url):
     head = db.head_revision()
     assert head and db.current_revision(empty_url) is None

@@ -31,8 +31,6 @@ import math
 import statistics
 from dataclasses import asdict, dataclass, field
 
-from scipy.stats import norm, wilcoxon
-
 from siliconbench.contract.aggregate import summarize
 from siliconbench.contract.engines import ENGINE_PACKAGE
 from siliconbench.contract.metrics import get as get_metric
@@ -169,15 +167,22 @@ def round_log_ratios(host: tuple, peers: list[tuple]) -> list[float]:
     return out
 
 
+_Z_CI = statistics.NormalDist().inv_cdf(0.5 + CI_LEVEL / 2)  # the two-sided interval's normal quantile
+
+
 def _paired(logs: list[float], worse_is_lower: bool) -> tuple[float, float | None, float | None, float]:
     """Ratio (Hodges-Lehmann: the median Walsh average), its interval, and the one-sided signed-rank p."""
     n = len(logs)
     walsh = sorted((logs[i] + logs[j]) / 2 for i in range(n) for j in range(i, n))
     # The interval's rank from the signed-rank statistic's normal approximation (Hollander & Wolfe 3.2).
-    k = int(math.floor(n * (n + 1) / 4 - norm.ppf(0.5 + CI_LEVEL / 2) * math.sqrt(n * (n + 1) * (2 * n + 1) / 24)))
+    k = int(math.floor(n * (n + 1) / 4 - _Z_CI * math.sqrt(n * (n + 1) * (2 * n + 1) / 24)))
     lo, hi = (math.exp(walsh[k]), math.exp(walsh[-k - 1])) if 0 <= k < len(walsh) // 2 else (None, None)
     if len(set(logs)) == 1 and logs[0] == 0:
         return 1.0, lo, hi, 1.0
+    # Imported here: scipy.stats costs ~1 s of CPU to import, and `siliconbench workers` reaches this module for
+    # sku_of alone.
+    from scipy.stats import wilcoxon
+
     p = float(wilcoxon(logs, alternative="less" if worse_is_lower else "greater").pvalue)
     return math.exp(statistics.median(walsh)), lo, hi, p
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # numpy only where an engine runs: this module is imported by every worker and CLI process
+    import numpy as np
 
 
 def nll_of(logits: np.ndarray, targets: list[int]) -> list[float]:
     """NLL of each target from its row of float32 logits: log-softmax in float64."""
+    import numpy as np
+
     x = np.asarray(logits, dtype=np.float64)
     top = x.max(axis=1, keepdims=True)
     logz = np.log(np.exp(x - top).sum(axis=1)) + top[:, 0]

@@ -7,7 +7,6 @@ from __future__ import annotations
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
-from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine
 from sqlalchemy.exc import DBAPIError, NoSuchModuleError
 from sqlalchemy.orm import Session
@@ -16,7 +15,7 @@ from sqlalchemy.pool import NullPool
 from siliconbench.contract.errors import UserError
 from siliconbench.contract.settings import env_setting
 
-from siliconbench.storage.database import head_revision, normalize_url, shown
+from siliconbench.storage.database import head_revision, normalize_url, revision_of, shown
 from siliconbench.storage.roles import POOLED_HOST, identity
 from siliconbench.worker.runtime.doctor.check import Check, Status
 
@@ -118,7 +117,7 @@ def check_database(url: str | None, timeout_s: float) -> list[Check]:
         return [Check("database", Status.fail, f"no driver for {where}: {exc}", "pip install 'siliconbench[postgres]'")]
     try:
         with engine.connect() as conn:
-            current = MigrationContext.configure(conn).get_current_revision()
+            current = revision_of(conn)
             login = _login_check(conn) + _capacity_check(conn) if current == head_revision() else []
     except DBAPIError as exc:
         said = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
