@@ -163,9 +163,12 @@ def test_suspect_hosts(models_dir):
 
 def test_process_cost(models_dir):
     """Both trees measured (this checkout and HEAD's worktree, removed after), each kind of process, its interval."""
-    out = run_benchmark("process_cost.py", "--runs", 2, "--against", "HEAD", "--model", SMALL, "--models-dir", models_dir)
+    out = run_benchmark(
+        "process_cost.py", "--runs", 2, "--against", "HEAD", "--model", SMALL, "--models-dir", models_dir
+    )
+    figure = r"\d\.\d{3} \[[-\d.]+, [-\d.]+\]"
     for kind in ("CLI: db current", "CLI: workers", "job child: generate, binding"):
-        assert re.search(rf"{re.escape(kind)}\s*│\s*\d\.\d{{3}} \[[-\d.]+, [-\d.]+\]\s*│\s*\d\.\d{{3}} ", out), (kind, out)
+        assert re.search(rf"{re.escape(kind)}\s*│\s*{figure}\s*│\s*{figure}", out), (kind, out)
     assert "HEAD" in out and "this checkout" in out
     worktrees = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True).stdout
     assert "against" not in worktrees, worktrees

@@ -25,13 +25,12 @@ parent would pay seconds and a sweep of memory bandwidth beside the other proces
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
 from itertools import pairwise
 from pathlib import Path
-
-import numpy as np
 
 from siliconbench.contract.manifest import ModelManifest
 from siliconbench.contract.settings import data_dir
@@ -80,6 +79,8 @@ def published_gbs(chip: str | None, gpu_cores: int | None) -> float | None:
 def measure_gbs(threads: int | None = None, repeats: int = PROBE_REPEATS) -> float:
     """Best of ``repeats`` parallel streaming reads of PROBE_BYTES (one slice a thread; numpy drops the GIL in
     its reductions), counted as bytes read: what decode does to its weights."""
+    import numpy as np  # here: the worker process imports this module, and needs numpy only for the probe
+
     n = threads or performance_cores()
     buf = np.ones(PROBE_BYTES, dtype=np.uint8)
     bounds = np.linspace(0, buf.size, n + 1, dtype=np.int64)
@@ -240,7 +241,7 @@ def _tensor_bytes(artifact: Path) -> dict[str, int]:
         for part in split_parts(artifact):
             for name, shape, ttype in read_gguf_header(part).tensors:
                 block, size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(ttype)]
-                n = int(np.prod(shape)) if shape else 1
+                n = int(math.prod(shape))
                 out[name] = n // block * size
                 if name == "token_embd.weight":
                     out[f"{name}#rows"] = int(shape[-1])

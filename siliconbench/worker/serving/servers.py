@@ -15,7 +15,6 @@ from siliconbench.contract.engines import describe
 from siliconbench.contract.settings import llama_tools_dir
 
 from siliconbench.worker.builds.driver import current
-from siliconbench.worker.engines.llama_cpp import flash_attn_mode
 from siliconbench.worker.platform.threads import performance_cores
 from siliconbench.worker.serving.mlx_defaults import mlx_server_defaults
 from siliconbench.worker.serving.process import HOST, READY_PROBE, ServerError
@@ -228,4 +227,8 @@ SERVERS = {
 
 
 def server_flash_attn(options: dict) -> bool:
+    # Imported here: loading llama-cpp-python (and numpy) would cost every job child that only runs a build's own
+    # tools (llama-bench, llama-server) ~0.2 s of CPU.
+    from siliconbench.worker.engines.llama_cpp import flash_attn_mode
+
     return flash_attn_mode(options.get("flash_attn", "auto")) != "off"  # the in-process adapter's reading
