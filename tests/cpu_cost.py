@@ -6,7 +6,9 @@ process and of every child it waited for (engines, workers, servers, builds), fr
 A child still running when the test ends (a session's shared server) is counted where it is reaped; daemons the
 suite did not start (PostgreSQL, Redis) are not counted at all.
 
-    make test PYTEST_ARGS="-p tests.cpu_cost --cpu-report /tmp/cpu.jsonl"
+    make test PYTEST_ARGS="-p tests.cpu_cost --cpu-report=/tmp/cpu.jsonl"   # with "=": a separate /tmp/... argument
+                                                                         # makes pytest take /tmp for its rootdir
+                                                                         # and run without pyproject's settings
     .venv/bin/python -m tests.cpu_cost /tmp/cpu.jsonl          # by file and by test, the most costly first
 """
 
