@@ -40,10 +40,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-import numpy as np
-from scipy.optimize import brentq
-from scipy.stats import norm
-
 from siliconbench.coordinator.stats.significance import (
     CHANGES,
     DEFAULT_ALPHA,
@@ -79,6 +75,12 @@ def boundaries(
 
 @lru_cache(maxsize=32)
 def _boundaries(looks: tuple[int, ...], alpha: float, rho: float, grid: int) -> tuple[float, ...]:
+    # Imported here: scipy.stats alone costs ~1 s of CPU, and every `regressions`, `compare` and `bisect` call
+    # imports this module, most (a refusal, a listing) without deciding anything.
+    import numpy as np
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
     if not looks or list(looks) != sorted(set(looks)) or looks[0] < 1:
         raise ValueError(f"looks must be increasing positive process counts, got {looks}")
     info = [float(n) for n in looks]
@@ -119,6 +121,8 @@ def look_alphas(looks: Sequence[int] = LOOKS, alpha: float = DEFAULT_ALPHA, rho:
 
 @lru_cache(maxsize=32)
 def _look_alphas(looks: tuple[int, ...], alpha: float, rho: float) -> tuple[float, ...]:
+    from scipy.stats import norm
+
     return tuple(float(2.0 * norm.sf(c)) for c in boundaries(looks, alpha, rho))
 
 
