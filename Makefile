@@ -19,7 +19,8 @@ quickstart: models
 ## one after another, then the rest in TEST_WORKERS processes (pytest-xdist, --dist loadfile: a test file's tests
 ## run in one process, so what a module keeps to itself, its Redis database number and its module-scoped fixtures,
 ## is never shared by two; most of those tests wait on real workers, brokers and outages rather than on the CPU).
-## Not loadgroup: with pytest 9.2 it silently stops grouping (pytest-dev/pytest-xdist#1386).
+## Not loadgroup: with pytest 9.2 it silently stops grouping (pytest-dev/pytest-xdist#1386). --no-loadscope-reorder
+## keeps tests/conftest.py's order (the longest files first): xdist would otherwise start files with the most tests first.
 ## Exit 5 of a part means its
 ## selection was empty (PYTEST_ARGS naming files of one kind only), not a failure.
 TEST_WORKERS ?= 3
@@ -34,6 +35,6 @@ test: bootstrap
 	@$(VENV)/bin/python -m compileall -q -j 0 siliconbench harness tests benchmarks > /dev/null
 	@status=0; \
 	$(VENV)/bin/python -m pytest -m "solo and not gpu" $(PYTEST_ARGS) || { s=$$?; [ $$s -eq 5 ] || status=$$s; }; \
-	$(VENV)/bin/python -m pytest -m "not solo and not gpu" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS) \
+	$(VENV)/bin/python -m pytest -m "not solo and not gpu" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS) \
 	  || { s=$$?; [ $$s -eq 5 ] || status=$$s; }; \
 	exit $$status

@@ -35,9 +35,22 @@ if openblas := find_openblas():
         os.environ["OPENBLAS_NUM_THREADS"] = kept
 
 
-# The areas in the order `make test`'s parallel part should start them: the longest first (measured: fleet ~500 s of
-# test time, models and worker ~200 s each, ...), so that no long file starts last and runs on alone while the
-# other processes sit idle; files of the small areas fill the gaps at the end.
+# The order `make test`'s parallel part starts files in (pytest-xdist hands out whole files in collection order; the
+# Makefile passes --no-loadscope-reorder, without which xdist re-sorts them by their number of tests and these long
+# files of few tests started last: test_bisect.py's ~7 minutes then ran on alone at the end of the part). Longest
+# first, so that no long file starts last while the other processes sit idle: these files, by their wall seconds in
+# the parallel part of a warm make test (docs/evidence/make-test-start-up-2026-12-07/), then the rest by area.
+LONGEST_FILES = (
+    "tests/cli/test_bisect.py",  # 412 s
+    "tests/benchmarks/test_smoke.py",  # 276 s
+    "tests/fleet/test_fleet.py",  # 163 s
+    "tests/worker/test_workloads_serve.py",  # 158 s
+    "tests/fleet/test_survive_outages.py",  # 115 s
+    "tests/models/test_quality.py",  # 96 s
+    "tests/dashboard/test_dashboard_browser.py",  # 95 s
+    "tests/dashboard/test_dashboard.py",  # 91 s
+    "tests/fleet/test_faults.py",  # 79 s
+)
 AREA_ORDER = (
     "fleet",
     "benchmarks",
@@ -53,8 +66,15 @@ AREA_ORDER = (
 
 
 def pytest_collection_modifyitems(config, items):
-    rank = {a: i for i, a in enumerate(AREA_ORDER)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("/")[1] if item.nodeid.count("/") > 1 else "", len(rank)))
+    files = {f: i for i, f in enumerate(LONGEST_FILES)}
+    areas = {a: i for i, a in enumerate(AREA_ORDER)}
+
+    def rank(item) -> tuple[int, int]:
+        path = item.nodeid.split("::")[0]
+        area = path.split("/")[1] if path.count("/") > 1 else ""
+        return files.get(path, len(files)), areas.get(area, len(areas))
+
+    items.sort(key=rank)
 
 
 @pytest.fixture(scope="session")

@@ -64,6 +64,16 @@ def test_setup_commands_are_make_targets():
     assert "make test" in (ROOT / ".ci/run").read_text()
 
 
+def test_the_parallel_part_starts_the_longest_files_first():
+    """tests/conftest.py's order reaches pytest-xdist only with --no-loadscope-reorder (else xdist re-sorts files by
+    their number of tests), and names files that exist (a renamed file would silently drop back to its area)."""
+    from tests.conftest import LONGEST_FILES
+
+    parallel = next(line for line in (ROOT / "Makefile").read_text().splitlines() if '-m "not solo' in line)
+    assert "--dist loadfile" in parallel and "--no-loadscope-reorder" in parallel, parallel
+    assert [f for f in LONGEST_FILES if not (ROOT / f).is_file()] == []
+
+
 README_MAX_LINES = 300
 SCREEN_LINES = 50  # what a terminal or a browser shows at once
 
