@@ -86,7 +86,7 @@ KINDS = ("CLI: db current", "CLI: workers", "job child: generate, binding")
 
 
 def main(
-    runs: int = typer.Option(9, min=2, help="Runs of each kind, interleaved"),
+    runs: int = typer.Option(9, min=1, help="Runs of each kind, interleaved (one gives no interval)"),
     against: str = typer.Option(None, help="A git revision measured beside this checkout"),
     model: str = typer.Option("tiny-llama-30m", help="The model the job child runs (`models make-tiny` makes it)"),
     models_dir: Path = typer.Option(None, help="Models folder (default: SILICONBENCH_MODELS_DIR or the data dir's)"),
