@@ -129,7 +129,7 @@ def main(
         cells = []
         for label in trees:
             med, lo, hi = interval(figures[(kind, label)])
-            cells.append(f"{med:.3f} [{lo:.3f}, {hi:.3f}]")
+            cells.append(f"{med:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if runs > 1 else " (one run)"))
         table.add_row(kind, *cells)
     console.print(table)
 
