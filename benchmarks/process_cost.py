@@ -52,14 +52,18 @@ print(after.children_user + after.children_system - before.children_user - befor
 """
 
 
-def measure(kind: str, tree: Path, db: str, models: Path, model: str) -> float:
-    env = {
+def _env(tree: Path, db: str, models: Path) -> dict[str, str]:
+    return {
         **os.environ,
         "PYTHONPATH": str(tree),
         "SILICONBENCH_DATABASE_URL": db,
         "SILICONBENCH_BROKER_URL": BROKER,
         "SILICONBENCH_MODELS_DIR": str(models),
     }
+
+
+def measure(kind: str, tree: Path, db: str, models: Path, model: str) -> float:
+    env = _env(tree, db, models)
     py = sys.executable
     if kind == "CLI: db current":
         return _rusage([py, "-m", "siliconbench.cli.main", "db", "current"], env, tree)
@@ -109,8 +113,11 @@ def main(
             dbs = {}
             for label, tree in trees.items():  # each tree's own database, migrated first
                 dbs[label] = f"sqlite:///{tmp}/{len(dbs)}.sqlite"
-                env = {**os.environ, "PYTHONPATH": str(tree), "SILICONBENCH_DATABASE_URL": dbs[label]}
-                _rusage([sys.executable, "-m", "siliconbench.cli.main", "db", "upgrade"], env, tree)
+                _rusage(
+                    [sys.executable, "-m", "siliconbench.cli.main", "db", "upgrade"],
+                    _env(tree, dbs[label], models),
+                    tree,
+                )
             figures: dict[tuple[str, str], list[float]] = {}
             for r in range(runs):
                 order = list(trees.items()) if r % 2 == 0 else list(reversed(trees.items()))

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, Engine, create_engine, event, exc, inspect, make_url
 from sqlalchemy.engine import URL
@@ -25,8 +26,11 @@ from siliconbench.contract.settings import env_setting
 
 from .outages import Outage, call_through
 
+if TYPE_CHECKING:  # alembic is imported only to migrate (HEAD below)
+    from alembic.config import Config
+
 URL_VAR = "SILICONBENCH_DATABASE_URL"
-# The newest migration's revision (tests/storage/test_migrations.py checks it is alembic's head). Every process that
+# The newest migration's revision (tests/storage/test_storage.py checks it is alembic's head). Every process that
 # opens the database compares it with the table's; knowing it here spares each of them importing alembic and
 # loading every migration script (~0.3 s of CPU a process: a CLI call, a worker, the scheduler). Alembic is
 # imported only to migrate, or to tell an older revision from an unknown one.
@@ -143,7 +147,7 @@ def session_scope(url: str | URL) -> Iterator[Session]:
         yield session
 
 
-def alembic_config(url: str | URL):
+def alembic_config(url: str | URL) -> Config:
     """Alembic's configuration, built in code: no alembic.ini is needed."""
     from alembic.config import Config
 
@@ -187,7 +191,7 @@ def downgrade(url: str | URL, revision: str) -> None:
 
     from alembic import command
 
-    def run(cfg, rev: str) -> None:
+    def run(cfg: Config, rev: str) -> None:
         command.downgrade(cfg, rev)
         if rev == "base":
             cfg.attributes["connection"].exec_driver_sql("DROP TABLE IF EXISTS alembic_version")
