@@ -94,6 +94,21 @@ def test_a_jobs_peak_memory_is_its_own_whatever_the_parent_holds(models_dir):
     assert abs(loaded.peak_memory_bytes - quiet.peak_memory_bytes) < 0.2 * quiet.peak_memory_bytes
 
 
+def test_a_llama_cpp_result_records_the_openmp_wait_policy_it_ran_under(models_dir, monkeypatch):
+    """make test's parallel part sets OMP_WAIT_POLICY (Makefile): llama.cpp's threads then sleep at their barrier
+    instead of spinning, a different speed, so such a result says so and never pools with a default one."""
+    job = next(j for j in jobs_for(models_dir, repetitions=1, warmup=0) if j.engine == "llama.cpp")
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    passive = run_in_child(job, models_dir)
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    default = run_in_child(job, models_dir)
+    assert passive.status == default.status == "ok", (passive.error, default.error)
+    assert passive.environment.engine_options["openmp"] == {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert "openmp" not in default.environment.engine_options
+    assert passive.environment.identity() != default.environment.identity()
+
+
 def test_crash_becomes_failed_result(models_dir, monkeypatch):
     monkeypatch.setenv("SILICONBENCH_FAULT", "crash")
     job = jobs_for(models_dir)[0]

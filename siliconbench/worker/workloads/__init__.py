@@ -22,6 +22,7 @@ from siliconbench.worker.builds import driver
 from siliconbench.worker.builds.tool import ToolEngine
 from siliconbench.worker.platform.host_facts import host_facts
 from siliconbench.worker.platform.nvidia import DeviceMeter, Nvml
+from siliconbench.worker.platform.threads import openmp_wait
 from siliconbench.worker.serving import served_build
 from siliconbench.worker.serving.process import kill_live_groups
 from siliconbench.worker.serving.served_build import ServedBuild
@@ -36,9 +37,12 @@ def remove_scratch() -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def with_build(engine) -> dict:
-    """The engine's own description, with the llama.cpp build's record where the job ran on one."""
+def with_build(engine, job: JobSpec) -> dict:
+    """The engine's own description, with the llama.cpp build's record where the job ran on one, and the OpenMP
+    wait variables llama.cpp's threads ran under where any is set."""
     described = engine.describe()
+    if job.engine == "llama.cpp" and (wait := openmp_wait()):
+        described = {**described, "engine_options": {**(described.get("engine_options") or {}), "openmp": wait}}
     build = driver.current()
     if build is None:
         return described
@@ -69,7 +73,7 @@ def run_workload(job: JobSpec, models_dir: Path, emit: Callable[..., None]) -> J
         try:
             out = module.run(ctx)
         except WorkloadError as exc:
-            env = Environment(**host_facts(), **with_build(engine_for(job)))
+            env = Environment(**host_facts(), **with_build(engine_for(job), job))
             return failed(
                 job.job_id,
                 f"{job.workload} error: {exc}",
@@ -79,7 +83,7 @@ def run_workload(job: JobSpec, models_dir: Path, emit: Callable[..., None]) -> J
             )
         finally:
             kill_live_groups()  # normally none: each workload stops its servers itself
-    env = Environment(**host_facts(), **with_build(out.engine))
+    env = Environment(**host_facts(), **with_build(out.engine, job))
     extra = {"workload": job.workload, **out.extra}
     device = {**(meter.stop() if meter else {}), **out.device_memory}
     if device:
