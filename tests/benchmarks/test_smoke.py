@@ -174,6 +174,17 @@ def test_process_cost(models_dir):
     assert "against" not in worktrees, worktrees
 
 
+def test_omp_wait(models_dir):
+    """One round of each way of waiting, quiet and beside one burner, on the tiny model."""
+    out = run_benchmark(
+        "omp_wait.py", "--rounds", 1, "--model", SMALL, "--models-dir", models_dir, "--burners", 1, "--gen", 8
+    )
+    for condition in ("quiet", "beside burners"):
+        for mode in ("spin (default)", "sleep (OMP_WAIT_POLICY=PASSIVE)", "one thread"):
+            row = rf"{re.escape(condition)}\s*│\s*{re.escape(mode)}\s*│\s*\d+\.\d\d \(one run\)"
+            assert re.search(row, out), (condition, mode, out)
+
+
 def test_every_benchmark_has_a_smoke_run():
     scripts = {p.stem for p in (ROOT / "benchmarks").glob("*.py") if not p.stem.startswith("_")}
     smoked = {name.removeprefix("test_") for name in globals() if name.startswith("test_")} - {
