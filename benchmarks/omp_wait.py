@@ -35,7 +35,7 @@ from siliconbench.contract.settings import load_settings  # noqa: E402
 
 from benchmarks._interval import interval  # noqa: E402
 from harness.tools import llama_tools_bin  # noqa: E402
-from siliconbench.worker.platform.threads import performance_cores  # noqa: E402
+from siliconbench.worker.platform.threads import OPENMP_WAIT, performance_cores  # noqa: E402
 
 MODES = ("spin (default)", "sleep (OMP_WAIT_POLICY=PASSIVE)", "one thread")
 CONDITIONS = ("quiet", "beside burners")
@@ -55,7 +55,7 @@ def run_once(
     bench: Path, gguf: Path, mode: str, threads: int, prompt: int, gen: int, reps: int
 ) -> tuple[float, float, float]:
     """(CPU s, wall s, tg tokens/s median) of one llama-bench process in ``mode``."""
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env = {k: v for k, v in os.environ.items() if k not in OPENMP_WAIT}
     if mode == MODES[1]:
         env["OMP_WAIT_POLICY"] = "PASSIVE"
     t = 1 if mode == MODES[2] else threads
