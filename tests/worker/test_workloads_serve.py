@@ -28,7 +28,7 @@ from siliconbench.storage import sweep_store
 from siliconbench.storage.database import session_scope
 from siliconbench.worker.job.perform import perform_job
 from siliconbench.worker.runtime.files import fetch_missing
-from siliconbench.worker.serving.client import stream_request
+from siliconbench.worker.serving.client import stream_completion, stream_request
 from siliconbench.worker.serving.process import free_port
 from tests.conftest import SMALL
 from tests.workload_helpers import assert_no_process_left, jobs_for, run, values
@@ -273,10 +273,11 @@ def test_a_rate_the_server_cannot_sustain_is_reported_not_hidden(models_dir, rat
 
 
 def test_a_failing_warm_up_or_a_run_of_only_failures_fails_the_job_with_the_first_error(models_dir):
-    """A real server that cannot answer within the request timeout (1 ms): the warm-up's failure stops the job before
+    """A real server that cannot stream 64 tokens within the request's total timeout (1 ms; a fast server streams each
+    chunk well within it, so the timeout is the request's total, not one read's): the warm-up's failure stops the job before
     any run (as vLLM's test prompt does); without warm-up, a run whose every request failed fails the job instead of
     being stored ok with zero throughput."""
-    base = {"kind": "serve", "num_requests": 3, "prompt_tokens": 16, "max_tokens": 16, "request_timeout_s": 0.001}
+    base = {"kind": "serve", "num_requests": 3, "prompt_tokens": 16, "max_tokens": 64, "request_timeout_s": 0.001}
     for warmup, said in ((1, "warm-up request 0 failed"), (0, "every request of run 0 failed (3)")):
         job = jobs_for(
             models_dir,
@@ -313,6 +314,39 @@ def test_a_malformed_answer_is_that_requests_failure(tmp_path):
         server.shutdown()
         server.server_close()
     assert not r.ok and r.error.startswith("AttributeError")
+
+
+def test_the_request_timeout_is_the_requests_total_not_one_reads(tmp_path):
+    """A server streaming a chunk every 10 ms for 0.4 s: each read is well within a 0.1 s socket timeout, yet the
+    request runs past its 0.1 s total and fails as timed out (vLLM's timeout is the request's total)."""
+
+    class Trickle(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            for _ in range(40):
+                self.wfile.write(b'data: {"choices": [{"text": "a", "finish_reason": null}]}\n\n')
+                self.wfile.flush()
+                time.sleep(0.01)
+            self.wfile.write(b"data: [DONE]\n\n")
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        served = stream_request(port, "/v1/completions", {"prompt": "x", "max_tokens": 40}, 0.1)
+        streamed = stream_completion(port, {"prompt": "x", "max_tokens": 40}, 0.1)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not served.ok and served.error.startswith("TimeoutError") and "request_timeout_s" in served.error
+    assert not streamed.ok and streamed.error.startswith("TimeoutError")
+    assert len(served.chunk_times) >= 1  # chunks did arrive: the total ran out, not a read
 
 
 def test_a_concurrency_sweep_runs_one_closed_loop_job_per_concurrency(models_dir):

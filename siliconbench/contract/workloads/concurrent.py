@@ -30,7 +30,9 @@ class ConcurrentWorkload(ServerSettings):
     prompt_tokens: PositiveInt = 128
     gen_tokens: PositiveInt = 64
     memory_interval_ms: PositiveInt = Field(10, description="How often the server tree's RSS is sampled")
-    request_timeout_s: PositiveFloat = 300.0
+    request_timeout_s: PositiveFloat = Field(
+        300.0, description="A request's total time, from send to [DONE], after which it counts as failed"
+    )
 
 
 def n_configs(w: ConcurrentWorkload) -> int:

@@ -109,7 +109,9 @@ class ServeWorkload(ServerSettings):
         None, description="Context per request (llama-server: per slot); default the model's, at most 4,096"
     )
     memory_interval_ms: PositiveInt = Field(10, description="How often the server tree's RSS is sampled")
-    request_timeout_s: PositiveFloat = 300.0
+    request_timeout_s: PositiveFloat = Field(
+        300.0, description="A request's total time, from send to [DONE], after which it counts as failed"
+    )
 
 
 def concurrencies(w: ServeWorkload) -> list[int | None]:

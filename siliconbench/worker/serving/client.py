@@ -133,14 +133,17 @@ def answers_completion(port: int, timeout_s: float) -> bool:
 DONE = b"[DONE]"
 
 
-def sse_data(resp: http.client.HTTPResponse) -> Iterator[tuple[float, bytes]]:
+def sse_data(resp: http.client.HTTPResponse, deadline: float) -> Iterator[tuple[float, bytes]]:
     """(perf_counter time it was read, payload) of each server-sent ``data:`` line, [DONE] included, until the stream
-    ends; keep-alive comments and blank separators skipped."""
+    ends; keep-alive comments and blank separators skipped. Raises TimeoutError past ``deadline``: the socket's own
+    timeout bounds one read only, and a server streaming fast chunks never trips it (vLLM's timeout is the total)."""
     while True:
         line = resp.readline()
         if not line:
             return
         now = time.perf_counter()
+        if now > deadline:
+            raise TimeoutError("the request timed out: no [DONE] within request_timeout_s, its total time")
         line = line.strip()
         if line.startswith(b"data:"):
             yield now, line[5:].strip()
@@ -157,7 +160,7 @@ def stream_completion(port: int, body: dict, timeout_s: float) -> StreamResult:
             res.error = f"HTTP {resp.status}: {resp.read(300).decode(errors='replace')}"
             return res
         done = False
-        for now, data in sse_data(resp):
+        for now, data in sse_data(resp, res.t_sent + timeout_s):
             if data == DONE:
                 done = True
                 break
@@ -245,7 +248,7 @@ def stream_request(port: int, path: str, body: dict, timeout_s: float) -> Served
             res.error = f"HTTP {resp.status}: {resp.read(400).decode(errors='replace')}"
             return res
         done = False
-        for now, data in sse_data(resp):
+        for now, data in sse_data(resp, res.t_sent + timeout_s):
             if data == DONE:
                 done = True
                 break
