@@ -95,7 +95,8 @@ wait_build() {
 
 fidelity() {  # fidelity QUANT ENGINES ROUNDS [MODELS]: ours / llama-bench and / mlx_lm.benchmark, interleaved
   local name="fidelity-$1-${2//./}${4:+-${4#synthetic-}}"
-  python3 benchmarks/fidelity.py --models "${4:-synthetic-llama-3.2-1b,synthetic-llama-3-8b}" --quant "$1" --engines "$2" \
+  # FIDELITY_MODELS narrows the default pair (a short lease: the 1B shape alone, with model_8b and q4_8b skipped)
+  python3 benchmarks/fidelity.py --models "${4:-${FIDELITY_MODELS:-synthetic-llama-3.2-1b,synthetic-llama-3-8b}}" --quant "$1" --engines "$2" \
     --rounds "$3" --reps 5 --prompt 512 --gen 128 --no-perplexity --json-out "$G/out/$name.json" 2>&1 | tee "$G/out/$name.log"
   return "${PIPESTATUS[0]}"
 }
@@ -126,7 +127,7 @@ sweep() {  # sweep FILE: run embedded (SQLite), keep the printed tables and ever
   $SB run "$1" 2>&1 | tee "$G/out/$name.log" && $SB results --format json > "$G/out/$name.json"
 }
 
-export G LOG SB
+export G LOG SB FIDELITY_MODELS
 export -f wheels llama_src repo build mlx wait_build fidelity overhead mlx_prompt bisect sweep
 step llama_src llama_src
 step wheels wheels
