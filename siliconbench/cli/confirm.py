@@ -66,9 +66,19 @@ def _print_confirmation(f: dict) -> None:
             f"{one['baseline']} → {one['candidate']}: ratio {one['ratio'] or nan:.3f} "
             f"(95% CI {one['ci_low'] or nan:.3f}–{one['ci_high'] or nan:.3f}), "
             f"p {one['p_value'] if one['p_value'] is not None else nan:.2g}, {one['verdict']}; "
-            f"sweep {one['sweep_id']}",
+            f"sweep {one['sweep_id']}{_left_out(one)}",
             highlight=False,
         )
+
+
+def _left_out(one: dict) -> str:
+    """What the comparison lacks: jobs that failed, and jobs left out as disturbed (throttled, contended)."""
+    said = [
+        f"{n} job(s) {what}"
+        for n, what in ((one.get("failed_jobs", 0), "failed"), (one.get("disturbed_jobs", 0), "left out as disturbed"))
+        if n
+    ]
+    return f"; {', '.join(said)}" if said else ""
 
 
 def _confirm_on_fleet(

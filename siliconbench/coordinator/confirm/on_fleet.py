@@ -165,13 +165,15 @@ def attach_confirm(
         rounds = sweep.spec["processes"]
         host_of = dict(s.execute(select(Job.id, Job.target_host).where(Job.sweep_id == sweep_id)).all())
         points = load_points(s, sweep_id)
+        ended_ok = load_points(s, sweep_id, include_disturbed=True)
         per_host = {}
         for host in sorted(set(host_of.values()), key=str):
             pts = [p for p in points if host_of.get(p.job_id) == host]
+            n_ok = sum(1 for p in ended_ok if host_of.get(p.job_id) == host)
             comp = compare_sides(pts, base, cand, f.metric, alpha=alpha, min_effect=min_effect)
             n_jobs = sum(1 for h in host_of.values() if h == host)
             per_host[host] = side_result(
-                comp, base=base, cand=cand, rounds=rounds, n_jobs=n_jobs, n_points=len(pts), sweep_id=sweep_id
+                comp, base=base, cand=cand, rounds=rounds, n_jobs=n_jobs, n_ok=n_ok, n_clean=len(pts), sweep_id=sweep_id
             ) | {"host": host}
         agree = [h for h, r in per_host.items() if r["verdict"] == f.verdict]
         status = fleet_confirm_status([r["verdict"] for r in per_host.values()], f.verdict)
@@ -187,6 +189,7 @@ def attach_confirm(
                 "verdict": verdicts.pop() if len(verdicts) == 1 else "mixed",
                 "confirmed_hosts": agree,
                 "failed_jobs": sum(r["failed_jobs"] for r in per_host.values()),
+                "disturbed_jobs": sum(r["disturbed_jobs"] for r in per_host.values()),
                 "hosts": per_host,
             }
         set_status(s, finding_id, status, confirm_sweep_id=sweep_id, confirm_result=result)

@@ -123,15 +123,18 @@ def compare_sides(
 
 
 def side_result(
-    comp: Comparison, *, base: str, cand: str, rounds: int, n_jobs: int, n_points: int, sweep_id: str
+    comp: Comparison, *, base: str, cand: str, rounds: int, n_jobs: int, n_ok: int, n_clean: int, sweep_id: str
 ) -> dict:
-    """What a confirmation attaches to its finding (per host, through the fleet)."""
+    """What a confirmation attaches to its finding (per host, through the fleet). Of its ``n_jobs``, those that did
+    not end ok failed; those that ended ok but disturbed (throttled or contended: left out of the comparison, as
+    every verdict leaves them) are counted apart, so a busy machine is not read as a broken job."""
     return {
         **comp.as_dict(),
         "baseline": base,
         "candidate": cand,
         "rounds": rounds,
-        "failed_jobs": n_jobs - n_points,
+        "failed_jobs": n_jobs - n_ok,
+        "disturbed_jobs": n_ok - n_clean,
         "sweep_id": sweep_id,
     }
 
