@@ -11,6 +11,7 @@ slower, gross on purpose; the statistics' power is benchmarks/regression_power.p
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from datetime import timedelta
 
@@ -116,6 +117,13 @@ def test_a_regressing_tag_is_built_confirmed_and_bisected_to_its_commit_on_the_f
         b = wait_for(lambda: ended(pg_url, Bisection), 2400, every_s=2, what="the bisection's end")
     finally:
         sched.stop()
+
+    # A look's verdict and what follows it (the next look, a build, a built commit's first look) take one tick, not
+    # one each: at the default 60 s tick the host would sit idle up to a minute a look.
+    ticks = sched.log_path.read_text()
+    decided = r"(next look|step \d+ decided: \w+|built \S+ on \S+|did not build: skipped)"
+    assert re.search(decided + "; ", ticks), ticks[-3000:]  # a decision, then in the same tick what follows it
+    assert not re.search(decided + "'", ticks), ticks[-3000:]  # and no tick ends on a decision
 
     # The campaign: both tags built on each host from its checkout (fetched there), measured, a regression.
     assert {h: sorted(v["sent"]) for h, v in c.verdicts["hosts"].items()} == {h: ["b1", "b4"] for h in HOSTS}

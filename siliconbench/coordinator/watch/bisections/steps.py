@@ -1,6 +1,8 @@
-"""A fleet bisection's steps, one per scheduler tick: the driver of ``siliconbench.coordinator.bisection.search`` on the fleet.
+"""A fleet bisection's steps, driven by the scheduler's tick: the driver of ``siliconbench.coordinator.bisection.search`` on
+the fleet.
 
-Each tick asks the search what it wants next and does one thing toward it:
+Each step asks the search what it wants next and does one thing toward it; a tick takes steps until one sends work,
+waits or ends (``advance``), so a look's verdict and the next look's send never wait a tick apart:
 
 - **building** a commit the search needs that the host has not built: the campaign's prepare task
   (``TASK_PREPARE_ENV``, the commit's full sha as its ref) goes to the host; the host's report echoes that ref
@@ -43,11 +45,17 @@ ACTIVE = ("building", "measuring")
 LOOK_TIMEOUT_S = 6 * 3600.0  # one look's sweep on one host: its jobs' timeouts are far below this
 
 
+# Steps one tick may take for one bisection while each decides without sending or waiting (a look's verdict, a
+# build's report, then the next look's send: three); a bound against a loop, not a budget.
+MAX_STEPS_A_TICK = 16
+
+
 @dataclass
 class Step:
     message: str
     sweep_id: str | None = None
     spec: SweepSpec | None = None
+    more: bool = False  # decided without sending or waiting: the next step need not wait for the next tick
 
 
 def _fail(b: Bisection, search: Search, why: str) -> Step:
@@ -82,13 +90,15 @@ def _building(session: Session, broker_url: str, b: Bisection, search: Search, i
     if row["status"] == "failed":
         search.skip(index, f"did not build: {row['error'] or 'failed'}")
         record.keep(b, search)
-        return Step(f"{sha[:12]} did not build: skipped" if not search.done else f"done: {search.reason}")
+        return (
+            Step(f"{sha[:12]} did not build: skipped", more=True) if not search.done else Step(f"done: {search.reason}")
+        )
     label = (row.get("packages") or {}).get(LLAMA_CPP)
     if not label or label not in versions_on(session.get(Host, b.host), LLAMA_CPP):
         return _fail(b, search, f"{b.host} reported {label} built but does not advertise it; restart the worker")
     b.labels = {**(b.labels or {}), str(index): label}
     b.status = "measuring"
-    return Step(f"built {label} on {b.host}")
+    return Step(f"built {label} on {b.host}", more=True)
 
 
 def _attempt(search: Search, w: Want) -> list:
@@ -111,7 +121,8 @@ def _measuring(session: Session, b: Bisection, search: Search, w: Want) -> Step:
         if search.done:
             return Step(f"done: {search.outcome}: {search.reason}")
         return Step(
-            f"step {w.step} decided: {search.steps[-1]['verdict']}" if len(search.steps) > before else "next look"
+            f"step {w.step} decided: {search.steps[-1]['verdict']}" if len(search.steps) > before else "next look",
+            more=True,
         )
     have = record.samples(session, b, w, sweeps)
     sid, spec = record.look_sweep(b, w, have, hosts=[b.host], placement="each")
@@ -159,13 +170,26 @@ def _doc(session: Session, b: Bisection) -> dict:
 
 
 def advance(database_url: str, broker_url: str, bisection_id: int) -> str:
-    """One step of one bisection; what it did, in a line."""
+    """Steps of one bisection until one sends work, waits or ends; what each did, in a line. A finished look's
+    verdict and the next look's send happen in the same tick: at the default 60 s tick, waiting for the next one
+    left the host idle for up to a minute a look."""
+    said = []
+    for _ in range(MAX_STEPS_A_TICK):
+        message, more = _advance_once(database_url, broker_url, bisection_id)
+        said.append(message)
+        if not more:
+            break
+    return "; ".join(said)
+
+
+def _advance_once(database_url: str, broker_url: str, bisection_id: int) -> tuple[str, bool]:
+    """One step of one bisection: what it did, and whether the next step may follow at once."""
     with session_scope(database_url) as s:
         b = s.get(Bisection, bisection_id, with_for_update=True)
         if b is None:
-            return f"no bisection {bisection_id}"
+            return f"no bisection {bisection_id}", False
         if b.status not in ACTIVE:
-            return b.status
+            return b.status, False
         doc = _doc(s, b)
         search = record.search_of(b)
         w = search.want()
@@ -177,10 +201,11 @@ def advance(database_url: str, broker_url: str, bisection_id: int) -> str:
             step = _building(s, broker_url, b, search, todo[0], doc)
         else:
             step = _measuring(s, b, search, w)
+        more = step.more and b.status in ACTIVE
         if b.status not in ACTIVE:
             announce(s, b, doc)
     if step.sweep_id is None:
-        return step.message
+        return step.message, more
 
     def refused(s: Session, exc: UserError) -> None:
         b = s.get(Bisection, bisection_id, with_for_update=True)
@@ -195,7 +220,8 @@ def advance(database_url: str, broker_url: str, bisection_id: int) -> str:
         b.current = {**b.current, "for": _attempt(search, w), "sent": utcnow().isoformat()}
 
     return (
-        enqueue(database_url, broker_url, step.spec, step.sweep_id, refused=refused, enqueued=enqueued) or step.message
+        enqueue(database_url, broker_url, step.spec, step.sweep_id, refused=refused, enqueued=enqueued) or step.message,
+        False,
     )
 
 
