@@ -6,12 +6,14 @@ Every test checks that the servers it caused are gone afterwards, by the process
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -292,58 +294,56 @@ def test_a_failing_warm_up_or_a_run_of_only_failures_fails_the_job_with_the_firs
         assert_no_process_left(events)
 
 
-def test_a_malformed_answer_is_that_requests_failure(tmp_path):
-    """A server whose stream holds a chunk no client expects: the request fails with what was wrong, never raises."""
+class _EventStream(BaseHTTPRequestHandler):
+    """A hand-made server's answer to any POST: 200 and an event stream of what ``chunks`` yields, each sent apart."""
 
-    class Odd(BaseHTTPRequestHandler):
-        def do_POST(self):
-            self.rfile.read(int(self.headers["Content-Length"]))
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.end_headers()
-            self.wfile.write(b"data: [1, 2]\n\ndata: [DONE]\n\n")
+    chunks: Callable[[], Iterator[bytes]]
 
-        def log_message(self, *args):
-            pass
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for chunk in type(self).chunks():
+            self.wfile.write(chunk)
+            self.wfile.flush()
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Odd)
+    def log_message(self, *args):
+        pass
+
+
+@contextlib.contextmanager
+def event_stream_server(chunks: Callable[[], Iterator[bytes]]) -> Iterator[int]:
+    """A server on 127.0.0.1 streaming ``chunks()`` to every POST, for the block; its port."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (_EventStream,), {"chunks": staticmethod(chunks)}))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        r = stream_request(server.server_address[1], "/v1/completions", {"prompt": "x", "max_tokens": 2}, 5.0)
+        yield server.server_address[1]
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_malformed_answer_is_that_requests_failure():
+    """A server whose stream holds a chunk no client expects: the request fails with what was wrong, never raises."""
+    with event_stream_server(lambda: iter([b"data: [1, 2]\n\ndata: [DONE]\n\n"])) as port:
+        r = stream_request(port, "/v1/completions", {"prompt": "x", "max_tokens": 2}, 5.0)
     assert not r.ok and r.error.startswith("AttributeError")
 
 
-def test_the_request_timeout_is_the_requests_total_not_one_reads(tmp_path):
+def test_the_request_timeout_is_the_requests_total_not_one_reads():
     """A server streaming a chunk every 10 ms for 0.4 s: each read is well within a 0.1 s socket timeout, yet the
     request runs past its 0.1 s total and fails as timed out (vLLM's timeout is the request's total)."""
 
-    class Trickle(BaseHTTPRequestHandler):
-        def do_POST(self):
-            self.rfile.read(int(self.headers["Content-Length"]))
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.end_headers()
-            for _ in range(40):
-                self.wfile.write(b'data: {"choices": [{"text": "a", "finish_reason": null}]}\n\n')
-                self.wfile.flush()
-                time.sleep(0.01)
-            self.wfile.write(b"data: [DONE]\n\n")
+    def trickle():
+        for _ in range(40):
+            yield b'data: {"choices": [{"text": "a", "finish_reason": null}]}\n\n'
+            time.sleep(0.01)
+        yield b"data: [DONE]\n\n"
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        port = server.server_address[1]
+    with event_stream_server(trickle) as port:
         served = stream_request(port, "/v1/completions", {"prompt": "x", "max_tokens": 40}, 0.1)
         streamed = stream_completion(port, {"prompt": "x", "max_tokens": 40}, 0.1)
-    finally:
-        server.shutdown()
-        server.server_close()
     assert not served.ok and served.error.startswith("TimeoutError") and "request_timeout_s" in served.error
     assert not streamed.ok and streamed.error.startswith("TimeoutError")
     assert len(served.chunk_times) >= 1  # chunks did arrive: the total ran out, not a read
