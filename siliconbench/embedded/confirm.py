@@ -150,12 +150,19 @@ def run_confirm(
             set_status(s, finding_id, previous)
         raise
     with session_scope(url) as s:
-        pts = load_points(s, sweep_id)
-        n_ok = len(load_points(s, sweep_id, include_disturbed=True))
+        ended_ok = load_points(s, sweep_id, include_disturbed=True)
+        pts = [p for p in ended_ok if not p.disturbed]
         comp = compare_sides(pts, base, cand, metric, alpha=alpha, min_effect=min_effect)
         f = get_finding(s, finding_id)
         result = side_result(
-            comp, base=base, cand=cand, rounds=rounds, n_jobs=len(jobs), n_ok=n_ok, n_clean=len(pts), sweep_id=sweep_id
+            comp,
+            base=base,
+            cand=cand,
+            rounds=rounds,
+            n_jobs=len(jobs),
+            n_ok=len(ended_ok),
+            n_clean=len(pts),
+            sweep_id=sweep_id,
         )
         status = confirm_status(comp.verdict.value, f.verdict)
         set_status(s, finding_id, status, confirm_sweep_id=sweep_id, confirm_result=result)

@@ -90,19 +90,21 @@ def test_confirm_runs_on_a_chosen_worker_and_attaches_its_comparison(
     assert f"finding {fid}" in out.stdout and f"on {NAME}" in out.stdout and "done" in out.stdout
     with session_scope(pg_url) as s:
         f = list_findings(s)[0]
-        jobs = s.query(Job.target_host, Job.worker, Job.status).filter(Job.sweep_id == f["confirm_sweep_id"]).all()
-        errors = s.query(Job.id, Job.status, Job.error).filter(Job.sweep_id == f["confirm_sweep_id"]).all()
+        rows = s.query(Job.id, Job.target_host, Job.worker, Job.status, Job.error)
+        rows = rows.filter(Job.sweep_id == f["confirm_sweep_id"]).all()
         pts = sorted(load_points(s, f["confirm_sweep_id"]), key=lambda p: p.when)
     assert f["status"] in ("confirmed", "not_confirmed", "inconclusive")
     r = f["confirm_result"]
     assert r["host"] == NAME and r["baseline"] == OTHER_MLX_LM and r["candidate"] == OWN_MLX_LM and r["rounds"] == 4
     # Every job is compared or counted as disturbed (a job the hypervisor stole >10% of the cores from is contended:
     # once, in a loaded make test, the candidate side counted 3 processes and the fourth was read as failed).
-    said = (r, [tuple(e) for e in errors], [(p.engine_version, sorted(p.samples)) for p in pts])
+    said = (r, [(j.id, j.status, j.error) for j in rows], [(p.engine_version, sorted(p.samples)) for p in pts])
     assert r["failed_jobs"] == 0 and r["n_baseline"] + r["n_candidate"] + r["disturbed_jobs"] == 8, said
     assert r["samples_baseline"] == 3 * r["n_baseline"] and r["samples_candidate"] == 3 * r["n_candidate"], said
     assert r["p_value"] is not None and r["verdict"] in ("regression", "equivalent", "inconclusive", "improvement")
-    assert {tuple(j) for j in jobs} == {(NAME, NAME, "ok")}  # pinned to the worker, run by it
+    assert {(j.target_host, j.worker, j.status) for j in rows} == {
+        (NAME, NAME, "ok")
+    }  # pinned to the worker, run by it
     # Interleaved A/B/A/B on the worker, each side under the interpreter its own environments give it.
     assert [p.components["mlx-lm"] for p in pts] == [OTHER_MLX_LM, OWN_MLX_LM] * 4
 

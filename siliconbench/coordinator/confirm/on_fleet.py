@@ -164,12 +164,12 @@ def attach_confirm(
         base, cand = sweep.spec["engine_versions"][f.engine]
         rounds = sweep.spec["processes"]
         host_of = dict(s.execute(select(Job.id, Job.target_host).where(Job.sweep_id == sweep_id)).all())
-        points = load_points(s, sweep_id)
         ended_ok = load_points(s, sweep_id, include_disturbed=True)
         per_host = {}
         for host in sorted(set(host_of.values()), key=str):
-            pts = [p for p in points if host_of.get(p.job_id) == host]
-            n_ok = sum(1 for p in ended_ok if host_of.get(p.job_id) == host)
+            on_host = [p for p in ended_ok if host_of.get(p.job_id) == host]
+            pts = [p for p in on_host if not p.disturbed]
+            n_ok = len(on_host)
             comp = compare_sides(pts, base, cand, f.metric, alpha=alpha, min_effect=min_effect)
             n_jobs = sum(1 for h in host_of.values() if h == host)
             per_host[host] = side_result(

@@ -62,6 +62,7 @@ class Point:
     source: str = "siliconbench"
     engine_version: str | None = None
     reported: dict[str, float] = field(default_factory=dict)  # aggregates of imports without raw samples
+    disturbed: bool = False  # throttled or contended while it ran (JobResult.disturbed): no verdict pools it
 
     def center(self, metric: str) -> float | None:
         """The point's value in a history: the median of its raw samples, else a reported aggregate."""
@@ -134,6 +135,7 @@ def to_point(job: JobSpec, result: JobResult, host: str | None = None, created_a
         source=result.extra.get("source", "siliconbench"),
         engine_version=job.engine_version,
         reported={k: float(v) for k, v in (lb.get("reported") or {}).items()},
+        disturbed=bool(result.disturbed),
     )
 
 

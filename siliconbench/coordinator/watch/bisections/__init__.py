@@ -12,7 +12,8 @@ commits), *ambiguous* (the suspects listed), *equivalent* / *improvement* / *inc
 reproduced through llama-bench" when the campaign's binding saw what the tags' llama-bench does not) — or
 **failed** with why. Every step's evidence is kept, and each look's sweep is stored as any sweep is.
 
-Modules: ``start`` (a campaign's end starts one), ``steps`` (building, measuring, announcing; a tick takes steps until one sends work or waits).
+Modules: ``start`` (a campaign's end starts one), ``steps`` (building, measuring, announcing; a tick takes steps until
+one sends work or waits).
 Reads: ``siliconbench.coordinator.bisection.record.list_bisections``.
 """
 
